@@ -1,0 +1,378 @@
+#include "cli/cli.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "cli/args.hpp"
+#include "cli/table.hpp"
+#include "core/build_info.hpp"
+#include "core/format.hpp"
+#include "db/export.hpp"
+#include "db/store.hpp"
+#include "harness/ceilings.hpp"
+#include "harness/device.hpp"
+#include "tuner/shape_file.hpp"
+#include "tuner/sweep.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+namespace {
+
+using cli::CommandSpec;
+using cli::ParsedArgs;
+using cli::UsageError;
+
+// Failures of the user's input that are not command-line syntax (unwritable file, bad db).
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  CommandSpec spec;
+  std::function<int(const ParsedArgs&, std::ostream&, std::ostream&)> run;
+};
+
+const cli::OptionSpec kDbOption{"db", 0, "FILE", "the SQLite database (created by sweep if missing)"};
+
+std::string join_args(const std::vector<std::string>& args) {
+  std::string out = "shapetune";
+  for (const auto& a : args) out += " " + a;
+  return out;
+}
+
+std::string require_db(const ParsedArgs& a) {
+  auto db = a.value("db");
+  if (!db) throw UsageError("--db FILE is required");
+  return *db;
+}
+
+std::unique_ptr<Store> open_store(const std::string& path, OpenMode mode) {
+  try {
+    return Store::open(path, mode);
+  } catch (const StoreError& e) {
+    throw InputError(e.what());
+  }
+}
+
+std::string human_bytes(double b) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1);
+  if (b >= 1e9) s << b / (1 << 30) << " GiB";
+  else s << b / (1 << 20) << " MiB";
+  return s.str();
+}
+
+// ---- devices ---------------------------------------------------------------------------
+int cmd_devices(const ParsedArgs&, std::ostream& out, std::ostream& err) {
+  if (auto why = cuda_unavailable_reason()) {
+    err << "no usable CUDA device: " << *why << "\n";
+    return 2;
+  }
+  for (const auto& d : list_devices()) {
+    const auto& f = d.fingerprint;
+    out << "device " << d.ordinal << ": " << f.name << "\n"
+        << "  key               " << f.key() << "\n"
+        << "  compute capability " << f.compute_capability / 10 << "." << f.compute_capability % 10 << "\n"
+        << "  SMs               " << f.sm_count << "\n"
+        << "  L2                " << human_bytes(static_cast<double>(f.l2_bytes)) << "\n"
+        << "  memory            " << human_bytes(static_cast<double>(f.memory_bytes)) << " (" << d.memory_bus_bits
+        << "-bit bus, " << d.memory_clock_mhz << " MHz)\n"
+        << "  shared mem/block  " << d.limits.shared_memory_per_block_optin / 1024 << " KiB (opt-in)\n"
+        << "  PCI bus           " << d.pci_bus_id << "\n"
+        << "  driver            " << f.driver_version << "\n"
+        << "  CUDA runtime      " << f.runtime_version << "\n"
+        << "  cuBLAS            " << f.cublas_version << "\n"
+        << "  cuDNN             " << f.cudnn_version << "\n";
+  }
+  return 0;
+}
+
+// ---- list --------------------------------------------------------------------------------
+std::string describe_space(const ParamSpace& space) {
+  if (space.axes().empty()) return "    (no parameters)\n";
+  std::ostringstream s;
+  for (const auto& axis : space.axes()) {
+    s << "    " << axis.name << " in {";
+    for (std::size_t i = 0; i < axis.values.size(); ++i) s << (i ? ", " : "") << axis.values[i];
+    s << "}: " << axis.description << "\n";
+  }
+  if (!space.constraint_text().empty()) s << "    where " << space.constraint_text() << "\n";
+  s << "    " << space.enumerate().size() << " configs (" << space.raw_size() << " before constraints)\n";
+  return s.str();
+}
+
+int cmd_list(const ParsedArgs& a, std::ostream& out, std::ostream&) {
+  const Catalogue& cat = catalogue();
+  if (a.positional.empty()) {
+    for (const Primitive* p : cat.primitives()) {
+      out << p->name << ": " << p->description << "\n  axes:";
+      for (const auto& axis : p->axes) out << " " << axis;
+      out << "; dtypes:";
+      for (DType t : p->dtypes) out << " " << dtype_name(t);
+      out << "\n  variants:";
+      for (const Variant* v : cat.variants(p->name)) out << " " << v->name << (v->baseline ? " (baseline)" : "");
+      out << "\n";
+    }
+    out << "\n`shapetune list PRIMITIVE` shows each variant's parameter space.\n";
+    return 0;
+  }
+  const Primitive* p = cat.find_primitive(a.positional[0]);
+  if (!p) throw UsageError("unknown primitive '" + a.positional[0] + "'; known: " + cat.primitive_names());
+  out << p->name << ": " << p->description << "\n  " << p->signature << "\n  default variant: " << p->default_variant
+      << "\n  tolerances:";
+  for (DType t : p->dtypes) {
+    const Tolerance tol = p->tolerance(t);
+    out << " " << dtype_name(t) << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
+  }
+  out << "\n\n";
+  for (const Variant* v : cat.variants(p->name)) {
+    out << "  " << v->name << (v->baseline ? " [baseline]" : "") << ": " << v->description << "\n"
+        << describe_space(v->params);
+  }
+  return 0;
+}
+
+// ---- sweep -------------------------------------------------------------------------------
+std::vector<std::string> split_list(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    std::stringstream s(v);
+    std::string item;
+    while (std::getline(s, item, ','))
+      if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void check_variant_names(const std::vector<std::string>& variants, const std::vector<std::string>& primitives) {
+  const Catalogue& cat = catalogue();
+  for (const auto& name : variants) {
+    bool found = false;
+    std::string known;
+    for (const Primitive* p : cat.primitives()) {
+      if (!primitives.empty() && std::find(primitives.begin(), primitives.end(), p->name) == primitives.end())
+        continue;
+      found = found || cat.find_variant(p->name, name);
+      known += (known.empty() ? "" : "; ") + p->name + ": " + cat.variant_names(p->name);
+    }
+    if (!found) throw UsageError("unknown variant '" + name + "'; known variants: " + known);
+  }
+}
+
+int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::vector<std::string>& all_args) {
+  SweepOptions o;
+  o.shape_file = a.positional[0];
+  o.dry_run = a.has("dry-run");
+  if (!o.dry_run) o.db_path = require_db(a);
+  o.primitives = split_list(a.values("primitive"));
+  o.variants = split_list(a.values("variant"));
+  for (const auto& p : o.primitives)
+    if (!catalogue().find_primitive(p))
+      throw UsageError("unknown primitive '" + p + "'; known: " + catalogue().primitive_names());
+  check_variant_names(o.variants, o.primitives);
+  o.budget_s = a.number("budget", 0, 0, 1e7);
+  o.measure.flush_l2 = !a.has("hot");
+  o.measure.stop.time_cap_s = a.number("time-cap", o.measure.stop.time_cap_s, 0.001, 3600);
+  o.measure.stop.target_ci_rel = a.number("target-ci", o.measure.stop.target_ci_rel, 1e-5, 1);
+  o.measure.stop.min_samples = static_cast<int>(a.integer("min-samples", o.measure.stop.min_samples, 6, 1000000));
+  o.measure.stop.max_samples = static_cast<int>(a.integer("max-samples", o.measure.stop.max_samples, o.measure.stop.min_samples, 10000000));
+  o.fresh = a.has("fresh");
+  o.verbose = a.has("verbose");
+  o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
+  if (a.has("seed")) o.seed = static_cast<std::uint64_t>(a.integer("seed", 0, 0, INT64_MAX));
+  o.command_line = join_args(all_args);
+  return run_sweep(o, out, err);
+}
+
+// ---- winners / export ----------------------------------------------------------------------
+int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
+  auto store = open_store(require_db(a), OpenMode::read_only);
+  const auto winners = store->winners(a.value("device-key").value_or(""));
+  if (winners.empty()) {
+    out << "no winners in " << store->path() << " yet (run `shapetune sweep FILE.yaml --db " << store->path() << "`)\n";
+    return 0;
+  }
+  std::string device;
+  cli::Table table({"problem", "winner", "median", "p10..p90", "mode", "achieved", "baseline", "speedup", "runner-up",
+                    "margin"});
+  for (const auto& w : winners) {
+    if (w.device_key != device) {
+      if (!table.empty()) {
+        out << table.render() << "\n";
+        table.clear();
+      }
+      device = w.device_key;
+      out << "device " << device << "\n";
+    }
+    const Primitive* p = catalogue().find_primitive(w.problem.primitive);
+    const double bytes = p ? p->cost(w.problem).bytes : 0;
+    table.add({w.problem.key(), w.config.values().empty() ? w.variant : w.variant + "{" + w.config.key() + "}",
+               fmt_us(w.timing.median_us), fmt_us(w.timing.p10_us) + ".." + fmt_us(w.timing.p90_us),
+               std::string(timing_mode_name(w.timing.mode)), bytes ? fmt_rate(bytes / (w.timing.median_us * 1e-6)) : "",
+               w.best_baseline.empty() ? "-" : w.best_baseline + " " + fmt_us(w.baseline_us),
+               w.best_baseline.empty() ? "-" : fmt_fixed(w.speedup_vs_baseline, 2) + "x",
+               w.runner_up_variant.empty() ? "-" : w.runner_up_variant,
+               w.runner_up_variant.empty() ? "-" : (w.tie ? "tie " : "") + fmt_fixed(100 * w.margin_rel, 1) + "%"});
+  }
+  out << table.render();
+  return 0;
+}
+
+void write_output(const std::string& text, const std::optional<std::string>& path, std::ostream& out) {
+  if (!path || *path == "-") {
+    out << text;
+    return;
+  }
+  std::ofstream file(*path, std::ios::binary | std::ios::trunc);
+  if (!file) throw InputError("cannot write " + *path + ": " + std::strerror(errno));
+  file << text;
+  file.close();
+  if (!file) throw InputError("cannot write " + *path + ": " + std::strerror(errno));
+}
+
+int cmd_export(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  const std::string format = a.value("format").value_or("");
+  if (format != "json" && format != "csv") throw UsageError("--format must be json or csv, got '" + format + "'");
+  auto store = open_store(require_db(a), OpenMode::read_only);
+  const auto winners = store->winners(a.value("device-key").value_or(""));
+  const std::string text = format == "json" ? export_json(store->devices(), winners) : export_csv(winners);
+  write_output(text, a.value("output"), out);
+  if (auto path = a.value("output"); path && *path != "-")
+    err << "wrote " << winners.size() << " winners to " << *path << "\n";
+  return 0;
+}
+
+// ---- ceilings ------------------------------------------------------------------------------
+int cmd_ceilings(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  const std::string db = require_db(a);
+  if (auto why = cuda_unavailable_reason()) {
+    err << "error: `shapetune ceilings` needs a CUDA device: " << *why << "\n";
+    return 2;
+  }
+  auto store = open_store(db, OpenMode::read_write);
+  const DeviceInfo device = use_device(static_cast<int>(a.integer("device", 0, 0, 1024)));
+  store->upsert_device(device.fingerprint);
+  Measurer measurer(device, MeasureOptions{});
+  const auto bytes = static_cast<std::int64_t>(a.number("bytes", 1 << 30, 1 << 20, 1e12));
+  cli::Table table({"ceiling", "value", "median time", "samples", "method"});
+  for (const auto& c : measure_memory_ceilings(measurer, bytes)) {
+    store->store_ceiling({device.fingerprint.key(), c.name, c.value, c.unit, c.method, build_git_sha(), utc_now_iso8601()});
+    table.add({c.name, fmt_rate(c.value), fmt_us(c.timing.median_us), std::to_string(c.timing.samples), c.method});
+  }
+  out << "device " << device.fingerprint.key() << "\n" << table.render();
+  return 0;
+}
+
+// ---- the command table -------------------------------------------------------------------
+std::vector<Command> commands(const std::vector<std::string>& all_args) {
+  std::vector<Command> list;
+  list.push_back({{"devices", "List the visible CUDA devices with the fingerprint their winners are keyed by.", "", 0, 0, {}, ""},
+                  cmd_devices});
+  list.push_back({{"list", "List primitives; with PRIMITIVE, its variants, their parameter spaces and tolerances.",
+                   "[PRIMITIVE]", 0, 1, {}, ""},
+                  cmd_list});
+  list.push_back(
+      {{"sweep",
+        "Tune every problem of a YAML shape matrix: verify each candidate against the float64 reference, time the "
+        "accurate ones, store every result and each problem's winner in the database.",
+        "FILE.yaml",
+        1,
+        1,
+        {kDbOption,
+         {"primitive", 0, "P", "only this primitive (repeatable, or a comma list)", true},
+         {"variant", 0, "V", "only this variant (repeatable, or a comma list); baselines are variants too", true},
+         {"budget", 0, "SECONDS", "wall-clock budget for the whole sweep, shared out over the remaining problems"},
+         {"hot", 0, "", "do not flush L2 between samples (default: cold, flushed)"},
+         {"time-cap", 0, "SECONDS", "sampling time cap per candidate (default 1)"},
+         {"target-ci", 0, "FRACTION", "stop sampling once the median's 95% CI is within this (default 0.01)"},
+         {"min-samples", 0, "N", "samples every candidate gets at least (default 10)"},
+         {"max-samples", 0, "N", "samples no candidate gets more of (default 1000)"},
+         {"fresh", 0, "", "start a new sweep even if an unfinished matching one could be resumed"},
+         {"dry-run", 0, "", "list problems and candidate counts; measures nothing, needs no GPU"},
+         {"device", 0, "N", "CUDA device ordinal (default 0)"},
+         {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
+         {"verbose", 'v', "", "one line per candidate"}},
+        "Progress: one line per problem with its winner, the best baseline and the candidate counts.\n"
+        "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
+        "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
+       [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
+  list.push_back({{"winners",
+                   "Show the dispatch table: per device and problem, the winner, its time, the best baseline and the "
+                   "runner-up.",
+                   "",
+                   0,
+                   0,
+                   {kDbOption, {"device-key", 0, "KEY", "only this device (as `shapetune devices` prints it)"}},
+                   ""},
+                  cmd_winners});
+  list.push_back({{"export", "Write the dispatch table as JSON or CSV.", "", 0, 0,
+                   {kDbOption,
+                    {"format", 0, "json|csv", "output format (required)"},
+                    {"output", 'o', "FILE", "write here instead of standard output"},
+                    {"device-key", 0, "KEY", "only this device"}},
+                   ""},
+                  cmd_export});
+  list.push_back({{"ceilings",
+                   "Measure the device's copy-bandwidth ceilings (cudaMemcpy and copy kernels) and store them; reports "
+                   "compare achieved bandwidth with these.",
+                   "",
+                   0,
+                   0,
+                   {kDbOption, {"device", 0, "N", "CUDA device ordinal (default 0)"},
+                    {"bytes", 0, "N", "bytes copied per sample (default 1 GiB)"}},
+                   ""},
+                  cmd_ceilings});
+  return list;
+}
+
+std::string top_help(const std::vector<Command>& list) {
+  std::ostringstream s;
+  s << "shapetune " << build_git_sha() << ": shape-aware autotuning of CUDA kernels\n\n"
+    << "usage: shapetune COMMAND [options]   (shapetune COMMAND --help for each)\n\ncommands:\n";
+  for (const auto& c : list) s << "  " << std::left << std::setw(10) << c.spec.name << c.spec.summary << "\n";
+  s << "\nA typical session: shapetune devices; shapetune sweep shapes/quick.yaml --db shapetune.db;\n"
+       "shapetune winners --db shapetune.db; shapetune export --db shapetune.db --format json -o winners.json\n";
+  return s.str();
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const auto list = commands(args);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    (args.empty() ? err : out) << top_help(list);
+    return args.empty() ? 2 : 0;
+  }
+  const auto command = std::find_if(list.begin(), list.end(), [&](const Command& c) { return c.spec.name == args[0]; });
+  if (command == list.end()) {
+    std::string names;
+    for (const auto& c : list) names += (names.empty() ? "" : ", ") + c.spec.name;
+    err << "error: unknown command '" << args[0] << "'; commands: " << names << " (shapetune --help)\n";
+    return 2;
+  }
+  try {
+    const ParsedArgs parsed = cli::parse(command->spec, std::vector<std::string>(args.begin() + 1, args.end()));
+    if (parsed.has("help")) {
+      out << cli::help_text(command->spec);
+      return 0;
+    }
+    return command->run(parsed, out, err);
+  } catch (const UsageError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const InputError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace shapetune

@@ -1,0 +1,28 @@
+#include "core/format.hpp"
+
+#include <cstdio>
+
+namespace shapetune {
+
+std::string fmt_us(double us) {
+  char text[32];
+  std::snprintf(text, sizeof text, us < 100 ? "%.2f us" : "%.1f us", us);
+  return text;
+}
+
+std::string fmt_rate(double bytes_per_second) {
+  char text[32];
+  if (bytes_per_second >= 1e12)
+    std::snprintf(text, sizeof text, "%.2f TB/s", bytes_per_second / 1e12);
+  else
+    std::snprintf(text, sizeof text, "%.1f GB/s", bytes_per_second / 1e9);
+  return text;
+}
+
+std::string fmt_fixed(double v, int decimals) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, v);
+  return text;
+}
+
+}  // namespace shapetune

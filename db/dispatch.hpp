@@ -1,0 +1,60 @@
+// The dispatch table: the winners of one device held in memory, looked up by problem.
+// Which variants can run a shape is the catalogue's knowledge, so lookup takes it as functions
+// (the store stays free of CUDA; see variants/dispatch_bridge.hpp for the usual wiring).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/records.hpp"
+#include "core/types.hpp"
+
+namespace shapetune {
+
+class Store;
+
+enum class DispatchSource : std::uint8_t {
+  exact,    // tuned for exactly this problem
+  nearest,  // tuned for the nearest shape (log distance) whose winner supports this one
+  fallback, // nothing tuned applies: the primitive's default variant
+};
+std::string_view dispatch_source_name(DispatchSource);
+
+struct DispatchChoice {
+  std::string variant;
+  Config config;
+  DispatchSource source = DispatchSource::fallback;
+  std::string tuned_problem;  // key of the winner row used; empty for fallback
+};
+
+class DispatchTable {
+ public:
+  using SupportsFn = std::function<bool(const Problem&, const std::string& variant, const Config&)>;
+  using DefaultFn = std::function<std::optional<std::pair<std::string, Config>>(const Problem&)>;
+
+  // Copies one device's winners into memory; later lookups never touch SQLite.
+  static DispatchTable load(const Store&, const std::string& device_key);
+  static DispatchTable from_winners(std::vector<WinnerRecord>);
+
+  // Exact match; else among winners of the same primitive, dtype and axis names, the one at
+  // the smallest sum over axes of (ln a - ln b)^2 whose variant supports the problem (ties
+  // broken by problem key); else default_for(problem). Throws std::runtime_error when even
+  // the default is missing.
+  DispatchChoice lookup(const Problem&, const SupportsFn& supports, const DefaultFn& default_for) const;
+
+  std::size_t size() const { return by_key_.size(); }
+  const std::vector<WinnerRecord>& rows() const { return rows_; }
+
+ private:
+  std::vector<WinnerRecord> rows_;
+  std::map<std::string, std::size_t> by_key_;  // problem key -> index in rows_
+};
+
+// Log-space distance between two shapes with the same axis names; nullopt when the axes differ.
+std::optional<double> shape_log_distance(const Shape&, const Shape&);
+
+}  // namespace shapetune

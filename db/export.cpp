@@ -1,0 +1,238 @@
+#include "db/export.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <utility>
+
+namespace shapetune {
+
+namespace {
+
+// Shortest text that parses back to the same double; integral values print without a
+// fraction or exponent. nullopt for NaN and infinities, which each format spells its own way.
+std::optional<std::string> finite_number_text(double value) {
+  if (!std::isfinite(value)) return std::nullopt;
+  if (std::trunc(value) == value && std::fabs(value) < 0x1p53)
+    return std::to_string(static_cast<std::int64_t>(value));
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, end);
+}
+
+// ---- JSON ----------------------------------------------------------------------------------
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[7];
+      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// JSON has no NaN or infinity.
+std::string json_number(double value) { return finite_number_text(value).value_or("null"); }
+std::string json_integer(std::int64_t value) { return std::to_string(value); }
+std::string json_bool(bool value) { return value ? "true" : "false"; }
+
+// Members in the order they are added; values are JSON text already.
+class JsonObject {
+ public:
+  JsonObject& add(std::string_view name, std::string json_value) {
+    members_.emplace_back(json_string(name), std::move(json_value));
+    return *this;
+  }
+
+  // {"a": 1, "b": 2}
+  std::string inline_text() const {
+    std::string out = "{";
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (i) out += ", ";
+      out += members_[i].first + ": " + members_[i].second;
+    }
+    return out + "}";
+  }
+
+  // One member a line, for objects too wide to read on one.
+  std::string block_text(const std::string& indent) const {
+    std::string out = "{\n";
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      out += indent + "  " + members_[i].first + ": " + members_[i].second;
+      out += i + 1 < members_.size() ? ",\n" : "\n";
+    }
+    return out + indent + "}";
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> members_;
+};
+
+std::string json_block_array(const std::vector<std::string>& items, const std::string& indent) {
+  if (items.empty()) return "[]";
+  std::string out = "[\n";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    out += indent + "  " + items[i];
+    out += i + 1 < items.size() ? ",\n" : "\n";
+  }
+  return out + indent + "]";
+}
+
+// A Shape or Config as {"name": value, ...} in declaration order.
+std::string json_pairs(const std::vector<std::pair<std::string, std::int64_t>>& pairs) {
+  JsonObject object;
+  for (const auto& [name, value] : pairs) object.add(name, json_integer(value));
+  return object.inline_text();
+}
+
+std::string device_json(const DeviceFingerprint& device) {
+  return JsonObject()
+      .add("key", json_string(device.key()))
+      .add("name", json_string(device.name))
+      .add("compute_capability", json_integer(device.compute_capability))
+      .add("sm_count", json_integer(device.sm_count))
+      .add("l2_bytes", json_integer(device.l2_bytes))
+      .add("memory_bytes", json_integer(device.memory_bytes))
+      .add("driver_version", json_string(device.driver_version))
+      .add("runtime_version", json_string(device.runtime_version))
+      .add("cublas_version", json_string(device.cublas_version))
+      .add("cudnn_version", json_string(device.cudnn_version))
+      .inline_text();
+}
+
+std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
+  return JsonObject()
+      .add("device_key", json_string(winner.device_key))
+      .add("problem", json_string(winner.problem.key()))
+      .add("primitive", json_string(winner.problem.primitive))
+      .add("dtype", json_string(dtype_name(winner.problem.dtype)))
+      .add("shape", json_pairs(winner.problem.shape.dims()))
+      .add("variant", json_string(winner.variant))
+      .add("config", json_pairs(winner.config.values()))
+      .add("baseline", json_bool(winner.baseline))
+      .add("median_us", json_number(winner.timing.median_us))
+      .add("p10_us", json_number(winner.timing.p10_us))
+      .add("p90_us", json_number(winner.timing.p90_us))
+      .add("samples", json_integer(winner.timing.samples))
+      .add("timing_mode", json_string(timing_mode_name(winner.timing.mode)))
+      .add("best_baseline", json_string(winner.best_baseline))
+      .add("baseline_us", json_number(winner.baseline_us))
+      .add("speedup_vs_baseline", json_number(winner.speedup_vs_baseline))
+      .add("runner_up_variant", json_string(winner.runner_up_variant))
+      .add("runner_up_config", json_string(winner.runner_up_config.key()))
+      .add("runner_up_us", json_number(winner.runner_up_us))
+      .add("margin_rel", json_number(winner.margin_rel))
+      .add("tie", json_bool(winner.tie))
+      .add("atol", json_number(winner.tolerance.atol))
+      .add("rtol", json_number(winner.tolerance.rtol))
+      .add("git_sha", json_string(winner.git_sha))
+      .add("measured_at", json_string(winner.measured_at))
+      .add("sweep_id", json_integer(winner.sweep_id))
+      .block_text(indent);
+}
+
+// ---- CSV -----------------------------------------------------------------------------------
+
+// RFC 4180: a field with a comma, quote or line break is quoted, and its quotes doubled.
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+
+// Spreadsheets and pandas read "nan" and "inf".
+std::string csv_number(double value) {
+  if (auto text = finite_number_text(value)) return *text;
+  if (std::isnan(value)) return "nan";
+  return value > 0 ? "inf" : "-inf";
+}
+
+std::string csv_bool(bool value) { return value ? "true" : "false"; }
+
+constexpr std::string_view kCsvColumns[] = {
+    "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
+    "median_us", "p10_us", "p90_us", "samples", "timing_mode", "speedup_vs_baseline", "best_baseline",
+    "baseline_us", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel", "tie",
+    "atol", "rtol", "git_sha", "measured_at",
+};
+
+// In kCsvColumns' order.
+std::vector<std::string> csv_values(const WinnerRecord& winner) {
+  return {
+      winner.device_key,
+      winner.problem.key(),
+      winner.problem.primitive,
+      std::string(dtype_name(winner.problem.dtype)),
+      winner.problem.shape.key(),
+      winner.variant,
+      winner.config.key(),
+      csv_bool(winner.baseline),
+      csv_number(winner.timing.median_us),
+      csv_number(winner.timing.p10_us),
+      csv_number(winner.timing.p90_us),
+      std::to_string(winner.timing.samples),
+      std::string(timing_mode_name(winner.timing.mode)),
+      csv_number(winner.speedup_vs_baseline),
+      winner.best_baseline,
+      csv_number(winner.baseline_us),
+      winner.runner_up_variant,
+      winner.runner_up_config.key(),
+      csv_number(winner.runner_up_us),
+      csv_number(winner.margin_rel),
+      csv_bool(winner.tie),
+      csv_number(winner.tolerance.atol),
+      csv_number(winner.tolerance.rtol),
+      winner.git_sha,
+      winner.measured_at,
+  };
+}
+
+template <typename Fields>
+std::string csv_line(const Fields& fields) {
+  std::string line;
+  bool first = true;
+  for (const auto& field : fields) {
+    if (!first) line += ',';
+    first = false;
+    line += csv_field(field);
+  }
+  return line + '\n';
+}
+
+}  // namespace
+
+std::string export_json(const std::vector<DeviceFingerprint>& devices, const std::vector<WinnerRecord>& winners) {
+  const std::string indent = "  ";
+  std::vector<std::string> device_items;
+  for (const auto& device : devices) device_items.push_back(device_json(device));
+  std::vector<std::string> winner_items;
+  for (const auto& winner : winners) winner_items.push_back(winner_json(winner, indent + "  "));
+  return JsonObject()
+             .add("schema", json_string("shapetune-dispatch/1"))
+             .add("devices", json_block_array(device_items, indent))
+             .add("winners", json_block_array(winner_items, indent))
+             .block_text("") +
+         "\n";
+}
+
+std::string export_csv(const std::vector<WinnerRecord>& winners) {
+  std::string out = csv_line(kCsvColumns);
+  for (const auto& winner : winners) out += csv_line(csv_values(winner));
+  return out;
+}
+
+}  // namespace shapetune

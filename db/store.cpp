@@ -1,0 +1,698 @@
+#include "db/store.hpp"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "db/schema.hpp"
+
+namespace shapetune {
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+// Turns an SQLite failure into a StoreError naming the file and, where the user can fix the
+// cause, what to do about it.
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& path, std::string_view doing) {
+  const std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string context = " (while " + std::string(doing) + ")";
+  switch (rc & 0xff) {  // the primary code; extended codes only refine it
+    case SQLITE_NOTADB:
+      throw StoreError(path + " is not an SQLite database (is it the right file?)");
+    case SQLITE_CORRUPT:
+      throw StoreError(path + " is corrupt: " + detail + context + "; restore it from a copy or use a new database");
+    case SQLITE_BUSY:
+      throw StoreError(path + " stayed locked by another process for " + std::to_string(kBusyTimeoutMs / 1000) +
+                       " s" + context + "; wait for it to finish and try again");
+    case SQLITE_READONLY:
+      throw StoreError(path + " cannot be written: " + detail + context +
+                       "; check the file's permissions, or do not open it read-only");
+    case SQLITE_FULL:
+      throw StoreError(path + ": the disk is full" + context + "; free some space and try again");
+    default:
+      throw StoreError(path + ": " + std::string(doing) + " failed: " + detail);
+  }
+}
+
+// Runs SQL that binds no values: schema text, transaction control, pragmas.
+void execute(sqlite3* db, const std::string& path, std::string_view doing, const std::string& sql) {
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) throw_sqlite(db, rc, path, doing);
+}
+
+// A prepared statement whose parameters are bound by name and whose columns are read by name,
+// so that long INSERTs and SELECT * stay correct when columns are listed in another order.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& path, std::string_view doing, std::string_view sql)
+      : db_(db), path_(path), doing_(doing) {
+    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, path, doing);
+    bound_.assign(static_cast<std::size_t>(sqlite3_bind_parameter_count(stmt_)), false);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // nullopt binds NULL.
+  Statement& bind_int(const char* name, std::optional<std::int64_t> value) {
+    const int index = parameter(name);
+    return checked(index, value ? sqlite3_bind_int64(stmt_, index, *value) : sqlite3_bind_null(stmt_, index));
+  }
+  Statement& bind_real(const char* name, std::optional<double> value) {
+    const int index = parameter(name);
+    return checked(index, value ? sqlite3_bind_double(stmt_, index, *value) : sqlite3_bind_null(stmt_, index));
+  }
+  Statement& bind_text(const char* name, std::optional<std::string_view> value) {
+    const int index = parameter(name);
+    return checked(index, value ? sqlite3_bind_text64(stmt_, index, value->data(), value->size(), SQLITE_TRANSIENT,
+                                                      SQLITE_UTF8)
+                                : sqlite3_bind_null(stmt_, index));
+  }
+  Statement& bind_bool(const char* name, bool value) { return bind_int(name, value ? 1 : 0); }
+
+  // True while there is a row to read.
+  bool step() {
+    require_all_bound();
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw_sqlite(db_, rc, path_, doing_);
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+
+  bool is_null(std::string_view name) const { return sqlite3_column_type(stmt_, column(name)) == SQLITE_NULL; }
+  std::int64_t integer(std::string_view name) const { return sqlite3_column_int64(stmt_, column(name)); }
+  std::int64_t integer_at(int index) const { return sqlite3_column_int64(stmt_, index); }
+  // SQLite stores NaN as NULL, so NULL reads back as NaN.
+  double real(std::string_view name) const {
+    const int index = column(name);
+    if (sqlite3_column_type(stmt_, index) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
+    return sqlite3_column_double(stmt_, index);
+  }
+  std::string text(std::string_view name) const {
+    const int index = column(name);
+    const auto* bytes = sqlite3_column_text(stmt_, index);
+    if (!bytes) return {};
+    return std::string(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, index)));
+  }
+
+ private:
+  int parameter(const char* name) const {
+    const int index = sqlite3_bind_parameter_index(stmt_, name);
+    if (index == 0) throw std::logic_error(std::string("no parameter ") + name + " in: " + sqlite3_sql(stmt_));
+    return index;
+  }
+
+  Statement& checked(int index, int rc) {
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, path_, doing_);
+    bound_[static_cast<std::size_t>(index - 1)] = true;
+    return *this;
+  }
+
+  // SQLite would silently bind NULL to a forgotten parameter.
+  void require_all_bound() const {
+    for (std::size_t i = 0; i < bound_.size(); ++i)
+      if (!bound_[i])
+        throw std::logic_error(std::string("parameter ") + sqlite3_bind_parameter_name(stmt_, static_cast<int>(i + 1)) +
+                               " was not bound in: " + sqlite3_sql(stmt_));
+  }
+
+  int column(std::string_view name) const {
+    const int count = sqlite3_column_count(stmt_);
+    for (int i = 0; i < count; ++i)
+      if (name == sqlite3_column_name(stmt_, i)) return i;
+    throw std::logic_error("no column " + std::string(name) + " in: " + sqlite3_sql(stmt_));
+  }
+
+  sqlite3* db_;
+  const std::string& path_;
+  std::string doing_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::vector<bool> bound_;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so a busy database fails at BEGIN (after the
+// busy timeout) rather than half-way through; anything not committed is rolled back.
+class Transaction {
+ public:
+  Transaction(sqlite3* db, const std::string& path, std::string_view doing) : db_(db), path_(path), doing_(doing) {
+    execute(db_, path_, doing_, "BEGIN IMMEDIATE");
+  }
+  ~Transaction() {
+    if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  void commit() {
+    execute(db_, path_, doing_, "COMMIT");
+    committed_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  const std::string& path_;
+  std::string doing_;
+  bool committed_ = false;
+};
+
+std::int64_t pragma_integer(sqlite3* db, const std::string& path, const std::string& pragma) {
+  Statement query(db, path, "reading the database header", "PRAGMA " + pragma);
+  return query.step() ? query.integer_at(0) : 0;
+}
+
+int user_version(sqlite3* db, const std::string& path) {
+  return static_cast<int>(pragma_integer(db, path, "user_version"));
+}
+
+// Keyed values (dtype, status, timing mode, shape and config keys) that do not parse mean the
+// row was written by something else; say where rather than return a default.
+template <typename T>
+T parsed_or_throw(std::optional<T> value, std::string_view what, const std::string& text, const std::string& path) {
+  if (!value) throw StoreError(path + ": unknown " + std::string(what) + " '" + text + "' (written by a newer shapetune?)");
+  return *value;
+}
+
+template <typename T>
+T key_or_throw(const std::string& key, const std::string& path) {
+  try {
+    return T::parse_key(key);
+  } catch (const std::invalid_argument& e) {
+    throw StoreError(path + ": " + e.what());
+  }
+}
+
+// The field of an optional group, or nullopt (bound as NULL) when the group is absent.
+template <typename Group, typename Field>
+std::optional<Field> member_of(const std::optional<Group>& group, Field Group::*field) {
+  if (!group) return std::nullopt;
+  return (*group).*field;
+}
+
+// ---- opening -------------------------------------------------------------------------------
+
+// The checks SQLite would answer only with "unable to open database file".
+void check_file_access(const std::string& path, OpenMode mode) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::file_status status = fs::status(path, ignored);
+  if (fs::is_directory(status)) throw StoreError(path + " is a directory; give the path of a database file");
+  const bool exists = fs::exists(status);
+  if (mode == OpenMode::read_only) {
+    if (!exists) throw StoreError(path + " does not exist; check the path, or run a sweep to create it");
+    return;
+  }
+  fs::path directory = fs::path(path).parent_path();
+  if (directory.empty()) directory = ".";
+  if (!fs::is_directory(directory, ignored))
+    throw StoreError("cannot create " + path + ": directory " + directory.string() +
+                     " does not exist; create it or choose another database path");
+  // Even an existing database needs its directory: SQLite writes its -wal and -shm files there.
+  if (access(directory.c_str(), W_OK) != 0)
+    throw StoreError("cannot write " + path + ": directory " + directory.string() +
+                     " is not writable; choose another database path or open it read-only");
+  if (exists && access(path.c_str(), W_OK) != 0)
+    throw StoreError(path + " is not writable; fix its permissions or open it read-only");
+}
+
+// A shapetune database carries kApplicationId; a new or empty file has no schema yet and is
+// claimed by migration 1. Anything else belongs to some other program.
+void check_is_shapetune(sqlite3* db, const std::string& path) {
+  const std::int64_t application_id = pragma_integer(db, path, "application_id");
+  if (application_id == kApplicationId) return;
+  Statement objects(db, path, "reading the database schema", "SELECT count(*) FROM sqlite_master");
+  objects.step();
+  if (application_id == 0 && objects.integer_at(0) == 0) return;
+  throw StoreError(path + " is an SQLite database but not a shapetune database; choose another database path");
+}
+
+void check_schema_version(int version, const std::string& path, OpenMode mode) {
+  const int latest = Store::latest_schema_version();
+  if (version > latest)
+    throw StoreError(path + " has schema v" + std::to_string(version) + "; this shapetune understands up to v" +
+                     std::to_string(latest) + ": upgrade shapetune");
+  if (version < latest && mode == OpenMode::read_only)
+    throw StoreError(path + " has schema v" + std::to_string(version) + "; this shapetune needs v" +
+                     std::to_string(latest) + ": run a sweep or open read-write to migrate");
+}
+
+void migrate(sqlite3* db, const std::string& path, int version_found) {
+  for (const Migration& migration : schema_migrations()) {
+    // Skipping without a transaction keeps opening an up-to-date database free of write locks.
+    if (migration.version <= version_found) continue;
+    const std::string doing =
+        "migrating to schema v" + std::to_string(migration.version) + " (" + std::string(migration.description) + ")";
+    Transaction transaction(db, path, doing);
+    // Another process may have migrated between our first look and the lock.
+    if (user_version(db, path) >= migration.version) continue;
+    execute(db, path, doing, std::string(migration.sql));
+    // PRAGMA takes no bound parameters; the value is our own constant.
+    execute(db, path, doing, "PRAGMA user_version = " + std::to_string(migration.version));
+    transaction.commit();
+  }
+}
+
+struct CloseDatabase {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+
+// ---- row mapping ---------------------------------------------------------------------------
+
+void bind_problem(Statement& statement, const Problem& problem) {
+  statement.bind_text(":problem_key", problem.key())
+      .bind_text(":primitive", problem.primitive)
+      .bind_text(":dtype", dtype_name(problem.dtype))
+      .bind_text(":shape_key", problem.shape.key());
+}
+
+Problem read_problem(const Statement& row, const std::string& path) {
+  const std::string dtype = row.text("dtype");
+  return Problem{row.text("primitive"), parsed_or_throw(parse_dtype(dtype), "dtype", dtype, path),
+                 key_or_throw<Shape>(row.text("shape_key"), path)};
+}
+
+void bind_timing(Statement& statement, const std::optional<TimingStats>& timing) {
+  const std::optional<TimingMode> mode = member_of(timing, &TimingStats::mode);
+  statement.bind_real(":median_us", member_of(timing, &TimingStats::median_us))
+      .bind_real(":p10_us", member_of(timing, &TimingStats::p10_us))
+      .bind_real(":p90_us", member_of(timing, &TimingStats::p90_us))
+      .bind_real(":min_us", member_of(timing, &TimingStats::min_us))
+      .bind_real(":median_ci_rel", member_of(timing, &TimingStats::median_ci_rel))
+      .bind_int(":samples", member_of(timing, &TimingStats::samples))
+      .bind_text(":timing_mode", mode ? std::optional(timing_mode_name(*mode)) : std::nullopt)
+      .bind_int(":launches_per_sample", member_of(timing, &TimingStats::launches_per_sample))
+      .bind_int(":input_sets", member_of(timing, &TimingStats::input_sets))
+      .bind_text(":stop_reason", member_of(timing, &TimingStats::stop_reason));
+}
+
+TimingStats read_timing(const Statement& row, const std::string& path) {
+  const std::string mode = row.text("timing_mode");
+  TimingStats timing;
+  timing.median_us = row.real("median_us");
+  timing.p10_us = row.real("p10_us");
+  timing.p90_us = row.real("p90_us");
+  timing.min_us = row.real("min_us");
+  timing.median_ci_rel = row.real("median_ci_rel");
+  timing.samples = static_cast<int>(row.integer("samples"));
+  timing.mode = parsed_or_throw(parse_timing_mode(mode), "timing mode", mode, path);
+  timing.launches_per_sample = static_cast<int>(row.integer("launches_per_sample"));
+  timing.input_sets = static_cast<int>(row.integer("input_sets"));
+  timing.stop_reason = row.text("stop_reason");
+  return timing;
+}
+
+void bind_accuracy(Statement& statement, const std::optional<AccuracyReport>& accuracy) {
+  statement.bind_real(":max_abs_error", member_of(accuracy, &AccuracyReport::max_abs_error))
+      .bind_real(":max_rel_error", member_of(accuracy, &AccuracyReport::max_rel_error))
+      .bind_int(":mismatches", member_of(accuracy, &AccuracyReport::mismatches))
+      .bind_int(":checked", member_of(accuracy, &AccuracyReport::checked))
+      .bind_text(":first_mismatch", member_of(accuracy, &AccuracyReport::first_mismatch));
+}
+
+AccuracyReport read_accuracy(const Statement& row) {
+  return AccuracyReport{row.real("max_abs_error"), row.real("max_rel_error"), row.integer("mismatches"),
+                        row.integer("checked"), row.text("first_mismatch")};
+}
+
+DeviceFingerprint read_device(const Statement& row) {
+  DeviceFingerprint device;
+  device.name = row.text("name");
+  device.compute_capability = static_cast<int>(row.integer("compute_capability"));
+  device.sm_count = static_cast<int>(row.integer("sm_count"));
+  device.l2_bytes = row.integer("l2_bytes");
+  device.memory_bytes = row.integer("memory_bytes");
+  device.driver_version = row.text("driver_version");
+  device.runtime_version = row.text("runtime_version");
+  device.cublas_version = row.text("cublas_version");
+  device.cudnn_version = row.text("cudnn_version");
+  return device;
+}
+
+SweepRow read_sweep(const Statement& row) {
+  SweepRow sweep;
+  sweep.id = row.integer("id");
+  sweep.info = SweepInfo{row.text("device_key"), row.text("command"),     row.text("git_sha"),
+                         row.text("yaml_path"),  row.text("yaml_sha256"), row.text("options")};
+  sweep.started_at = row.text("started_at");
+  sweep.finished_at = row.text("finished_at");
+  sweep.status = row.text("status");
+  return sweep;
+}
+
+CandidateRecord read_candidate(const Statement& row, const std::string& path) {
+  const std::string status = row.text("status");
+  CandidateRecord candidate;
+  candidate.sweep_id = row.integer("sweep_id");
+  candidate.problem = read_problem(row, path);
+  candidate.variant = row.text("variant");
+  candidate.config = key_or_throw<Config>(row.text("config_key"), path);
+  candidate.baseline = row.integer("baseline") != 0;
+  candidate.status = parsed_or_throw(parse_candidate_status(status), "candidate status", status, path);
+  candidate.reason = row.text("reason");
+  if (!row.is_null("checked")) candidate.accuracy = read_accuracy(row);
+  if (!row.is_null("timing_mode")) candidate.timing = read_timing(row, path);
+  candidate.tolerance = Tolerance{row.real("atol"), row.real("rtol")};
+  return candidate;
+}
+
+WinnerRecord read_winner(const Statement& row, const std::string& path) {
+  WinnerRecord winner;
+  winner.device_key = row.text("device_key");
+  winner.problem = read_problem(row, path);
+  winner.variant = row.text("variant");
+  winner.config = key_or_throw<Config>(row.text("config_key"), path);
+  winner.baseline = row.integer("baseline") != 0;
+  winner.timing = read_timing(row, path);
+  winner.tolerance = Tolerance{row.real("atol"), row.real("rtol")};
+  winner.best_baseline = row.text("best_baseline");
+  winner.baseline_us = row.real("baseline_us");
+  winner.speedup_vs_baseline = row.real("speedup_vs_baseline");
+  winner.runner_up_variant = row.text("runner_up_variant");
+  winner.runner_up_config = key_or_throw<Config>(row.text("runner_up_config"), path);
+  winner.runner_up_us = row.real("runner_up_us");
+  winner.margin_rel = row.real("margin_rel");
+  winner.tie = row.integer("tie") != 0;
+  winner.sweep_id = row.integer("sweep_id");
+  winner.git_sha = row.text("git_sha");
+  winner.measured_at = row.text("measured_at");
+  return winner;
+}
+
+CeilingRecord read_ceiling(const Statement& row) {
+  return CeilingRecord{row.text("device_key"), row.text("name"),    row.real("value"),      row.text("unit"),
+                       row.text("method"),     row.text("git_sha"), row.text("measured_at")};
+}
+
+}  // namespace
+
+// ---- Store ---------------------------------------------------------------------------------
+
+std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
+  check_file_access(path, mode);
+  sqlite3* handle = nullptr;
+  const int flags = mode == OpenMode::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  const int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  std::unique_ptr<sqlite3, CloseDatabase> db(handle);  // allocated even when opening fails
+  if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
+  sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
+
+  check_is_shapetune(db.get(), path);
+  const int version = user_version(db.get(), path);
+  check_schema_version(version, path, mode);
+  if (mode == OpenMode::read_write) {
+    // WAL lets readers (winners, export) run while a sweep writes.
+    execute(db.get(), path, "switching to WAL journaling", "PRAGMA journal_mode = WAL");
+    execute(db.get(), path, "enabling foreign keys", "PRAGMA foreign_keys = ON");
+    migrate(db.get(), path, version);
+  }
+  return std::unique_ptr<Store>(new Store(db.release(), path));
+}
+
+int Store::latest_schema_version() { return schema_migrations().back().version; }
+
+Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+Store::~Store() { sqlite3_close_v2(db_); }
+
+int Store::schema_version() const { return user_version(db_, path_); }
+
+void Store::upsert_device(const DeviceFingerprint& device) {
+  const std::string key = device.key();
+  Transaction transaction(db_, path_, "recording device " + key);
+  // An upsert, not INSERT OR REPLACE: REPLACE deletes the row that sweeps refer to.
+  Statement insert(db_, path_, "recording device " + key, R"sql(
+      INSERT INTO devices (key, name, compute_capability, sm_count, l2_bytes, memory_bytes,
+                           driver_version, runtime_version, cublas_version, cudnn_version)
+      VALUES (:key, :name, :compute_capability, :sm_count, :l2_bytes, :memory_bytes,
+              :driver_version, :runtime_version, :cublas_version, :cudnn_version)
+      ON CONFLICT (key) DO UPDATE SET
+        name = excluded.name, compute_capability = excluded.compute_capability,
+        sm_count = excluded.sm_count, l2_bytes = excluded.l2_bytes, memory_bytes = excluded.memory_bytes,
+        driver_version = excluded.driver_version, runtime_version = excluded.runtime_version,
+        cublas_version = excluded.cublas_version, cudnn_version = excluded.cudnn_version)sql");
+  insert.bind_text(":key", key)
+      .bind_text(":name", device.name)
+      .bind_int(":compute_capability", device.compute_capability)
+      .bind_int(":sm_count", device.sm_count)
+      .bind_int(":l2_bytes", device.l2_bytes)
+      .bind_int(":memory_bytes", device.memory_bytes)
+      .bind_text(":driver_version", device.driver_version)
+      .bind_text(":runtime_version", device.runtime_version)
+      .bind_text(":cublas_version", device.cublas_version)
+      .bind_text(":cudnn_version", device.cudnn_version)
+      .run();
+  transaction.commit();
+}
+
+std::optional<DeviceFingerprint> Store::device(const std::string& key) const {
+  Statement query(db_, path_, "reading device " + key, "SELECT * FROM devices WHERE key = :key");
+  query.bind_text(":key", key);
+  if (!query.step()) return std::nullopt;
+  return read_device(query);
+}
+
+std::vector<DeviceFingerprint> Store::devices() const {
+  Statement query(db_, path_, "reading devices", "SELECT * FROM devices ORDER BY key");
+  std::vector<DeviceFingerprint> out;
+  while (query.step()) out.push_back(read_device(query));
+  return out;
+}
+
+std::int64_t Store::begin_sweep(const SweepInfo& info) {
+  const std::string doing = "starting a sweep on device " + info.device_key;
+  Transaction transaction(db_, path_, doing);
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT INTO sweeps (device_key, command, git_sha, yaml_path, yaml_sha256, options,
+                          started_at, finished_at, status)
+      VALUES (:device_key, :command, :git_sha, :yaml_path, :yaml_sha256, :options,
+              :started_at, NULL, 'running'))sql");
+  insert.bind_text(":device_key", info.device_key)
+      .bind_text(":command", info.command)
+      .bind_text(":git_sha", info.git_sha)
+      .bind_text(":yaml_path", info.yaml_path)
+      .bind_text(":yaml_sha256", info.yaml_sha256)
+      .bind_text(":options", info.options)
+      .bind_text(":started_at", utc_now_iso8601())
+      .run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  transaction.commit();
+  return id;
+}
+
+std::optional<std::int64_t> Store::find_resumable_sweep(const SweepInfo& info) const {
+  Statement query(db_, path_, "looking for a sweep to resume", R"sql(
+      SELECT id FROM sweeps
+      WHERE device_key = :device_key AND yaml_sha256 = :yaml_sha256 AND options = :options
+        AND (finished_at IS NULL OR finished_at = '')
+      ORDER BY id DESC LIMIT 1)sql");
+  query.bind_text(":device_key", info.device_key)
+      .bind_text(":yaml_sha256", info.yaml_sha256)
+      .bind_text(":options", info.options);
+  if (!query.step()) return std::nullopt;
+  return query.integer("id");
+}
+
+std::optional<SweepRow> Store::sweep(std::int64_t id) const {
+  Statement query(db_, path_, "reading sweep #" + std::to_string(id), "SELECT * FROM sweeps WHERE id = :id");
+  query.bind_int(":id", id);
+  if (!query.step()) return std::nullopt;
+  return read_sweep(query);
+}
+
+std::vector<SweepRow> Store::sweeps() const {
+  Statement query(db_, path_, "reading sweeps", "SELECT * FROM sweeps ORDER BY id");
+  std::vector<SweepRow> out;
+  while (query.step()) out.push_back(read_sweep(query));
+  return out;
+}
+
+void Store::finish_sweep(std::int64_t id, const std::string& status) {
+  const std::string doing = "finishing sweep #" + std::to_string(id);
+  Transaction transaction(db_, path_, doing);
+  Statement update(db_, path_, doing,
+                   "UPDATE sweeps SET finished_at = :finished_at, status = :status WHERE id = :id");
+  update.bind_text(":finished_at", utc_now_iso8601()).bind_text(":status", status).bind_int(":id", id).run();
+  if (sqlite3_changes(db_) == 0) throw StoreError(path_ + " has no sweep #" + std::to_string(id) + " to finish");
+  transaction.commit();
+}
+
+void Store::record_candidate(const CandidateRecord& record) {
+  const std::string doing = "recording candidate " + record.variant + " [" + record.config.key() + "] for " +
+                            record.problem.key();
+  Transaction transaction(db_, path_, doing);
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT OR REPLACE INTO candidates (
+        sweep_id, problem_key, primitive, dtype, shape_key, variant, config_key, baseline, status, reason,
+        max_abs_error, max_rel_error, mismatches, checked, first_mismatch, atol, rtol,
+        median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample,
+        input_sets, stop_reason, measured_at)
+      VALUES (
+        :sweep_id, :problem_key, :primitive, :dtype, :shape_key, :variant, :config_key, :baseline, :status, :reason,
+        :max_abs_error, :max_rel_error, :mismatches, :checked, :first_mismatch, :atol, :rtol,
+        :median_us, :p10_us, :p90_us, :min_us, :median_ci_rel, :samples, :timing_mode, :launches_per_sample,
+        :input_sets, :stop_reason, :measured_at))sql");
+  insert.bind_int(":sweep_id", record.sweep_id)
+      .bind_text(":variant", record.variant)
+      .bind_text(":config_key", record.config.key())
+      .bind_bool(":baseline", record.baseline)
+      .bind_text(":status", candidate_status_name(record.status))
+      .bind_text(":reason", record.reason)
+      .bind_real(":atol", record.tolerance.atol)
+      .bind_real(":rtol", record.tolerance.rtol)
+      .bind_text(":measured_at", utc_now_iso8601());
+  bind_problem(insert, record.problem);
+  bind_accuracy(insert, record.accuracy);
+  bind_timing(insert, record.timing);
+  insert.run();
+  transaction.commit();
+}
+
+bool Store::has_candidate(std::int64_t sweep_id, const std::string& problem_key, const std::string& variant,
+                         const std::string& config_key) const {
+  Statement query(db_, path_, "looking up a candidate of " + problem_key, R"sql(
+      SELECT 1 FROM candidates
+      WHERE sweep_id = :sweep_id AND problem_key = :problem_key AND variant = :variant
+        AND config_key = :config_key)sql");
+  query.bind_int(":sweep_id", sweep_id)
+      .bind_text(":problem_key", problem_key)
+      .bind_text(":variant", variant)
+      .bind_text(":config_key", config_key);
+  return query.step();
+}
+
+std::vector<CandidateRecord> Store::candidates(std::int64_t sweep_id, const std::string& problem_key) const {
+  Statement query(db_, path_, "reading the candidates of " + problem_key,
+                  "SELECT * FROM candidates WHERE sweep_id = :sweep_id AND problem_key = :problem_key ORDER BY id");
+  query.bind_int(":sweep_id", sweep_id).bind_text(":problem_key", problem_key);
+  std::vector<CandidateRecord> out;
+  while (query.step()) out.push_back(read_candidate(query, path_));
+  return out;
+}
+
+std::vector<CandidateRecord> Store::candidates(std::int64_t sweep_id) const {
+  Statement query(db_, path_, "reading the candidates of sweep #" + std::to_string(sweep_id),
+                  "SELECT * FROM candidates WHERE sweep_id = :sweep_id ORDER BY id");
+  query.bind_int(":sweep_id", sweep_id);
+  std::vector<CandidateRecord> out;
+  while (query.step()) out.push_back(read_candidate(query, path_));
+  return out;
+}
+
+void Store::record_problem(std::int64_t sweep_id, const std::string& problem_key, const std::string& status,
+                           const std::string& reason) {
+  const std::string doing = "recording the outcome of " + problem_key;
+  Transaction transaction(db_, path_, doing);
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT OR REPLACE INTO sweep_problems (sweep_id, problem_key, status, reason)
+      VALUES (:sweep_id, :problem_key, :status, :reason))sql");
+  insert.bind_int(":sweep_id", sweep_id)
+      .bind_text(":problem_key", problem_key)
+      .bind_text(":status", status)
+      .bind_text(":reason", reason)
+      .run();
+  transaction.commit();
+}
+
+std::optional<std::string> Store::problem_status(std::int64_t sweep_id, const std::string& problem_key) const {
+  Statement query(db_, path_, "reading the outcome of " + problem_key,
+                  "SELECT status FROM sweep_problems WHERE sweep_id = :sweep_id AND problem_key = :problem_key");
+  query.bind_int(":sweep_id", sweep_id).bind_text(":problem_key", problem_key);
+  if (!query.step()) return std::nullopt;
+  return query.text("status");
+}
+
+void Store::store_winner(const WinnerRecord& winner) {
+  const std::string doing = "storing the winner of " + winner.problem.key();
+  Transaction transaction(db_, path_, doing);
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT OR REPLACE INTO winners (
+        device_key, problem_key, primitive, dtype, shape_key, variant, config_key, baseline,
+        median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample,
+        input_sets, stop_reason, atol, rtol, best_baseline, baseline_us, speedup_vs_baseline,
+        runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie, sweep_id, git_sha, measured_at)
+      VALUES (
+        :device_key, :problem_key, :primitive, :dtype, :shape_key, :variant, :config_key, :baseline,
+        :median_us, :p10_us, :p90_us, :min_us, :median_ci_rel, :samples, :timing_mode, :launches_per_sample,
+        :input_sets, :stop_reason, :atol, :rtol, :best_baseline, :baseline_us, :speedup_vs_baseline,
+        :runner_up_variant, :runner_up_config, :runner_up_us, :margin_rel, :tie, :sweep_id, :git_sha,
+        :measured_at))sql");
+  insert.bind_text(":device_key", winner.device_key)
+      .bind_text(":variant", winner.variant)
+      .bind_text(":config_key", winner.config.key())
+      .bind_bool(":baseline", winner.baseline)
+      .bind_real(":atol", winner.tolerance.atol)
+      .bind_real(":rtol", winner.tolerance.rtol)
+      .bind_text(":best_baseline", winner.best_baseline)
+      .bind_real(":baseline_us", winner.baseline_us)
+      .bind_real(":speedup_vs_baseline", winner.speedup_vs_baseline)
+      .bind_text(":runner_up_variant", winner.runner_up_variant)
+      .bind_text(":runner_up_config", winner.runner_up_config.key())
+      .bind_real(":runner_up_us", winner.runner_up_us)
+      .bind_real(":margin_rel", winner.margin_rel)
+      .bind_bool(":tie", winner.tie)
+      .bind_int(":sweep_id", winner.sweep_id)
+      .bind_text(":git_sha", winner.git_sha)
+      .bind_text(":measured_at", winner.measured_at);
+  bind_problem(insert, winner.problem);
+  bind_timing(insert, winner.timing);
+  insert.run();
+  transaction.commit();
+}
+
+std::vector<WinnerRecord> Store::winners(const std::string& device_key) const {
+  Statement query(db_, path_, "reading winners",
+                  device_key.empty() ? "SELECT * FROM winners ORDER BY problem_key, device_key"
+                                     : "SELECT * FROM winners WHERE device_key = :device_key ORDER BY problem_key");
+  if (!device_key.empty()) query.bind_text(":device_key", device_key);
+  std::vector<WinnerRecord> out;
+  while (query.step()) out.push_back(read_winner(query, path_));
+  return out;
+}
+
+void Store::store_ceiling(const CeilingRecord& ceiling) {
+  const std::string doing = "storing ceiling " + ceiling.name;
+  Transaction transaction(db_, path_, doing);
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT OR REPLACE INTO ceilings (device_key, name, value, unit, method, git_sha, measured_at)
+      VALUES (:device_key, :name, :value, :unit, :method, :git_sha, :measured_at))sql");
+  insert.bind_text(":device_key", ceiling.device_key)
+      .bind_text(":name", ceiling.name)
+      .bind_real(":value", ceiling.value)
+      .bind_text(":unit", ceiling.unit)
+      .bind_text(":method", ceiling.method)
+      .bind_text(":git_sha", ceiling.git_sha)
+      .bind_text(":measured_at", ceiling.measured_at)
+      .run();
+  transaction.commit();
+}
+
+std::vector<CeilingRecord> Store::ceilings(const std::string& device_key) const {
+  Statement query(db_, path_, "reading ceilings",
+                  device_key.empty() ? "SELECT * FROM ceilings ORDER BY device_key, name"
+                                     : "SELECT * FROM ceilings WHERE device_key = :device_key ORDER BY name");
+  if (!device_key.empty()) query.bind_text(":device_key", device_key);
+  std::vector<CeilingRecord> out;
+  while (query.step()) out.push_back(read_ceiling(query));
+  return out;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[sizeof "2026-11-30T19:18:14Z"];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace shapetune

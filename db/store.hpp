@@ -1,0 +1,112 @@
+// The SQLite store: one file per user, a versioned schema, one transaction per unit of work.
+// Knows nothing of CUDA: it stores the plain records of core/records.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/records.hpp"
+#include "core/types.hpp"
+
+struct sqlite3;
+
+namespace shapetune {
+
+// Every failure to open, migrate, read or write; the message says which file and what to do.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Provenance of one sweep. Two sweeps with the same device, YAML hash and options are the
+// same piece of work: an unfinished one is resumed rather than started again.
+struct SweepInfo {
+  std::string device_key;
+  std::string command;      // the command line as typed
+  std::string git_sha;      // of the shapetune build that ran it
+  std::string yaml_path;
+  std::string yaml_sha256;
+  std::string options;      // canonical text of the options that change results
+};
+
+struct SweepRow {
+  std::int64_t id = 0;
+  SweepInfo info;
+  std::string started_at;   // UTC ISO 8601
+  std::string finished_at;  // empty while running or after a crash
+  std::string status;       // "running", "complete", "interrupted", "budget"
+};
+
+// An empirical ceiling measured on a device (copy bandwidth, FMA rate, ...).
+struct CeilingRecord {
+  std::string device_key;
+  std::string name;    // e.g. "dram_copy_memcpy"
+  double value = 0;
+  std::string unit;    // e.g. "B/s", "FLOP/s", "us"
+  std::string method;  // how it was measured, one line
+  std::string git_sha;
+  std::string measured_at;
+};
+
+enum class OpenMode { read_write, read_only };
+
+class Store {
+ public:
+  // Opens (read_write creates) a database and brings its schema to the latest version.
+  // Throws StoreError when the file is not SQLite, is SQLite but not a shapetune database,
+  // has a schema newer than this build understands, or cannot be created/written.
+  static std::unique_ptr<Store> open(const std::string& path, OpenMode mode = OpenMode::read_write);
+  static int latest_schema_version();
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schema_version() const;
+
+  void upsert_device(const DeviceFingerprint&);
+  std::optional<DeviceFingerprint> device(const std::string& key) const;
+  std::vector<DeviceFingerprint> devices() const;
+
+  std::int64_t begin_sweep(const SweepInfo&);
+  // Latest sweep with the same device, YAML hash and options that never finished.
+  std::optional<std::int64_t> find_resumable_sweep(const SweepInfo&) const;
+  std::optional<SweepRow> sweep(std::int64_t id) const;
+  std::vector<SweepRow> sweeps() const;
+  void finish_sweep(std::int64_t id, const std::string& status);
+
+  // One transaction each, so a crash loses at most the candidate in flight.
+  void record_candidate(const CandidateRecord&);
+  bool has_candidate(std::int64_t sweep_id, const std::string& problem_key, const std::string& variant,
+                     const std::string& config_key) const;
+  std::vector<CandidateRecord> candidates(std::int64_t sweep_id, const std::string& problem_key) const;
+  std::vector<CandidateRecord> candidates(std::int64_t sweep_id) const;
+
+  // Problem-level outcome within a sweep: "done", or "skipped" with the reason.
+  void record_problem(std::int64_t sweep_id, const std::string& problem_key, const std::string& status,
+                      const std::string& reason);
+  std::optional<std::string> problem_status(std::int64_t sweep_id, const std::string& problem_key) const;
+
+  // Replaces the dispatch row for (device, problem).
+  void store_winner(const WinnerRecord&);
+  // Every winner, or one device's when device_key is not empty; ordered by problem key.
+  std::vector<WinnerRecord> winners(const std::string& device_key = "") const;
+
+  void store_ceiling(const CeilingRecord&);  // replaces (device, name)
+  std::vector<CeilingRecord> ceilings(const std::string& device_key = "") const;
+
+ private:
+  Store(sqlite3* db, std::string path);
+  sqlite3* db_;
+  std::string path_;
+};
+
+// UTC now as "2026-11-30T19:18:14Z".
+std::string utc_now_iso8601();
+
+}  // namespace shapetune

@@ -1,0 +1,81 @@
+// The measurement engine: verify a candidate against the float64 reference, then time it.
+// Measurement state (stream, events, flush buffer, library handles) lives here, apart from
+// the kernels, as nvbench keeps it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "baselines/library_handles.hpp"
+#include "core/records.hpp"
+#include "harness/device.hpp"
+#include "harness/device_buffer.hpp"
+#include "harness/problem_data.hpp"
+#include "harness/stats.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+
+struct MeasureOptions {
+  bool flush_l2 = true;  // cold (default): evict L2 before each sample; hot: don't
+  StopRule stop;
+  // Kernels shorter than this (hot estimate) are timed as CUDA-graph batches over rotating
+  // input sets: single launches that short are mostly launch and event overhead.
+  double batch_below_us = 10;
+  int warmup_launches = 2;
+};
+
+struct CandidateOutcome {
+  CandidateStatus status = CandidateStatus::ok;
+  std::string reason;
+  std::optional<AccuracyReport> accuracy;
+  std::optional<TimingStats> timing;
+  // The CUDA context is unusable after this candidate (illegal address, ...): record it, then
+  // stop; a resumed sweep starts after it.
+  bool context_lost = false;
+};
+
+class Measurer {
+ public:
+  Measurer(const DeviceInfo&, MeasureOptions);
+  ~Measurer();
+  Measurer(const Measurer&) = delete;
+  Measurer& operator=(const Measurer&) = delete;
+
+  // supports() -> verify on poisoned outputs -> time -> re-check the outputs of the timed
+  // launches (a race that strikes sometimes shows there).
+  CandidateOutcome measure(const Variant&, const Config&, ProblemData&, Tolerance);
+
+  // Times an arbitrary launch with the same method (for ceilings): cold or hot per options.
+  TimingStats time_launch(const std::function<void(cudaStream_t)>& launch);
+
+  const DeviceInfo& device() const { return device_; }
+  const MeasureOptions& options() const { return options_; }
+  cudaStream_t stream() const { return stream_; }
+  LibraryHandles& libraries() { return libraries_; }
+  // Device memory the measurer itself holds (flush buffer), for capacity checks.
+  std::int64_t reserved_device_bytes() const;
+
+ private:
+  using Launch = std::function<LaunchStatus(int set)>;
+  void evict_l2();
+  std::optional<CandidateOutcome> run_once(const Launch&, int set);
+  TimingStats time_single_launches(const Launch&, const std::function<void()>& before_each, bool flush);
+  std::optional<TimingStats> time_graph_batch(const Launch&, ProblemData&, double estimate_us);
+  double estimate_us(const Launch&);
+  void* workspace_for(std::size_t bytes);
+
+  DeviceInfo device_;
+  MeasureOptions options_;
+  cudaStream_t stream_ = nullptr;
+  LibraryHandles libraries_;
+  DeviceBuffer flush_buffer_;
+  DeviceBuffer flush_sink_;
+  DeviceBuffer workspace_;
+  std::vector<cudaEvent_t> starts_, stops_;
+};
+
+}  // namespace shapetune

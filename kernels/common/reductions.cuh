@@ -1,0 +1,92 @@
+// Reductions over a group of `width` consecutive threads of a block (width a power of two,
+// up to 1024), and the (max, sum of exp) pair that online softmax carries.
+#pragma once
+
+#include <cmath>
+
+namespace shapetune::kernels {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpSize = 32;
+
+// Running softmax statistics of a set of values: its max and sum(exp(v - max)).
+// The empty set is (-inf, 0); merging keeps that exact, so idle lanes never make NaN.
+struct MaxSum {
+  float max = -INFINITY;
+  float sum = 0.f;
+
+  __device__ __forceinline__ void add(float v) {
+    if (v > max) {
+      sum = sum * __expf(max - v) + 1.f;  // exp(-inf) = 0 covers the first element
+      max = v;
+    } else {
+      sum += __expf(v - max);
+    }
+  }
+  // Several values at once: one rescale of the running sum instead of one per new maximum.
+  template <int N>
+  __device__ __forceinline__ void add(const float (&v)[N]) {
+    float local_max = v[0];
+#pragma unroll
+    for (int i = 1; i < N; ++i) local_max = fmaxf(local_max, v[i]);
+    const float new_max = fmaxf(max, local_max);
+    float local_sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) local_sum += __expf(v[i] - new_max);
+    sum = sum * __expf(max - new_max) + local_sum;
+    max = new_max;
+  }
+};
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  MaxSum out;
+  out.max = fmaxf(a.max, b.max);
+  if (out.max == -INFINITY) return out;
+  out.sum = a.sum * __expf(a.max - out.max) + b.sum * __expf(b.max - out.max);
+  return out;
+}
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  __device__ __forceinline__ static float identity() { return -INFINITY; }
+};
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  __device__ __forceinline__ static float identity() { return 0.f; }
+};
+struct MergeOp {
+  __device__ __forceinline__ MaxSum operator()(MaxSum a, MaxSum b) const { return merge(a, b); }
+  __device__ __forceinline__ static MaxSum identity() { return MaxSum{}; }
+};
+
+__device__ __forceinline__ float shuffle_xor(float v, int offset) { return __shfl_xor_sync(kFullMask, v, offset); }
+__device__ __forceinline__ MaxSum shuffle_xor(MaxSum v, int offset) {
+  return MaxSum{__shfl_xor_sync(kFullMask, v.max, offset), __shfl_xor_sync(kFullMask, v.sum, offset)};
+}
+
+// Every lane ends with the reduction over its aligned group of `width` <= 32 lanes.
+template <typename V, typename Op>
+__device__ __forceinline__ V lane_group_reduce(V v, int width, Op op) {
+  for (int offset = width / 2; offset > 0; offset /= 2) v = op(v, shuffle_xor(v, offset));
+  return v;
+}
+
+// Every thread ends with the reduction over its group of `group_size` consecutive threads.
+// Groups wider than a warp meet in `partials` (one slot per warp of the block), which costs two
+// barriers, so every thread of the block must call this, also those with no row to work on.
+template <typename V, typename Op>
+__device__ __forceinline__ V group_reduce(V v, int group_size, V* partials, Op op) {
+  v = lane_group_reduce(v, group_size < kWarpSize ? group_size : kWarpSize, op);
+  if (group_size <= kWarpSize) return v;
+  const int warp = threadIdx.x / kWarpSize;
+  if (threadIdx.x % kWarpSize == 0) partials[warp] = v;
+  __syncthreads();
+  const int warps_per_group = group_size / kWarpSize;
+  const int first_warp = (threadIdx.x / group_size) * warps_per_group;
+  V total = Op::identity();
+  for (int w = 0; w < warps_per_group; ++w) total = op(total, partials[first_warp + w]);
+  __syncthreads();  // the caller may reuse `partials` for its next reduction
+  return total;
+}
+
+}  // namespace shapetune::kernels

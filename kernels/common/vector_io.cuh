@@ -1,0 +1,60 @@
+// 128-bit loads and stores, and how a row splits into an unaligned head, a body of 16-byte
+// packs and a tail. Rows of an odd width start at odd addresses, so every vectorized kernel
+// goes through RowSplit rather than assuming `cols % pack == 0`.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/numeric.cuh"
+
+namespace shapetune::kernels {
+
+// 16 bytes of T: 4 floats or 8 halves.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kCount = 16 / sizeof(T);
+  T v[kCount];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  Pack<T> pack;
+  *reinterpret_cast<uint4*>(&pack) = *reinterpret_cast<const uint4*>(p);
+  return pack;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&pack);
+}
+
+// A row of `cols` elements at `row`: [0, head) scalars, then `packs` 16-byte packs, then `tail`
+// scalars. Valid only when the source and destination rows share their offset modulo 16.
+struct RowSplit {
+  int head;
+  int packs;
+  int tail;
+
+  template <typename T>
+  __device__ __forceinline__ static RowSplit of(const T* row, int cols) {
+    constexpr int kPack = Pack<T>::kCount;
+    const int misalignment = static_cast<int>((reinterpret_cast<std::uintptr_t>(row) & 15) / sizeof(T));
+    int head = misalignment == 0 ? 0 : kPack - misalignment;
+    head = head < cols ? head : cols;
+    const int packs = (cols - head) / kPack;
+    return {head, packs, cols - head - packs * kPack};
+  }
+  // Index of the k-th scalar edge element (head ones first, then tail ones).
+  template <typename T>
+  __device__ __forceinline__ int edge_index(int k) const {
+    return k < head ? k : head + packs * Pack<T>::kCount + (k - head);
+  }
+  __device__ __forceinline__ int edges() const { return head + tail; }
+};
+
+// Host side: whether two buffers can share one RowSplit for every row.
+inline bool same_16_byte_phase(const void* a, const void* b) {
+  return (reinterpret_cast<std::uintptr_t>(a) & 15) == (reinterpret_cast<std::uintptr_t>(b) & 15);
+}
+
+}  // namespace shapetune::kernels

@@ -1,0 +1,22 @@
+// Kernels that move memory for the harness itself: evicting L2 between timing samples and
+// measuring the copy ceiling.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace shapetune::kernels::memory {
+
+// Reads `bytes` (a multiple of 16) of `buffer` so the lines a timed kernel left in L2 are
+// evicted. Reads, not writes: a write flush would leave dirty lines whose write-back would be
+// charged to the next timed kernel. `sink` is written only on an impossible checksum, so the
+// reads cannot be optimized away.
+cudaError_t evict_l2_by_reading(const void* buffer, std::size_t bytes, unsigned* sink, cudaStream_t);
+
+// dst = src over `bytes` (a multiple of 16), grid-stride, 16-byte accesses.
+cudaError_t copy_vec16(const void* src, void* dst, std::size_t bytes, cudaStream_t);
+// The same with 4-byte accesses, for comparison.
+cudaError_t copy_scalar(const void* src, void* dst, std::size_t bytes, cudaStream_t);
+
+}  // namespace shapetune::kernels::memory

@@ -1,0 +1,36 @@
+#include "models/dispatcher.hpp"
+
+#include <stdexcept>
+
+#include "db/store.hpp"
+
+namespace shapetune {
+
+Dispatcher::Dispatcher(const std::string& db_path, const std::string& device_key, DeviceLimits limits)
+    : table_(DispatchTable::load(*Store::open(db_path, OpenMode::read_only), device_key)), limits_(limits) {}
+
+Dispatcher::Dispatcher(DeviceLimits limits) : table_(DispatchTable::from_winners({})), limits_(limits) {}
+
+DispatchChoice Dispatcher::lookup(const Problem& problem) const {
+  const Catalogue& cat = catalogue();
+  auto supports = [&](const Problem& p, const std::string& variant, const Config& config) {
+    const Variant* v = cat.find_variant(p.primitive, variant);
+    return v && v->supports(p, config, limits_).ok;
+  };
+  auto default_for = [&](const Problem& p) -> std::optional<std::pair<std::string, Config>> {
+    const Primitive* primitive = cat.find_primitive(p.primitive);
+    if (!primitive) return std::nullopt;
+    const Variant* v = cat.find_variant(p.primitive, primitive->default_variant);
+    if (!v || !v->supports(p, v->default_config, limits_).ok) return std::nullopt;
+    return std::make_pair(v->name, v->default_config);
+  };
+  return table_.lookup(problem, supports, default_for);
+}
+
+const Variant& Dispatcher::variant_of(const Problem& problem, const DispatchChoice& choice) const {
+  const Variant* v = catalogue().find_variant(problem.primitive, choice.variant);
+  if (!v) throw std::runtime_error("dispatch names unknown variant " + problem.primitive + "/" + choice.variant);
+  return *v;
+}
+
+}  // namespace shapetune

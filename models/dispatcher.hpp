@@ -1,0 +1,34 @@
+// What a model runner calls: the dispatch table of this device, resolved against the
+// catalogue, and a launch through whichever variant it names.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/types.hpp"
+#include "db/dispatch.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+
+class Dispatcher {
+ public:
+  // Loads the winners of the device with `device_key` (DeviceFingerprint::key()) from the
+  // database at `db_path`, read-only. Throws StoreError for an unusable file.
+  Dispatcher(const std::string& db_path, const std::string& device_key, DeviceLimits limits);
+  // No database: every lookup falls back to the primitive's default variant.
+  explicit Dispatcher(DeviceLimits limits);
+
+  DispatchChoice lookup(const Problem&) const;
+  std::size_t tuned_problems() const { return table_.size(); }
+  const Variant& variant_of(const Problem&, const DispatchChoice&) const;
+
+ private:
+  DispatchTable table_;
+  DeviceLimits limits_;
+};
+
+}  // namespace shapetune

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what shapetune needs from Debian's packages, if missing. Safe to run again.
+# The CUDA toolkit and cuDNN come from NVIDIA's repository; this script checks for them and
+# says what to install, but does not add that repository itself.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libsqlite3-dev libgtest-dev libbenchmark-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if ! command -v apt-get >/dev/null; then
+    echo "setup-deps: missing ${missing[*]} and no apt-get here; install them another way" >&2
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+nvcc_path=$(command -v nvcc || true)
+[ -n "$nvcc_path" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc_path=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc_path" ]; then
+  echo "setup-deps: nvcc not found. Install the CUDA Toolkit 12 or 13 (NVIDIA's cuda-toolkit-13-0 package)," >&2
+  echo "            or put its bin/ on PATH." >&2
+  exit 1
+fi
+cudnn_header=""
+for d in "$(dirname "$(dirname "$nvcc_path")")/include" /usr/include /usr/include/x86_64-linux-gnu /usr/local/include; do
+  [ -f "$d/cudnn.h" ] && cudnn_header="$d/cudnn.h" && break
+done
+if [ -z "$cudnn_header" ]; then
+  echo "setup-deps: cuDNN 9 not found (cudnn.h). Install NVIDIA's cudnn9-cuda-13 package." >&2
+  exit 1
+fi
+echo "setup-deps: ok (nvcc: $nvcc_path, cuDNN: $cudnn_header)"

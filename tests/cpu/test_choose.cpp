@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "tuner/choose.hpp"
+
+namespace shapetune {
+namespace {
+
+CandidateRecord candidate(std::string variant, double median_us, bool baseline = false,
+                          CandidateStatus status = CandidateStatus::ok, double ci = 0.002) {
+  CandidateRecord c;
+  c.problem = Problem{"softmax", DType::f32, Shape({{"rows", 8}, {"cols", 8}})};
+  c.variant = std::move(variant);
+  c.baseline = baseline;
+  c.status = status;
+  if (status == CandidateStatus::ok) {
+    c.timing = TimingStats{};
+    c.timing->median_us = median_us;
+    c.timing->median_ci_rel = ci;
+  }
+  return c;
+}
+
+TEST(ChooseWinner, FastestAccurateWinsAndBaselineIsCompared) {
+  const auto w = choose_winner({candidate("slow", 30), candidate("cudnn", 20, true), candidate("fast", 10),
+                                candidate("wrong", 1, false, CandidateStatus::failed_accuracy)});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->variant, "fast");
+  EXPECT_EQ(w->best_baseline, "cudnn");
+  EXPECT_DOUBLE_EQ(w->baseline_us, 20);
+  EXPECT_DOUBLE_EQ(w->speedup_vs_baseline, 2.0);
+  EXPECT_EQ(w->runner_up_variant, "cudnn");
+  EXPECT_DOUBLE_EQ(w->margin_rel, 1.0);
+  EXPECT_FALSE(w->tie);
+}
+
+TEST(ChooseWinner, AFailedCandidateNeverWinsEvenWhenFastest) {
+  const auto w = choose_winner({candidate("wrong", 1, false, CandidateStatus::failed_accuracy),
+                                candidate("error", 1, false, CandidateStatus::error), candidate("right", 50)});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->variant, "right");
+  EXPECT_TRUE(w->runner_up_variant.empty());
+  EXPECT_TRUE(w->best_baseline.empty());
+}
+
+TEST(ChooseWinner, NoAccurateCandidateNoWinner) {
+  EXPECT_FALSE(choose_winner({candidate("wrong", 1, false, CandidateStatus::failed_accuracy)}));
+  EXPECT_FALSE(choose_winner({}));
+}
+
+TEST(ChooseWinner, MarginInsideNoiseIsATie) {
+  // 0.5% apart: under the 1% floor.
+  auto w = choose_winner({candidate("a", 100), candidate("b", 100.5)});
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->tie);
+  // 3% apart but each median only known to +-2%: the intervals overlap.
+  w = choose_winner({candidate("a", 100, false, CandidateStatus::ok, 0.02), candidate("b", 103, false, CandidateStatus::ok, 0.02)});
+  EXPECT_TRUE(w->tie);
+  // 3% apart, medians known to 0.2%: a real lead.
+  w = choose_winner({candidate("a", 100), candidate("b", 103)});
+  EXPECT_FALSE(w->tie);
+}
+
+TEST(ChooseWinner, BaselineMayWin) {
+  const auto w = choose_winner({candidate("cudnn", 5, true), candidate("mine", 9)});
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->baseline);
+  EXPECT_DOUBLE_EQ(w->speedup_vs_baseline, 1.0);
+}
+
+}  // namespace
+}  // namespace shapetune

@@ -1,0 +1,195 @@
+// The `shapetune` command's behaviour on good and bad input, without a GPU.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "db/store.hpp"
+#include "support/test_support.hpp"
+
+namespace shapetune {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string quick_yaml() { return (test_support::source_dir() / "shapes" / "quick.yaml").string(); }
+
+TEST(Cli, HelpAndUsage) {
+  const Result none = run({});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_TRUE(contains(none.err, "usage: shapetune COMMAND"));
+  const Result help = run({"--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* command : {"devices", "list", "sweep", "winners", "export", "ceilings"})
+    EXPECT_TRUE(contains(help.out, command)) << command;
+  const Result sweep_help = run({"sweep", "--help"});
+  EXPECT_EQ(sweep_help.code, 0);
+  EXPECT_TRUE(contains(sweep_help.out, "--budget SECONDS"));
+  EXPECT_TRUE(contains(sweep_help.out, "resumes"));
+}
+
+TEST(Cli, UnknownCommandAndOptionNameTheValidOnes) {
+  const Result cmd = run({"sweeep"});
+  EXPECT_EQ(cmd.code, 2);
+  EXPECT_TRUE(contains(cmd.err, "unknown command 'sweeep'"));
+  EXPECT_TRUE(contains(cmd.err, "sweep"));
+  const Result opt = run({"winners", "--db", "x.db", "--bogus"});
+  EXPECT_EQ(opt.code, 2);
+  EXPECT_TRUE(contains(opt.err, "unknown option --bogus"));
+  EXPECT_TRUE(contains(opt.err, "shapetune winners --help"));
+}
+
+TEST(Cli, MissingArgumentsAndBadValues) {
+  EXPECT_TRUE(contains(run({"sweep"}).err, "needs FILE.yaml"));
+  EXPECT_TRUE(contains(run({"sweep", quick_yaml()}).err, "--db FILE is required"));
+  const Result budget = run({"sweep", quick_yaml(), "--db", "x.db", "--budget", "ten"});
+  EXPECT_EQ(budget.code, 2);
+  EXPECT_TRUE(contains(budget.err, "--budget expects a number, got 'ten'"));
+  const Result negative = run({"sweep", quick_yaml(), "--db", "x.db", "--time-cap", "-1"});
+  EXPECT_EQ(negative.code, 2);
+  EXPECT_TRUE(contains(negative.err, "--time-cap must be between"));
+  const Result dangling = run({"winners", "--db"});
+  EXPECT_EQ(dangling.code, 2);
+  EXPECT_TRUE(contains(dangling.err, "--db needs a value"));
+}
+
+TEST(Cli, UnknownPrimitiveVariantListTheKnownNames) {
+  const Result p = run({"sweep", quick_yaml(), "--db", "x.db", "--primitive", "sofmax"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(contains(p.err, "unknown primitive 'sofmax'"));
+  EXPECT_TRUE(contains(p.err, "softmax"));
+  const Result v = run({"sweep", quick_yaml(), "--db", "x.db", "--variant", "warp_row"});
+  EXPECT_EQ(v.code, 2);
+  EXPECT_TRUE(contains(v.err, "unknown variant 'warp_row'"));
+  EXPECT_TRUE(contains(v.err, "warp_row_online"));
+  const Result l = run({"list", "layernorn"});
+  EXPECT_EQ(l.code, 2);
+  EXPECT_TRUE(contains(l.err, "unknown primitive 'layernorn'"));
+}
+
+TEST(Cli, MalformedShapeFileGivesFileLineColumn) {
+  test_support::TempDir dir;
+  const std::string path = dir.file("bad.yaml");
+  std::ofstream(path) << "matrices:\n  - primitive: softmax\n    dtypes: [f32\n";
+  const Result r = run({"sweep", path, "--db", dir.file("x.db")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, path + ":")) << r.err;
+  EXPECT_TRUE(contains(r.err, "malformed YAML")) << r.err;
+}
+
+TEST(Cli, DryRunNeedsNoGpu) {
+  const Result r = run({"sweep", quick_yaml(), "--dry-run"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "softmax/f32/rows=1024,cols=1000"));
+  EXPECT_TRUE(contains(r.out, "Dry run: nothing measured"));
+}
+
+TEST(Cli, SweepWithoutAGpuSaysSoAndExitsTwo) {
+  if (!cuda_unavailable_reason()) GTEST_SKIP() << "a CUDA device is present; this checks the no-GPU path";
+  test_support::TempDir dir;
+  const Result r = run({"sweep", quick_yaml(), "--db", dir.file("x.db")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "needs a CUDA device")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--dry-run")) << r.err;
+  const Result d = run({"devices"});
+  EXPECT_EQ(d.code, 2);
+  EXPECT_TRUE(contains(d.err, "no usable CUDA device"));
+}
+
+TEST(Cli, ListShowsVariantsAndParameterSpaces) {
+  const Result all = run({"list"});
+  EXPECT_EQ(all.code, 0);
+  EXPECT_TRUE(contains(all.out, "cudnn (baseline)"));
+  const Result softmax = run({"list", "softmax"});
+  EXPECT_EQ(softmax.code, 0);
+  EXPECT_TRUE(contains(softmax.out, "register_row"));
+  EXPECT_TRUE(contains(softmax.out, "packs_per_thread in {1, 2, 4, 8, 16}"));
+  EXPECT_TRUE(contains(softmax.out, "where threads_per_row <= block_size"));
+}
+
+TEST(Cli, DatabaseErrorsAreClearAndExitTwo) {
+  test_support::TempDir dir;
+  const std::string text_file = dir.file("notes.txt");
+  std::ofstream(text_file) << "this is not a database, it is a shopping list\n";
+  const Result not_db = run({"winners", "--db", text_file});
+  EXPECT_EQ(not_db.code, 2);
+  EXPECT_TRUE(contains(not_db.err, text_file)) << not_db.err;
+
+  const std::string newer = dir.file("newer.db");
+  Store::open(newer).reset();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(newer.c_str(), &raw), SQLITE_OK);
+  sqlite3_exec(raw, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  const Result future = run({"export", "--db", newer, "--format", "json"});
+  EXPECT_EQ(future.code, 2);
+  EXPECT_TRUE(contains(future.err, "99")) << future.err;
+
+  const Result missing = run({"winners", "--db", dir.file("nope.db")});
+  EXPECT_EQ(missing.code, 2);
+}
+
+TEST(Cli, ExportFormatsAndUnwritablePaths) {
+  test_support::TempDir dir;
+  const std::string db = dir.file("w.db");
+  {
+    auto store = Store::open(db);
+    WinnerRecord w;
+    w.device_key = "NVIDIA H200|sm_90|132SM|140GiB";
+    w.problem = Problem{"softmax", DType::f32, Shape({{"rows", 4096}, {"cols", 4096}})};
+    w.variant = "register_row";
+    w.config = Config({{"threads_per_row", 512}, {"block_size", 512}, {"packs_per_thread", 2}});
+    w.timing.median_us = 40;
+    w.timing.p10_us = 39;
+    w.timing.p90_us = 41;
+    w.timing.samples = 30;
+    w.best_baseline = "cudnn";
+    w.baseline_us = 80;
+    w.speedup_vs_baseline = 2;
+    store->store_winner(w);
+  }
+  const Result table = run({"winners", "--db", db});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_TRUE(contains(table.out, "softmax/f32/rows=4096,cols=4096"));
+  EXPECT_TRUE(contains(table.out, "2.00x"));
+  EXPECT_TRUE(contains(table.out, "3.36 TB/s"));  // 2*4096*4096*4 bytes in 40 us
+
+  const Result json = run({"export", "--db", db, "--format", "json"});
+  EXPECT_EQ(json.code, 0);
+  EXPECT_TRUE(contains(json.out, "\"variant\""));
+  EXPECT_TRUE(contains(json.out, "register_row"));
+
+  const std::string csv_path = dir.file("w.csv");
+  EXPECT_EQ(run({"export", "--db", db, "--format", "csv", "-o", csv_path}).code, 0);
+  std::ifstream csv(csv_path);
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_TRUE(contains(header, "variant"));
+
+  const Result xml = run({"export", "--db", db, "--format", "xml"});
+  EXPECT_EQ(xml.code, 2);
+  EXPECT_TRUE(contains(xml.err, "json or csv"));
+  const Result unwritable = run({"export", "--db", db, "--format", "csv", "-o", "/nonexistent-dir/w.csv"});
+  EXPECT_EQ(unwritable.code, 2);
+  EXPECT_TRUE(contains(unwritable.err, "cannot write /nonexistent-dir/w.csv"));
+  const Result db_unwritable = run({"sweep", quick_yaml(), "--db", "/nonexistent-dir/x.db"});
+  EXPECT_EQ(db_unwritable.code, 2);
+}
+
+}  // namespace
+}  // namespace shapetune

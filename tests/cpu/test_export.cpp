@@ -1,0 +1,234 @@
+#include "db/export.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace shapetune {
+namespace {
+
+WinnerRecord sample_winner() {
+  WinnerRecord winner;
+  winner.device_key = "NVIDIA H200|sm_90|132SM|141GiB";
+  winner.problem = Problem{"softmax", DType::f32, Shape({{"rows", 4096}, {"cols", 1000}})};
+  winner.variant = "block_per_row";
+  winner.config = Config({{"block_size", 256}, {"vec", 4}});
+  winner.timing.median_us = 7.0 / 3.0;
+  winner.timing.p10_us = 2.25;
+  winner.timing.p90_us = 100000.0;
+  winner.timing.samples = 200;
+  winner.timing.mode = TimingMode::graph_batch;
+  winner.tolerance = Tolerance{1e-5, 0.1};
+  winner.best_baseline = "cudnn";
+  winner.baseline_us = 3.5;
+  winner.speedup_vs_baseline = 1.5;
+  winner.runner_up_variant = "warp_per_row";
+  winner.runner_up_config = Config({{"block_size", 128}, {"vec", 2}});
+  winner.runner_up_us = 2.4;
+  winner.margin_rel = 2.4 / (7.0 / 3.0) - 1;
+  winner.tie = true;
+  winner.sweep_id = 42;
+  winner.git_sha = "abc1234";
+  winner.measured_at = "2026-11-30T19:18:14Z";
+  return winner;
+}
+
+DeviceFingerprint h200() {
+  return DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{141} << 30, "550.54.15", "12.4", "12.4.5", "9.1.0"};
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+}
+
+// The JSON text of the first member called `name`: a whole string literal (escapes included),
+// or a scalar up to the next comma, line break or closing brace.
+std::string json_value_of(const std::string& json, const std::string& name) {
+  const std::string label = "\"" + name + "\": ";
+  const std::size_t start = json.find(label);
+  if (start == std::string::npos) return "<missing " + name + ">";
+  const std::size_t value = start + label.size();
+  if (json[value] != '"') return json.substr(value, json.find_first_of(",\n}", value) - value);
+  std::size_t end = value + 1;
+  while (end < json.size() && json[end] != '"') end += json[end] == '\\' ? 2 : 1;
+  return json.substr(value, end + 1 - value);
+}
+
+// RFC 4180 reader for the test: quoted fields, doubled quotes, line breaks inside quotes.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+    } else {
+      field += c;
+    }
+  }
+  EXPECT_TRUE(field.empty() && row.empty()) << "CSV does not end with a line break";
+  return rows;
+}
+
+// ---- JSON ----------------------------------------------------------------------------------
+
+TEST(ExportJson, TopLevelInStableOrder) {
+  const std::string json = export_json({h200()}, {sample_winner()});
+  ASSERT_EQ(json.front(), '{');
+  EXPECT_EQ(json_value_of(json, "schema"), "\"shapetune-dispatch/1\"");
+  const std::size_t schema = json.find("\"schema\"");
+  const std::size_t devices = json.find("\"devices\"");
+  const std::size_t winners = json.find("\"winners\"");
+  EXPECT_LT(schema, devices);
+  EXPECT_LT(devices, winners);
+  EXPECT_NE(winners, std::string::npos);
+  EXPECT_EQ(json, export_json({h200()}, {sample_winner()})) << "export is not deterministic";
+}
+
+TEST(ExportJson, EmptyListsAreEmptyArrays) {
+  const std::string json = export_json({}, {});
+  EXPECT_EQ(json_value_of(json, "devices"), "[]");
+  EXPECT_EQ(json_value_of(json, "winners"), "[]");
+}
+
+TEST(ExportJson, DeviceFields) {
+  const std::string json = export_json({h200()}, {});
+  EXPECT_EQ(json_value_of(json, "key"), "\"" + h200().key() + "\"");
+  EXPECT_EQ(json_value_of(json, "name"), "\"NVIDIA H200\"");
+  EXPECT_EQ(json_value_of(json, "compute_capability"), "90");
+  EXPECT_EQ(json_value_of(json, "memory_bytes"), std::to_string(std::int64_t{141} << 30));
+  EXPECT_EQ(json_value_of(json, "cudnn_version"), "\"9.1.0\"");
+}
+
+TEST(ExportJson, WinnerFieldsInOrder) {
+  const std::string json = export_json({}, {sample_winner()});
+  const std::string order[] = {
+      "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
+      "median_us", "p10_us", "p90_us", "samples", "timing_mode", "best_baseline", "baseline_us",
+      "speedup_vs_baseline", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel",
+      "tie", "atol", "rtol", "git_sha", "measured_at", "sweep_id",
+  };
+  std::size_t previous = 0;
+  for (const std::string& name : order) {
+    const std::size_t at = json.find('"' + name + "\": ", previous);
+    ASSERT_NE(at, std::string::npos) << name << " missing or out of order";
+    previous = at;
+  }
+}
+
+TEST(ExportJson, WinnerValues) {
+  const std::string json = export_json({}, {sample_winner()});
+  EXPECT_EQ(json_value_of(json, "problem"), "\"softmax/f32/rows=4096,cols=1000\"");
+  expect_contains(json, "\"shape\": {\"rows\": 4096, \"cols\": 1000}");
+  expect_contains(json, "\"config\": {\"block_size\": 256, \"vec\": 4}");
+  EXPECT_EQ(json_value_of(json, "runner_up_config"), "\"block_size=128,vec=2\"");
+  EXPECT_EQ(json_value_of(json, "baseline"), "false");
+  EXPECT_EQ(json_value_of(json, "tie"), "true");
+  EXPECT_EQ(json_value_of(json, "samples"), "200");
+  EXPECT_EQ(json_value_of(json, "sweep_id"), "42");
+  EXPECT_EQ(json_value_of(json, "timing_mode"), "\"graph_batch\"");
+  EXPECT_EQ(json_value_of(json, "p90_us"), "100000") << "integral values print as integers";
+  EXPECT_EQ(json_value_of(json, "rtol"), "0.1") << "shortest form that reads back exactly";
+}
+
+TEST(ExportJson, NumbersReadBackExactly) {
+  const WinnerRecord winner = sample_winner();
+  const std::string json = export_json({}, {winner});
+  EXPECT_EQ(std::strtod(json_value_of(json, "median_us").c_str(), nullptr), winner.timing.median_us);
+  EXPECT_EQ(std::strtod(json_value_of(json, "margin_rel").c_str(), nullptr), winner.margin_rel);
+  EXPECT_EQ(std::strtod(json_value_of(json, "atol").c_str(), nullptr), winner.tolerance.atol);
+}
+
+TEST(ExportJson, NonFiniteNumbersAreNull) {
+  WinnerRecord winner = sample_winner();
+  winner.margin_rel = std::numeric_limits<double>::quiet_NaN();
+  winner.runner_up_us = std::numeric_limits<double>::infinity();
+  const std::string json = export_json({}, {winner});
+  EXPECT_EQ(json_value_of(json, "margin_rel"), "null");
+  EXPECT_EQ(json_value_of(json, "runner_up_us"), "null");
+}
+
+TEST(ExportJson, EscapesStrings) {
+  WinnerRecord winner = sample_winner();
+  winner.variant = "say \"hi\"\\ok\nnext\ttab\x01";
+  const std::string json = export_json({}, {winner});
+  EXPECT_EQ(json_value_of(json, "variant"), R"("say \"hi\"\\ok\u000anext\u0009tab\u0001")");
+  EXPECT_EQ(json.find('\t'), std::string::npos) << "raw control character in JSON";
+}
+
+// ---- CSV -----------------------------------------------------------------------------------
+
+TEST(ExportCsv, Header) {
+  const std::string csv = export_csv({});
+  EXPECT_EQ(csv,
+            "device_key,problem,primitive,dtype,shape,variant,config,baseline,median_us,p10_us,p90_us,samples,"
+            "timing_mode,speedup_vs_baseline,best_baseline,baseline_us,runner_up_variant,runner_up_config,"
+            "runner_up_us,margin_rel,tie,atol,rtol,git_sha,measured_at\n");
+}
+
+TEST(ExportCsv, QuotesFieldsThatNeedIt) {
+  WinnerRecord winner = sample_winner();
+  winner.variant = "say \"hi\"";
+  winner.best_baseline = "two\nlines";
+  const std::string csv = export_csv({winner});
+  expect_contains(csv, ",\"softmax/f32/rows=4096,cols=1000\",softmax,f32,\"rows=4096,cols=1000\",");
+  expect_contains(csv, ",\"say \"\"hi\"\"\",");
+  expect_contains(csv, ",\"two\nlines\",");
+  expect_contains(csv, ",abc1234,2026-11-30T19:18:14Z\n");
+}
+
+TEST(ExportCsv, ParsesBackToTheSameFields) {
+  WinnerRecord tricky = sample_winner();
+  tricky.variant = "a,b \"c\"\nd";
+  tricky.problem.shape = Shape({{"rows", 1}, {"cols", 7}});
+  tricky.tie = false;
+  const std::vector<WinnerRecord> winners{sample_winner(), tricky};
+  const auto rows = parse_csv(export_csv(winners));
+  ASSERT_EQ(rows.size(), 3u);
+  const std::vector<std::string>& header = rows[0];
+  ASSERT_EQ(header.size(), 25u);
+  const auto column = [&](const std::string& name) {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return i;
+    ADD_FAILURE() << "no column " << name;
+    return std::size_t{0};
+  };
+  for (std::size_t i = 0; i < winners.size(); ++i) {
+    const std::vector<std::string>& row = rows[i + 1];
+    ASSERT_EQ(row.size(), header.size()) << "row " << i;
+    EXPECT_EQ(row[column("problem")], winners[i].problem.key());
+    EXPECT_EQ(row[column("shape")], winners[i].problem.shape.key());
+    EXPECT_EQ(row[column("variant")], winners[i].variant);
+    EXPECT_EQ(row[column("config")], winners[i].config.key());
+    EXPECT_EQ(std::strtod(row[column("median_us")].c_str(), nullptr), winners[i].timing.median_us);
+    EXPECT_EQ(std::strtod(row[column("margin_rel")].c_str(), nullptr), winners[i].margin_rel);
+    EXPECT_EQ(row[column("tie")], winners[i].tie ? "true" : "false");
+    EXPECT_EQ(row[column("measured_at")], winners[i].measured_at);
+  }
+}
+
+}  // namespace
+}  // namespace shapetune

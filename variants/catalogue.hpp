@@ -1,0 +1,118 @@
+// The catalogue: every primitive with its reference, cost model and tolerances, and every
+// variant of it with its parameter space, constraints and launch function.
+// variants/<primitive>.cpp registers them; kernels/<primitive>.cu holds the kernels.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/param_space.hpp"
+#include "core/types.hpp"
+
+namespace shapetune {
+
+class LibraryHandles;  // baselines/library_handles.hpp
+
+enum class TensorRole : std::uint8_t { input, output, inout };
+
+// One argument tensor of a primitive for a given problem.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> extents;  // row-major; product is the element count
+  TensorRole role = TensorRole::input;
+  // Inputs (and inout initial values) are drawn uniformly from [low, high): integers for i32.
+  double low = -1;
+  double high = 1;
+
+  std::int64_t elements() const;
+  std::int64_t bytes() const;
+};
+
+// Host tensors for the reference, one per TensorSpec in order, as float64. Inputs hold the
+// values the device sees (already rounded to the storage type); outputs are to be filled;
+// inout tensors hold the initial values and are overwritten with the expected results.
+using HostTensors = std::vector<std::vector<double>>;
+
+struct Primitive {
+  std::string name;
+  std::string description;
+  std::string signature;           // e.g. "y[r,c] = exp(x[r,c] - max_c x[r,:]) / sum_c exp(...)"
+  std::vector<std::string> axes;   // shape axes in order
+  std::vector<DType> dtypes;       // problem dtypes it is defined for
+  std::function<std::vector<TensorSpec>(const Problem&)> tensors;
+  std::function<void(const Problem&, HostTensors&)> reference;
+  std::function<Cost(const Problem&)> cost;
+  std::function<Tolerance(DType)> tolerance;
+  std::string default_variant;     // what dispatch falls back to when nothing is tuned
+  // Checks axes that the YAML or a caller gave against the primitive's own rules
+  // (e.g. extents >= 1). Returns an empty Support on success.
+  std::function<Support(const Shape&)> validate_shape;
+};
+
+// What a launch gets: device pointers in TensorSpec order, the stream, library handles and
+// workspace of the size the variant asked for.
+struct LaunchArgs {
+  const Problem& problem;
+  const Config& config;
+  std::span<void* const> tensors;
+  cudaStream_t stream;
+  LibraryHandles& libraries;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+// A launch either queued its work or says why not. `unsupported` marks refusals decided at
+// run time (a library returning NOT_SUPPORTED) as opposed to errors.
+struct LaunchStatus {
+  bool ok = true;
+  bool unsupported = false;
+  std::string message;
+  static LaunchStatus success() { return {}; }
+  static LaunchStatus failure(std::string m) { return {false, false, std::move(m)}; }
+  static LaunchStatus refused(std::string m) { return {false, true, std::move(m)}; }
+};
+
+struct Variant {
+  std::string primitive;
+  std::string name;
+  std::string description;  // one line: what it does differently
+  bool baseline = false;    // a library implementation, kept as the bar to beat
+  ParamSpace params;
+  Config default_config;    // used when dispatch falls back to this variant
+  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> supports;
+  std::function<std::size_t(const Problem&, const Config&)> workspace_bytes;  // may be empty: none
+  std::function<LaunchStatus(const LaunchArgs&)> launch;
+};
+
+class Catalogue {
+ public:
+  void add(Primitive);
+  void add(Variant);  // its primitive must be added first
+
+  const Primitive* find_primitive(std::string_view name) const;
+  const Variant* find_variant(std::string_view primitive, std::string_view variant) const;
+  std::vector<const Primitive*> primitives() const;               // in registration order
+  std::vector<const Variant*> variants(std::string_view primitive) const;  // in registration order
+  std::string primitive_names() const;                             // "softmax, layernorm"
+  std::string variant_names(std::string_view primitive) const;
+
+ private:
+  std::vector<std::unique_ptr<Primitive>> primitives_;
+  std::vector<std::unique_ptr<Variant>> variants_;
+};
+
+// The catalogue of everything this build knows, built once on first use.
+const Catalogue& catalogue();
+
+// Registration entry points, one per primitive family (variants/<family>.cpp).
+void register_softmax(Catalogue&);
+
+}  // namespace shapetune

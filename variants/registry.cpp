@@ -1,0 +1,15 @@
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+
+const Catalogue& catalogue() {
+  // Built on first use rather than by static registrars, which a static library would drop.
+  static const Catalogue instance = [] {
+    Catalogue c;
+    register_softmax(c);
+    return c;
+  }();
+  return instance;
+}
+
+}  // namespace shapetune
