@@ -34,18 +34,18 @@ run_step() {  # name, timeout seconds, command...
 note "shapetune gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) build $("$build/shapetune" --help | head -n 1 | awk '{print $2}' | tr -d :)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$work/nvidia-smi.csv" 2>&1
 run_step devices 60 "$build/shapetune" devices
-run_step gpu-tests 900 "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml"
-run_step cpu-tests 300 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
+run_step gpu-tests 240 "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml"
+run_step cpu-tests 120 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
 run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
-run_step sweep-quick 600 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
+run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
 for extra in "$@"; do
-  run_step "sweep-$(basename "$extra" .yaml)" 900 "$build/shapetune" sweep "$extra" --db "$db"
+  run_step "sweep-$(basename "$extra" .yaml)" 300 "$build/shapetune" sweep "$extra" --db "$db"
 done
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"
 run_step export-csv 60 "$build/shapetune" export --db "$db" --format csv -o "$work/winners.csv"
 if python3 -c 'import torch' 2>/dev/null; then
-  run_step peers-torch 300 python3 bench/peers/softmax_torch.py --json "$work/peers-torch.json"
+  run_step peers-torch 120 python3 bench/peers/softmax_torch.py --json "$work/peers-torch.json"
 fi
 
 {
