@@ -11,6 +11,24 @@ unsigned grid_for(std::int64_t work_items, std::int64_t per_block) {
   return static_cast<unsigned>((work_items + per_block - 1) / per_block);
 }
 
+// A float sum with Kahan's compensation. One thread adding a whole row sequentially loses
+// about n/2 ulps on a 32000-wide row (2.7e-5 relative was measured on an H200, over the 1e-5
+// fp32 tolerance); the compensation keeps it at a few ulps for four flops per element.
+struct CompensatedSum {
+  float sum = 0.f;
+  float error = 0.f;
+  __device__ __forceinline__ void add(float v) {
+    const float y = v - error;
+    const float t = sum + y;
+    error = (t - sum) - y;
+    sum = t;
+  }
+  __device__ __forceinline__ void scale(float factor) {
+    sum *= factor;
+    error *= factor;
+  }
+};
+
 // ---- v1 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void thread_row_3pass_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols) {
@@ -20,9 +38,9 @@ __global__ void thread_row_3pass_kernel(const T* __restrict__ x, T* __restrict__
   T* out = y + row * cols;
   float max = -INFINITY;
   for (int c = 0; c < cols; ++c) max = fmaxf(max, to_float(in[c]));
-  float sum = 0.f;
-  for (int c = 0; c < cols; ++c) sum += __expf(to_float(in[c]) - max);
-  const float inv_sum = 1.f / sum;
+  CompensatedSum sum;
+  for (int c = 0; c < cols; ++c) sum.add(__expf(to_float(in[c]) - max));
+  const float inv_sum = 1.f / sum.sum;
   for (int c = 0; c < cols; ++c) out[c] = from_float<T>(__expf(to_float(in[c]) - max) * inv_sum);
 }
 
@@ -33,10 +51,18 @@ __global__ void thread_row_online_kernel(const T* __restrict__ x, T* __restrict_
   if (row >= rows) return;
   const T* in = x + row * cols;
   T* out = y + row * cols;
-  MaxSum stats;
-  for (int c = 0; c < cols; ++c) stats.add(to_float(in[c]));
-  const float inv_sum = 1.f / stats.sum;
-  for (int c = 0; c < cols; ++c) out[c] = from_float<T>(__expf(to_float(in[c]) - stats.max) * inv_sum);
+  float max = -INFINITY;
+  CompensatedSum sum;
+  for (int c = 0; c < cols; ++c) {
+    const float v = to_float(in[c]);
+    if (v > max) {
+      sum.scale(__expf(max - v));  // exp(-inf) = 0 covers the first element
+      max = v;
+    }
+    sum.add(__expf(v - max));
+  }
+  const float inv_sum = 1.f / sum.sum;
+  for (int c = 0; c < cols; ++c) out[c] = from_float<T>(__expf(to_float(in[c]) - max) * inv_sum);
 }
 
 // ---- v3 ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 namespace shapetune::kernels::softmax {
 
 // v1: one thread per row, three passes (max, sum, write). Uncoalesced; the reference point.
+// (v1 and v2 sum with Kahan compensation: a sequential float sum over a wide row is too coarse.)
 template <typename T>
 cudaError_t thread_row_3pass(const T* x, T* y, std::int64_t rows, int cols, int block_size, cudaStream_t);
 

@@ -16,7 +16,7 @@ build=${BUILD_DIR:-build-gpu}
 work="$out/work"
 mkdir -p "$work"
 export SHAPETUNE_SOURCE_DIR=$PWD
-db="$out/h200.db"
+db="$work/h200.db"
 summary="$work/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -47,6 +47,9 @@ run_step export-csv 60 "$build/shapetune" export --db "$db" --format csv -o "$wo
 if python3 -c 'import torch' 2>/dev/null; then
   run_step peers-torch 120 python3 bench/peers/softmax_torch.py --json "$work/peers-torch.json"
 fi
+run_step softmax-targets 60 python3 bench/softmax_targets.py "$db" "$work/peers-torch.json"
+# One self-contained file (no -wal/-shm beside it) to bring back and commit.
+python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM INTO ?', (sys.argv[2],))" "$db" "$out/h200.db"
 
 {
   echo
@@ -57,6 +60,10 @@ fi
   echo "== winners"
   cat "$work/winners.log"
   [ -f "$work/peers-torch.log" ] && { echo "== torch"; cat "$work/peers-torch.log"; }
+  echo "== targets"
+  cat "$work/softmax-targets.log"
 } >>"$summary"
-tar -C "$out" -czf "$out/gpu-check-logs.tar.gz" work
-cat "$summary"
+cp "$summary" "$out/summary.txt"
+# At most a few files come back from the GPU box: the logs travel as one archive.
+tar -C "$out" -czf "$out/gpu-check-logs.tar.gz" work && rm -rf "$work"
+cat "$out/summary.txt"

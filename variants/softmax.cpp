@@ -88,6 +88,9 @@ Primitive softmax_primitive() {
   p.default_variant = "vec_online";
   p.validate_shape = [](const Shape& shape) {
     if (shape.at("cols") > INT_MAX) return Support::no("cols must fit in 32 bits");
+    // Far beyond any device's memory, and keeps rows * cols (and its bytes) inside int64.
+    if (shape.at("rows") > (std::int64_t{1} << 48) / shape.at("cols"))
+      return Support::no("rows * cols must be at most 2^48 elements");
     return Support::yes();
   };
   return p;

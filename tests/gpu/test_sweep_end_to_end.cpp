@@ -68,7 +68,8 @@ TEST(SweepEndToEnd, WritesWinnersThatDispatchReturns) {
   EXPECT_NE(out2.str().find("softmax/f16/rows=3,cols=4097"), std::string::npos);
   std::ostringstream out3, err3;
   ASSERT_EQ(run_cli({"export", "--db", db, "--format", "csv"}, out3, err3), 0) << err3.str();
-  EXPECT_EQ(std::count(out3.str().begin(), out3.str().end(), '\n'), 5);  // header + 4 winners
+  const std::string csv = out3.str();
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // header + 4 winners
 }
 
 TEST(SweepEndToEnd, ResumesAnInterruptedSweepWithoutRemeasuring) {
@@ -120,6 +121,31 @@ TEST(SweepEndToEnd, ResumesAnInterruptedSweepWithoutRemeasuring) {
   ASSERT_NE(kept, resumed.end());
   EXPECT_EQ(kept->timing->median_us, 12345) << "the resumed sweep measured a recorded candidate again";
   EXPECT_GT(resumed.size(), 1u);  // and it went on with the others
+}
+
+TEST(SweepEndToEnd, SkipsWhatTheDeviceCannotHoldAndHonoursTheBudget) {
+  SHAPETUNE_REQUIRE_GPU();
+  test_support::TempDir dir;
+  const std::string yaml = dir.file("b.yaml"), db = dir.file("b.db");
+  // 2^21 x 2^20 f32 is 8 TiB per tensor: recorded as skipped, and the sweep goes on.
+  std::ofstream(yaml) << "matrices:\n  - primitive: softmax\n    dtypes: [f32]\n    axes:\n"
+                         "      rows: [2097152, 256, 512, 1024]\n      cols: [1048576, 1000, 1000, 1000]\n"
+                         "    zip: [rows, cols]\n";
+  std::ostringstream out, err;
+  ASSERT_EQ(run_cli({"sweep", yaml, "--db", db, "--budget", "1", "--time-cap", "0.05"}, out, err), 0)
+      << out.str() << err.str();
+  EXPECT_NE(out.str().find("rows=2097152,cols=1048576: skipped: needs"), std::string::npos) << out.str();
+  auto store = Store::open(db, OpenMode::read_only);
+  const auto sweep = store->sweeps().at(0);
+  EXPECT_EQ(sweep.status, "complete (budget)");
+  EXPECT_EQ(store->problem_status(sweep.id, "softmax/f32/rows=2097152,cols=1048576"), "skipped");
+  // A one-second budget over ~160 candidates per problem cannot measure them all, but every
+  // problem still has its baseline and a winner.
+  const auto winners = store->winners();
+  EXPECT_EQ(winners.size(), 3u);
+  for (const auto& w : winners) EXPECT_EQ(w.best_baseline, "cudnn") << w.problem.key();
+  std::size_t measured = store->candidates(sweep.id).size();
+  EXPECT_LT(measured, 3u * 159u);
 }
 
 }  // namespace
