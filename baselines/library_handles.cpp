@@ -3,6 +3,7 @@
 namespace shapetune {
 
 LibraryHandles::~LibraryHandles() {
+  caches_.clear();
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_lt_) cublasLtDestroy(cublas_lt_);

@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -29,10 +31,21 @@ class LibraryHandles {
   cublasHandle_t cublas(cudaStream_t stream);
   cublasLtHandle_t cublas_lt();
 
+  // State a library wrapper keeps between calls (cuDNN execution plans with their workspace),
+  // under a name of the wrapper's own, created empty on first use. Released before the handles,
+  // which the plans refer to.
+  template <class State>
+  State& cache(const std::string& name) {
+    std::shared_ptr<void>& slot = caches_[name];
+    if (!slot) slot = std::make_shared<State>();
+    return *static_cast<State*>(slot.get());
+  }
+
  private:
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublas_lt_ = nullptr;
+  std::map<std::string, std::shared_ptr<void>> caches_;
 };
 
 std::string cudnn_status_text(cudnnStatus_t);

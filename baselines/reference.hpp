@@ -9,4 +9,43 @@ namespace shapetune::reference {
 // y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)) for each of `rows` rows.
 void softmax(std::int64_t rows, std::int64_t cols, const double* x, double* y);
 
+// y[r, :] = (x[r, :] - mean) / sqrt(var + epsilon) * gamma + beta, biased variance.
+void layernorm(std::int64_t rows, std::int64_t cols, const double* x, const double* gamma, const double* beta,
+               double epsilon, double* y);
+
+// h = round(x + r) to the storage type (`round_h`, the h the next layer reads), y = layernorm(h).
+void residual_layernorm(std::int64_t rows, std::int64_t cols, const double* x, const double* r, const double* gamma,
+                        const double* beta, double epsilon, double (*round_h)(double), double* h, double* y);
+
+// Softmax cross-entropy against integer labels (given as doubles), forward and backward:
+// loss[0] = mean_r (log sum_c exp(x[r,c]) - x[r,label_r]),
+// dlogits[r,c] = (softmax(x[r,:])[c] - [c == label_r]) / rows. Labels outside [0, classes)
+// are clamped into range, as the kernels do.
+void softmax_xent(std::int64_t rows, std::int64_t classes, const double* logits, const double* labels, double* loss,
+                  double* dlogits);
+
+// One AdamW step, in place, over `tensors` consecutive tensors of `sizes[k]` elements:
+// m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, p -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p),
+// the decay term using p before the update (weight_decay = 0 is plain Adam).
+struct AdamHyperparameters {
+  double lr;
+  double beta1;
+  double beta2;
+  double eps;
+  double weight_decay;
+  double step;  // t >= 1
+};
+void adam(const std::int64_t* sizes, std::int64_t tensors, const AdamHyperparameters&, double* params,
+          const double* grads, double* exp_avg, double* exp_avg_sq);
+
+// The elementwise activations: relu, gelu (erf form), gelu_tanh, sigmoid, silu.
+enum class Activation : std::uint8_t { relu, gelu, gelu_tanh, sigmoid, silu };
+// f(x) and its derivative f'(x); relu'(0) = 0.
+double activation(Activation, double x);
+double activation_derivative(Activation, double x);
+// y = f(x) and dx = dy * f'(x) over n elements; y[r, c] = f(x[r, c] + b[c]) over [rows, cols].
+void activation_forward(Activation, std::int64_t n, const double* x, double* y);
+void activation_backward(Activation, std::int64_t n, const double* x, const double* dy, double* dx);
+void bias_activation(Activation, std::int64_t rows, std::int64_t cols, const double* x, const double* b, double* y);
+
 }  // namespace shapetune::reference

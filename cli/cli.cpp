@@ -130,7 +130,9 @@ int cmd_list(const ParsedArgs& a, std::ostream& out, std::ostream&) {
     const Tolerance tol = p->tolerance(t);
     out << " " << dtype_name(t) << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
   }
-  out << "\n\n";
+  out << "\n";
+  for (const auto& s : p->scalars) out << "  scalar " << s.name << " = " << s.value << " (tuning value): " << s.description << "\n";
+  out << "\n";
   for (const Variant* v : cat.variants(p->name)) {
     out << "  " << v->name << (v->baseline ? " [baseline]" : "") << ": " << v->description << "\n"
         << describe_space(v->params);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,9 @@ struct TimingStats {
   TimingMode mode = TimingMode::cold;
   int launches_per_sample = 1;  // >1 in graph_batch mode
   int input_sets = 1;           // how many buffer sets the samples rotated over
+  // In-place kernels (Adam): their state was restored before every sample, outside the timed
+  // region, so every sample updated the same initial state.
+  bool state_restored = false;
   std::string stop_reason;      // "converged", "time cap", "max samples"
 };
 
@@ -86,6 +90,9 @@ struct WinnerRecord {
   double runner_up_us = 0;
   double margin_rel = 0;  // runner_up / winner - 1
   bool tie = false;       // margin inside the measurement noise
+  // The primitive's cost model for this problem when it was measured (bytes moved, FLOPs), so
+  // a report can place the winner on the roofline; NaN for rows stored before schema 4.
+  Cost cost{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
   std::int64_t sweep_id = 0;
   std::string git_sha;
   std::string measured_at;  // UTC, ISO 8601

@@ -8,7 +8,7 @@ namespace shapetune {
 namespace {
 
 constexpr std::pair<DType, std::string_view> kDTypeNames[] = {
-    {DType::f32, "f32"}, {DType::f16, "f16"}, {DType::bf16, "bf16"}, {DType::i32, "i32"}};
+    {DType::f32, "f32"}, {DType::f16, "f16"}, {DType::bf16, "bf16"}, {DType::i32, "i32"}, {DType::tf32, "tf32"}};
 
 // "a=1,b=2" -> pairs; used by Shape and Config keys, whose grammar is the same.
 std::vector<std::pair<std::string, std::int64_t>> parse_pairs(std::string_view text, std::string_view what) {
@@ -81,6 +81,7 @@ std::size_t dtype_size(DType t) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::i32: return 4;
+    case DType::tf32: return 4;
   }
   return 0;
 }

@@ -14,8 +14,11 @@
 namespace shapetune {
 
 // Storage type of a tensor. Problems are keyed by a floating type; i32 exists for index
-// tensors (labels) that some primitives take beside their float data.
-enum class DType : std::uint8_t { f32, f16, bf16, i32 };
+// tensors (labels) that some primitives take beside their float data. tf32 is a problem type
+// only: fp32 tensors whose products may be taken in TF32 (10-bit mantissa) on tensor cores, so
+// such results are tuned, stored and dispatched apart from fp32 and never compared with it.
+// Its storage is f32 (dtype_size 4; tensors of a tf32 problem are declared f32).
+enum class DType : std::uint8_t { f32, f16, bf16, i32, tf32 };
 
 std::string_view dtype_name(DType);
 std::optional<DType> parse_dtype(std::string_view);

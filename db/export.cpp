@@ -125,6 +125,7 @@ std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
       .add("p90_us", json_number(winner.timing.p90_us))
       .add("samples", json_integer(winner.timing.samples))
       .add("timing_mode", json_string(timing_mode_name(winner.timing.mode)))
+      .add("state_restored", json_bool(winner.timing.state_restored))
       .add("best_baseline", json_string(winner.best_baseline))
       .add("baseline_us", json_number(winner.baseline_us))
       .add("speedup_vs_baseline", json_number(winner.speedup_vs_baseline))
@@ -133,6 +134,9 @@ std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
       .add("runner_up_us", json_number(winner.runner_up_us))
       .add("margin_rel", json_number(winner.margin_rel))
       .add("tie", json_bool(winner.tie))
+      .add("bytes", json_number(winner.cost.bytes))
+      .add("flops", json_number(winner.cost.flops))
+      .add("achieved_bytes_per_s", json_number(winner.cost.bytes / (winner.timing.median_us * 1e-6)))
       .add("atol", json_number(winner.tolerance.atol))
       .add("rtol", json_number(winner.tolerance.rtol))
       .add("git_sha", json_string(winner.git_sha))
@@ -167,7 +171,7 @@ constexpr std::string_view kCsvColumns[] = {
     "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
     "median_us", "p10_us", "p90_us", "samples", "timing_mode", "speedup_vs_baseline", "best_baseline",
     "baseline_us", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel", "tie",
-    "atol", "rtol", "git_sha", "measured_at",
+    "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "git_sha", "measured_at",
 };
 
 // In kCsvColumns' order.
@@ -194,6 +198,9 @@ std::vector<std::string> csv_values(const WinnerRecord& winner) {
       csv_number(winner.runner_up_us),
       csv_number(winner.margin_rel),
       csv_bool(winner.tie),
+      csv_number(winner.cost.bytes),
+      csv_number(winner.cost.flops),
+      csv_number(winner.cost.bytes / (winner.timing.median_us * 1e-6)),
       csv_number(winner.tolerance.atol),
       csv_number(winner.tolerance.rtol),
       winner.git_sha,

@@ -138,9 +138,23 @@ CREATE TABLE ceilings (
 );
 )sql";
 
+constexpr std::string_view kMigration3 = R"sql(
+-- In-place primitives (Adam) are timed with their state restored before every sample.
+ALTER TABLE candidates ADD COLUMN state_restored INTEGER CHECK (state_restored IN (0, 1));
+ALTER TABLE winners ADD COLUMN state_restored INTEGER NOT NULL DEFAULT 0 CHECK (state_restored IN (0, 1));
+)sql";
+
+constexpr std::string_view kMigration4 = R"sql(
+-- The cost model of each winner's problem (bytes moved, FLOPs), for rooflines and targets.
+ALTER TABLE winners ADD COLUMN bytes REAL;
+ALTER TABLE winners ADD COLUMN flops REAL;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "devices, sweeps, candidates, sweep problems and winners", kMigration1},
     {2, "ceilings", kMigration2},
+    {3, "state_restored flag on timings", kMigration3},
+    {4, "cost model (bytes, flops) of each winner", kMigration4},
 };
 
 }  // namespace

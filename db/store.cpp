@@ -283,6 +283,7 @@ Problem read_problem(const Statement& row, const std::string& path) {
 
 void bind_timing(Statement& statement, const std::optional<TimingStats>& timing) {
   const std::optional<TimingMode> mode = member_of(timing, &TimingStats::mode);
+  const std::optional<bool> restored = member_of(timing, &TimingStats::state_restored);
   statement.bind_real(":median_us", member_of(timing, &TimingStats::median_us))
       .bind_real(":p10_us", member_of(timing, &TimingStats::p10_us))
       .bind_real(":p90_us", member_of(timing, &TimingStats::p90_us))
@@ -292,7 +293,8 @@ void bind_timing(Statement& statement, const std::optional<TimingStats>& timing)
       .bind_text(":timing_mode", mode ? std::optional(timing_mode_name(*mode)) : std::nullopt)
       .bind_int(":launches_per_sample", member_of(timing, &TimingStats::launches_per_sample))
       .bind_int(":input_sets", member_of(timing, &TimingStats::input_sets))
-      .bind_text(":stop_reason", member_of(timing, &TimingStats::stop_reason));
+      .bind_text(":stop_reason", member_of(timing, &TimingStats::stop_reason))
+      .bind_int(":state_restored", restored ? std::optional<std::int64_t>(*restored) : std::nullopt);
 }
 
 TimingStats read_timing(const Statement& row, const std::string& path) {
@@ -308,6 +310,7 @@ TimingStats read_timing(const Statement& row, const std::string& path) {
   timing.launches_per_sample = static_cast<int>(row.integer("launches_per_sample"));
   timing.input_sets = static_cast<int>(row.integer("input_sets"));
   timing.stop_reason = row.text("stop_reason");
+  timing.state_restored = row.integer("state_restored") != 0;
   return timing;
 }
 
@@ -382,6 +385,7 @@ WinnerRecord read_winner(const Statement& row, const std::string& path) {
   winner.runner_up_us = row.real("runner_up_us");
   winner.margin_rel = row.real("margin_rel");
   winner.tie = row.integer("tie") != 0;
+  winner.cost = Cost{row.real("bytes"), row.real("flops")};
   winner.sweep_id = row.integer("sweep_id");
   winner.git_sha = row.text("git_sha");
   winner.measured_at = row.text("measured_at");
@@ -535,12 +539,12 @@ void Store::record_candidate(const CandidateRecord& record) {
         sweep_id, problem_key, primitive, dtype, shape_key, variant, config_key, baseline, status, reason,
         max_abs_error, max_rel_error, mismatches, checked, first_mismatch, atol, rtol,
         median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample,
-        input_sets, stop_reason, measured_at)
+        input_sets, stop_reason, state_restored, measured_at)
       VALUES (
         :sweep_id, :problem_key, :primitive, :dtype, :shape_key, :variant, :config_key, :baseline, :status, :reason,
         :max_abs_error, :max_rel_error, :mismatches, :checked, :first_mismatch, :atol, :rtol,
         :median_us, :p10_us, :p90_us, :min_us, :median_ci_rel, :samples, :timing_mode, :launches_per_sample,
-        :input_sets, :stop_reason, :measured_at))sql");
+        :input_sets, :stop_reason, :state_restored, :measured_at))sql");
   insert.bind_int(":sweep_id", record.sweep_id)
       .bind_text(":variant", record.variant)
       .bind_text(":config_key", record.config.key())
@@ -618,13 +622,14 @@ void Store::store_winner(const WinnerRecord& winner) {
       INSERT OR REPLACE INTO winners (
         device_key, problem_key, primitive, dtype, shape_key, variant, config_key, baseline,
         median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample,
-        input_sets, stop_reason, atol, rtol, best_baseline, baseline_us, speedup_vs_baseline,
-        runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie, sweep_id, git_sha, measured_at)
+        input_sets, stop_reason, state_restored, atol, rtol, best_baseline, baseline_us, speedup_vs_baseline,
+        runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie, bytes, flops, sweep_id, git_sha,
+        measured_at)
       VALUES (
         :device_key, :problem_key, :primitive, :dtype, :shape_key, :variant, :config_key, :baseline,
         :median_us, :p10_us, :p90_us, :min_us, :median_ci_rel, :samples, :timing_mode, :launches_per_sample,
-        :input_sets, :stop_reason, :atol, :rtol, :best_baseline, :baseline_us, :speedup_vs_baseline,
-        :runner_up_variant, :runner_up_config, :runner_up_us, :margin_rel, :tie, :sweep_id, :git_sha,
+        :input_sets, :stop_reason, :state_restored, :atol, :rtol, :best_baseline, :baseline_us, :speedup_vs_baseline,
+        :runner_up_variant, :runner_up_config, :runner_up_us, :margin_rel, :tie, :bytes, :flops, :sweep_id, :git_sha,
         :measured_at))sql");
   insert.bind_text(":device_key", winner.device_key)
       .bind_text(":variant", winner.variant)
@@ -640,6 +645,8 @@ void Store::store_winner(const WinnerRecord& winner) {
       .bind_real(":runner_up_us", winner.runner_up_us)
       .bind_real(":margin_rel", winner.margin_rel)
       .bind_bool(":tie", winner.tie)
+      .bind_real(":bytes", winner.cost.bytes)
+      .bind_real(":flops", winner.cost.flops)
       .bind_int(":sweep_id", winner.sweep_id)
       .bind_text(":git_sha", winner.git_sha)
       .bind_text(":measured_at", winner.measured_at);

@@ -27,7 +27,8 @@ double unit_uniform(std::uint64_t seed, std::int64_t index) {
 
 double load_as_double(DType dtype, const void* buffer, std::int64_t i) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(buffer)[i];
+    case DType::f32:
+    case DType::tf32: return static_cast<const float*>(buffer)[i];
     case DType::f16: return __half2float(static_cast<const __half*>(buffer)[i]);
     case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(buffer)[i]);
     case DType::i32: return static_cast<const std::int32_t*>(buffer)[i];
@@ -39,7 +40,8 @@ void store_from_double(DType dtype, double v, void* buffer, std::int64_t i) {
   // 16-bit types go through float: two roundings, which is harmless here because the
   // reference always reads back the stored value rather than v.
   switch (dtype) {
-    case DType::f32: static_cast<float*>(buffer)[i] = static_cast<float>(v); break;
+    case DType::f32:
+    case DType::tf32: static_cast<float*>(buffer)[i] = static_cast<float>(v); break;
     case DType::f16: static_cast<__half*>(buffer)[i] = __float2half_rn(static_cast<float>(v)); break;
     case DType::bf16: static_cast<__nv_bfloat16*>(buffer)[i] = __float2bfloat16_rn(static_cast<float>(v)); break;
     case DType::i32: static_cast<std::int32_t*>(buffer)[i] = static_cast<std::int32_t>(v); break;

@@ -215,7 +215,8 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
     std::vector<std::vector<void*>> pointers;
     auto launch = [&](int set) {
       while (static_cast<int>(pointers.size()) < data.sets()) pointers.push_back(data.pointers(static_cast<int>(pointers.size())));
-      const LaunchArgs args{problem, config, pointers[set], stream_, libraries_, workspace, workspace_bytes};
+      const LaunchArgs args{problem, config, pointers[set], stream_, libraries_, workspace, workspace_bytes,
+                            data.scalars()};
       return variant.launch(args);
     };
 
@@ -244,6 +245,7 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
       out.timing = time_graph_batch(launch, data, estimate);
     else
       out.timing = time_single_launches(launch, restore, options_.flush_l2);
+    out.timing->state_restored = in_place;
 
     if (!in_place) {
       const AccuracyReport recheck = data.check(0, tolerance, stream_);

@@ -52,8 +52,10 @@ std::optional<std::string> cannot_hold(const Footprint& f, std::int64_t reserved
 }
 
 ProblemData::ProblemData(const Primitive& primitive, Problem problem, std::uint64_t seed,
-                         const std::function<void(std::vector<TensorSpec>&)>& adjust)
-    : problem_(std::move(problem)), specs_(primitive.tensors(problem_)) {
+                         const std::function<void(std::vector<TensorSpec>&)>& adjust, std::vector<double> scalars)
+    : problem_(std::move(problem)),
+      specs_(primitive.tensors(problem_)),
+      scalars_(scalars.empty() ? default_scalars(primitive) : std::move(scalars)) {
   if (adjust) adjust(specs_);
   initial_images_.resize(specs_.size());
   host_values_.resize(specs_.size());
@@ -68,7 +70,7 @@ ProblemData::ProblemData(const Primitive& primitive, Problem problem, std::uint6
     if (is_output(spec)) largest_output = std::max(largest_output, spec.bytes());
   }
   // The reference overwrites output and inout tensors in place with the expected values.
-  primitive.reference(problem_, host_values_);
+  primitive.reference(problem_, scalars_, host_values_);
 
   sets_.emplace_back();
   pristine_inout_.resize(specs_.size());

@@ -28,11 +28,13 @@ class ProblemData {
  public:
   // Draws inputs from the primitive's ranges (seeded), runs the reference, allocates set 0.
   // `adjust` may change the specs first (e.g. a test shifting input ranges).
+  // `scalars` empty: the primitive's tuning values.
   ProblemData(const Primitive&, Problem, std::uint64_t seed,
-              const std::function<void(std::vector<TensorSpec>&)>& adjust = {});
+              const std::function<void(std::vector<TensorSpec>&)>& adjust = {}, std::vector<double> scalars = {});
 
   const Problem& problem() const { return problem_; }
   const std::vector<TensorSpec>& specs() const { return specs_; }
+  const std::vector<double>& scalars() const { return scalars_; }
   bool has_inout() const;
   std::int64_t bytes_per_set() const { return bytes_per_set_; }
   int sets() const { return static_cast<int>(sets_.size()); }
@@ -55,6 +57,7 @@ class ProblemData {
  private:
   Problem problem_;
   std::vector<TensorSpec> specs_;
+  std::vector<double> scalars_;
   std::vector<std::vector<std::byte>> initial_images_;  // inputs and inout tensors, as stored
   std::vector<std::vector<double>> host_values_;        // inputs: as stored; outputs/inout: reference
   std::vector<std::vector<DeviceBuffer>> sets_;         // [set][tensor]

@@ -11,24 +11,6 @@ unsigned grid_for(std::int64_t work_items, std::int64_t per_block) {
   return static_cast<unsigned>((work_items + per_block - 1) / per_block);
 }
 
-// A float sum with Kahan's compensation. One thread adding a whole row sequentially loses
-// about n/2 ulps on a 32000-wide row (2.7e-5 relative was measured on an H200, over the 1e-5
-// fp32 tolerance); the compensation keeps it at a few ulps for four flops per element.
-struct CompensatedSum {
-  float sum = 0.f;
-  float error = 0.f;
-  __device__ __forceinline__ void add(float v) {
-    const float y = v - error;
-    const float t = sum + y;
-    error = (t - sum) - y;
-    sum = t;
-  }
-  __device__ __forceinline__ void scale(float factor) {
-    sum *= factor;
-    error *= factor;
-  }
-};
-
 // ---- v1 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void thread_row_3pass_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols) {
@@ -95,24 +77,6 @@ __global__ void block_row_online_kernel(const T* __restrict__ x, T* __restrict__
 }
 
 // ---- v5 ------------------------------------------------------------------------------------
-// Which row a thread works on when a block holds blockDim.x / threads_per_row rows.
-struct RowGroup {
-  std::int64_t row;
-  int thread;  // index within the row's group
-  bool active;
-
-  __device__ static RowGroup of(std::int64_t rows, int threads_per_row) {
-    const int rows_per_block = blockDim.x / threads_per_row;
-    const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(rows_per_block) + threadIdx.x / threads_per_row;
-    return {row, static_cast<int>(threadIdx.x % threads_per_row), row < rows};
-  }
-};
-
-template <typename T>
-__device__ __forceinline__ void to_floats(const Pack<T>& pack, float (&v)[Pack<T>::kCount]) {
-#pragma unroll
-  for (int i = 0; i < Pack<T>::kCount; ++i) v[i] = to_float(pack.v[i]);
-}
 
 template <typename T>
 __global__ void vec_online_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols,

@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
 # Everything a GPU box should prove, in one call: device, GPU and CPU tests, the copy ceiling,
-# the quick sweep (plus any shape files given as arguments), winners and exports, and the
-# PyTorch peer numbers measured on the same GPU in the same run. Prints a short summary last;
-# full logs and the database go to $OUT (default ./gpu-check-out).
+# the quick sweep (plus any shape files given as arguments), winners and exports, the PyTorch
+# peer numbers measured on the same GPU in the same run, and the issues' targets judged from
+# all of it (bench/targets.py). Prints a short summary last; full logs and the database go to
+# $OUT (default ./gpu-check-out).
 #
-#   scripts/gpu-check.sh [shapes/softmax.yaml ...]
+#   scripts/gpu-check.sh [--no-tests] [--no-quick] [--peers softmax,memory_bound] [--sweep-timeout S]
+#                        [--budget S] [shapes/FILE.yaml ...]
+# (--budget: `shapetune sweep --budget` for each FILE; --sweep-timeout kills a FILE's sweep.)
+#
+# A device call is limited to 10 minutes, so a long run is split over calls: e.g. one call with
+# the tests and the quick sweep, one with `--no-tests --no-quick shapes/memory_bound_targets.yaml`.
 #
 # Binaries come from $BUILD_DIR (default build-gpu: scripts/build-for-gpu-box.sh makes it on a
 # CPU machine, statically linked against yaml-cpp and SQLite, so only CUDA's libraries are
-# needed here). Set BUILD_DIR=build to use a local build instead.
+# needed here, and packs it into build-gpu/bundle.tar.xz, unpacked here). Set BUILD_DIR=build
+# to use a local build instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+tests=1 quick=1 peers=softmax sweep_timeout=300 budget=() files=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-tests) tests=0 ;;
+    --no-quick) quick=0 ;;
+    --peers) peers=$2; shift ;;
+    --sweep-timeout) sweep_timeout=$2; shift ;;
+    --budget) budget=(--budget "$2"); shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) files+=("$1") ;;
+  esac
+  shift
+done
 out=${OUT:-$PWD/gpu-check-out}
 build=${BUILD_DIR:-build-gpu}
+# A carried bundle (scripts/build-for-gpu-box.sh) unpacks over the build directory.
+if [ -f "$build/bundle.tar.xz" ]; then
+  tar -C "$build" -xJf "$build/bundle.tar.xz" || { echo "gpu-check: cannot unpack $build/bundle.tar.xz" >&2; exit 2; }
+fi
 work="$out/work"
 mkdir -p "$work"
 export SHAPETUNE_SOURCE_DIR=$PWD
@@ -34,34 +59,44 @@ run_step() {  # name, timeout seconds, command...
 note "shapetune gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) build $("$build/shapetune" --help | head -n 1 | awk '{print $2}' | tr -d :)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$work/nvidia-smi.csv" 2>&1
 run_step devices 60 "$build/shapetune" devices
-run_step gpu-tests 240 "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml"
-run_step cpu-tests 120 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
+if [ $tests = 1 ]; then
+  run_step gpu-tests 300 "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml"
+  run_step cpu-tests 120 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
+fi
 run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
-run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
-for extra in "$@"; do
-  run_step "sweep-$(basename "$extra" .yaml)" 300 "$build/shapetune" sweep "$extra" --db "$db"
+[ $quick = 1 ] && run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
+for extra in "${files[@]}"; do
+  run_step "sweep-$(basename "$extra" .yaml)" "$sweep_timeout" "$build/shapetune" sweep "$extra" --db "$db" "${budget[@]}"
 done
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"
 run_step export-csv 60 "$build/shapetune" export --db "$db" --format csv -o "$work/winners.csv"
+peer_args=()
 if python3 -c 'import torch' 2>/dev/null; then
-  run_step peers-torch 120 python3 bench/peers/softmax_torch.py --json "$work/peers-torch.json"
+  for family in ${peers//,/ }; do
+    run_step "peers-$family" 180 python3 "bench/peers/${family}_torch.py" --json "$work/peers-$family.json"
+    peer_args+=(--peers "$work/peers-$family.json")
+  done
 fi
-run_step softmax-targets 60 python3 bench/softmax_targets.py "$db" "$work/peers-torch.json"
+run_step targets 60 python3 bench/targets.py "$db" "${peer_args[@]}"
 # One self-contained file (no -wal/-shm beside it) to bring back and commit.
 python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM INTO ?', (sys.argv[2],))" "$db" "$out/h200.db"
 
 {
   echo
-  echo "== tests"
-  grep -h -E '^\[  (PASSED|FAILED|SKIPPED) *\]|tests? ran' "$work/gpu-tests.log" "$work/cpu-tests.log"
+  if [ $tests = 1 ]; then
+    echo "== tests"
+    grep -h -E '^\[  (PASSED|FAILED|SKIPPED) *\]|tests? ran' "$work/gpu-tests.log" "$work/cpu-tests.log"
+  fi
   echo "== ceilings"
   tail -n +2 "$work/ceilings.log"
   echo "== winners"
   cat "$work/winners.log"
-  [ -f "$work/peers-torch.log" ] && { echo "== torch"; cat "$work/peers-torch.log"; }
+  for log in "$work"/peers-*.log; do
+    [ -f "$log" ] && { echo "== torch ($(basename "$log" .log))"; cat "$log"; }
+  done
   echo "== targets"
-  cat "$work/softmax-targets.log"
+  cat "$work/targets.log"
 } >>"$summary"
 cp "$summary" "$out/summary.txt"
 # At most a few files come back from the GPU box: the logs travel as one archive.

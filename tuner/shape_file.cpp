@@ -500,7 +500,7 @@ class ShapeFileParser {
     PlannedProblem planned;
     planned.problem = std::move(problem);
     const DType dtype = planned.problem.dtype;
-    if (matrix.primitive->tolerance) planned.tolerance = matrix.primitive->tolerance(dtype);
+    planned.tolerance = tolerance_for(*matrix.primitive, planned.problem);
     if (const auto found = matrix.tolerances.find(dtype); found != matrix.tolerances.end()) {
       planned.tolerance.atol = found->second.atol.value_or(planned.tolerance.atol);
       planned.tolerance.rtol = found->second.rtol.value_or(planned.tolerance.rtol);

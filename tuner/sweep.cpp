@@ -263,6 +263,7 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
     winner->device_key = device_->fingerprint.key();
     winner->git_sha = build_git_sha();
     winner->measured_at = utc_now_iso8601();
+    winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
     store_->store_winner(*winner);
   }
   const std::string reason = skipped_for_budget ? "budget: " + std::to_string(skipped_for_budget) + " candidates not measured" : "";

@@ -4,6 +4,12 @@
 
 namespace shapetune {
 
+std::vector<double> default_scalars(const Primitive& p) {
+  std::vector<double> out;
+  for (const auto& s : p.scalars) out.push_back(s.value);
+  return out;
+}
+
 namespace {
 
 template <typename Items>

@@ -41,6 +41,14 @@ struct TensorSpec {
 // inout tensors hold the initial values and are overwritten with the expected results.
 using HostTensors = std::vector<std::vector<double>>;
 
+// A run-time scalar argument of a primitive (Adam's learning rate, LayerNorm's epsilon). Not
+// part of the dispatch key: tuning uses `value`, callers pass their own.
+struct ScalarParam {
+  std::string name;
+  double value = 0;
+  std::string description;
+};
+
 struct Primitive {
   std::string name;
   std::string description;
@@ -48,14 +56,24 @@ struct Primitive {
   std::vector<std::string> axes;   // shape axes in order
   std::vector<DType> dtypes;       // problem dtypes it is defined for
   std::function<std::vector<TensorSpec>(const Problem&)> tensors;
-  std::function<void(const Problem&, HostTensors&)> reference;
+  std::vector<ScalarParam> scalars;  // in the order launches and the reference receive them
+  std::function<void(const Problem&, std::span<const double> scalars, HostTensors&)> reference;
   std::function<Cost(const Problem&)> cost;
   std::function<Tolerance(DType)> tolerance;
+  // Set where the tolerance depends on the shape too (GEMM: rounding error grows with K);
+  // tolerance_for() prefers it over `tolerance`.
+  std::function<Tolerance(const Problem&)> problem_tolerance;
   std::string default_variant;     // what dispatch falls back to when nothing is tuned
   // Checks axes that the YAML or a caller gave against the primitive's own rules
   // (e.g. extents >= 1). Returns an empty Support on success.
   std::function<Support(const Shape&)> validate_shape;
 };
+
+// The default tolerance of a problem: the shape-aware one where the primitive has it.
+inline Tolerance tolerance_for(const Primitive& primitive, const Problem& problem) {
+  if (primitive.problem_tolerance) return primitive.problem_tolerance(problem);
+  return primitive.tolerance ? primitive.tolerance(problem.dtype) : Tolerance{};
+}
 
 // What a launch gets: device pointers in TensorSpec order, the stream, library handles and
 // workspace of the size the variant asked for.
@@ -67,7 +85,11 @@ struct LaunchArgs {
   LibraryHandles& libraries;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  std::span<const double> scalars = {};  // the primitive's ScalarParams, in order
 };
+
+// The tuning values of a primitive's scalars.
+std::vector<double> default_scalars(const Primitive&);
 
 // A launch either queued its work or says why not. `unsupported` marks refusals decided at
 // run time (a library returning NOT_SUPPORTED) as opposed to errors.
@@ -114,5 +136,9 @@ const Catalogue& catalogue();
 
 // Registration entry points, one per primitive family (variants/<family>.cpp).
 void register_softmax(Catalogue&);
+void register_layernorm(Catalogue&);     // layernorm, residual_layernorm
+void register_adam(Catalogue&);
+void register_activation(Catalogue&);    // activation.*, activation_backward.*, bias_activation.*
+void register_softmax_xent(Catalogue&);
 
 }  // namespace shapetune

@@ -7,6 +7,10 @@ const Catalogue& catalogue() {
   static const Catalogue instance = [] {
     Catalogue c;
     register_softmax(c);
+    register_layernorm(c);
+    register_adam(c);
+    register_activation(c);
+    register_softmax_xent(c);
     return c;
   }();
   return instance;

@@ -67,7 +67,7 @@ Primitive softmax_primitive() {
     return std::vector<TensorSpec>{{"x", problem.dtype, {rows, cols}, TensorRole::input, -8, 8},
                                    {"y", problem.dtype, {rows, cols}, TensorRole::output}};
   };
-  p.reference = [](const Problem& problem, HostTensors& t) {
+  p.reference = [](const Problem& problem, std::span<const double>, HostTensors& t) {
     reference::softmax(problem.shape.at("rows"), problem.shape.at("cols"), t[0].data(), t[1].data());
   };
   p.cost = [](const Problem& problem) {

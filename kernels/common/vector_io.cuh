@@ -28,6 +28,13 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
   *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&pack);
 }
 
+// A pack widened to floats (the arithmetic type of every kernel).
+template <typename T>
+__device__ __forceinline__ void to_floats(const Pack<T>& pack, float (&v)[Pack<T>::kCount]) {
+#pragma unroll
+  for (int i = 0; i < Pack<T>::kCount; ++i) v[i] = to_float(pack.v[i]);
+}
+
 // A row of `cols` elements at `row`: [0, head) scalars, then `packs` 16-byte packs, then `tail`
 // scalars. Valid only when the source and destination rows share their offset modulo 16.
 struct RowSplit {

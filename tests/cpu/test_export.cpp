@@ -31,6 +31,7 @@ WinnerRecord sample_winner() {
   winner.runner_up_us = 2.4;
   winner.margin_rel = 2.4 / (7.0 / 3.0) - 1;
   winner.tie = true;
+  winner.cost = Cost{4096.0 * 1000 * 4 * 2, 4096.0 * 1000 * 5};
   winner.sweep_id = 42;
   winner.git_sha = "abc1234";
   winner.measured_at = "2026-11-30T19:18:14Z";
@@ -127,9 +128,9 @@ TEST(ExportJson, WinnerFieldsInOrder) {
   const std::string json = export_json({}, {sample_winner()});
   const std::string order[] = {
       "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
-      "median_us", "p10_us", "p90_us", "samples", "timing_mode", "best_baseline", "baseline_us",
-      "speedup_vs_baseline", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel",
-      "tie", "atol", "rtol", "git_sha", "measured_at", "sweep_id",
+      "median_us", "p10_us", "p90_us", "samples", "timing_mode", "state_restored", "best_baseline",
+      "baseline_us", "speedup_vs_baseline", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel",
+      "tie", "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "git_sha", "measured_at", "sweep_id",
   };
   std::size_t previous = 0;
   for (const std::string& name : order) {
@@ -186,7 +187,7 @@ TEST(ExportCsv, Header) {
   EXPECT_EQ(csv,
             "device_key,problem,primitive,dtype,shape,variant,config,baseline,median_us,p10_us,p90_us,samples,"
             "timing_mode,speedup_vs_baseline,best_baseline,baseline_us,runner_up_variant,runner_up_config,"
-            "runner_up_us,margin_rel,tie,atol,rtol,git_sha,measured_at\n");
+            "runner_up_us,margin_rel,tie,bytes,flops,achieved_bytes_per_s,atol,rtol,git_sha,measured_at\n");
 }
 
 TEST(ExportCsv, QuotesFieldsThatNeedIt) {
@@ -209,7 +210,7 @@ TEST(ExportCsv, ParsesBackToTheSameFields) {
   const auto rows = parse_csv(export_csv(winners));
   ASSERT_EQ(rows.size(), 3u);
   const std::vector<std::string>& header = rows[0];
-  ASSERT_EQ(header.size(), 25u);
+  ASSERT_EQ(header.size(), 28u);
   const auto column = [&](const std::string& name) {
     for (std::size_t i = 0; i < header.size(); ++i)
       if (header[i] == name) return i;
@@ -227,6 +228,10 @@ TEST(ExportCsv, ParsesBackToTheSameFields) {
     EXPECT_EQ(std::strtod(row[column("margin_rel")].c_str(), nullptr), winners[i].margin_rel);
     EXPECT_EQ(row[column("tie")], winners[i].tie ? "true" : "false");
     EXPECT_EQ(row[column("measured_at")], winners[i].measured_at);
+    EXPECT_EQ(std::strtod(row[column("bytes")].c_str(), nullptr), winners[i].cost.bytes);
+    // The achieved rate is derived: bytes over the median time, in bytes per second.
+    EXPECT_DOUBLE_EQ(std::strtod(row[column("achieved_bytes_per_s")].c_str(), nullptr),
+                     winners[i].cost.bytes / (winners[i].timing.median_us * 1e-6));
   }
 }
 

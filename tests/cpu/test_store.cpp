@@ -105,6 +105,7 @@ CandidateRecord measured_candidate(std::int64_t sweep_id) {
   timing.mode = TimingMode::graph_batch;
   timing.launches_per_sample = 20;
   timing.input_sets = 3;
+  timing.state_restored = true;
   timing.stop_reason = "converged";
   record.timing = timing;
   record.tolerance = Tolerance{1e-2, 7.8125e-3};
@@ -151,6 +152,7 @@ WinnerRecord full_winner(const std::string& device_key, const Problem& problem) 
   winner.runner_up_us = 2.4;
   winner.margin_rel = 2.4 / (7.0 / 3.0) - 1;
   winner.tie = true;
+  winner.cost = Cost{4096.0 * 1000 * 4 * 2, 4096.0 * 1000 * 5};
   winner.sweep_id = 42;
   winner.git_sha = "abc1234-dirty";
   winner.measured_at = "2026-11-30T19:18:14Z";
@@ -179,6 +181,7 @@ void expect_same_timing(const TimingStats& a, const TimingStats& b) {
   EXPECT_EQ(a.mode, b.mode);
   EXPECT_EQ(a.launches_per_sample, b.launches_per_sample);
   EXPECT_EQ(a.input_sets, b.input_sets);
+  EXPECT_EQ(a.state_restored, b.state_restored);
   EXPECT_EQ(a.stop_reason, b.stop_reason);
 }
 
@@ -219,6 +222,9 @@ void expect_same_winner(const WinnerRecord& a, const WinnerRecord& b) {
   EXPECT_EQ(a.runner_up_us, b.runner_up_us);
   EXPECT_EQ(a.margin_rel, b.margin_rel);
   EXPECT_EQ(a.tie, b.tie);
+  // NaN (not recorded) compares unequal to itself: compare the bits' meaning instead.
+  EXPECT_TRUE(a.cost.bytes == b.cost.bytes || (std::isnan(a.cost.bytes) && std::isnan(b.cost.bytes)));
+  EXPECT_TRUE(a.cost.flops == b.cost.flops || (std::isnan(a.cost.flops) && std::isnan(b.cost.flops)));
   EXPECT_EQ(a.sweep_id, b.sweep_id);
   EXPECT_EQ(a.git_sha, b.git_sha);
   EXPECT_EQ(a.measured_at, b.measured_at);
@@ -289,10 +295,10 @@ TEST(StoreOpen, CreatesDatabaseAtLatestSchema) {
     EXPECT_EQ(store->path(), path);
     EXPECT_EQ(store->schema_version(), Store::latest_schema_version());
   }
-  EXPECT_EQ(Store::latest_schema_version(), 2);
+  EXPECT_EQ(Store::latest_schema_version(), 4);
   RawDatabase raw(path);
   EXPECT_EQ(raw.value("PRAGMA application_id"), std::to_string(kApplicationId));
-  EXPECT_EQ(raw.value("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.value("PRAGMA user_version"), "4");
   EXPECT_EQ(raw.value("PRAGMA journal_mode"), "wal");
 }
 
@@ -328,7 +334,7 @@ TEST(StoreOpen, RejectsNewerSchema) {
   Store::open(path);
   RawDatabase(path).exec("PRAGMA user_version = 99");
   const std::string message = store_error_of([&] { Store::open(path); });
-  expect_contains(message, path + " has schema v99; this shapetune understands up to v2: upgrade shapetune");
+  expect_contains(message, path + " has schema v99; this shapetune understands up to v" + std::to_string(Store::latest_schema_version()) + ": upgrade shapetune");
   expect_contains(store_error_of([&] { Store::open(path, OpenMode::read_only); }), "upgrade shapetune");
 }
 
@@ -414,7 +420,7 @@ TEST(StoreMigration, UpgradesVersion1DatabaseKeepingItsRows) {
       << "migration 1 should claim the file";
 
   auto store = Store::open(path);
-  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(store->schema_version(), Store::latest_schema_version());
 
   const DeviceFingerprint a100{"NVIDIA A100", 80, 108, 41943040, 42949672960, "535.1", "12.2", "12.2.1", "8.9.0"};
   ASSERT_EQ(a100.key(), "NVIDIA A100|sm_80|108SM|40GiB");
@@ -437,6 +443,9 @@ TEST(StoreMigration, UpgradesVersion1DatabaseKeepingItsRows) {
   EXPECT_EQ(winners[0].problem, softmax(64, 64));
   EXPECT_EQ(winners[0].timing.median_us, 1.5);
   EXPECT_EQ(winners[0].timing.mode, TimingMode::cold);
+  EXPECT_FALSE(winners[0].timing.state_restored);  // the column migration 3 added, at its default
+  EXPECT_TRUE(std::isnan(winners[0].cost.bytes));   // migration 4's columns: not recorded then
+  EXPECT_TRUE(std::isnan(winners[0].cost.flops));
 
   const CeilingRecord copy{a100.key(), "dram_copy_memcpy", 1.3e12, "B/s", "cudaMemcpy 1 GiB, median of 20",
                            "new0002", "2026-01-01T00:00:00Z"};

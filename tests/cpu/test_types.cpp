@@ -9,13 +9,14 @@ namespace shapetune {
 namespace {
 
 TEST(DType, NamesRoundTrip) {
-  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32}) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::tf32}) {
     const auto parsed = parse_dtype(dtype_name(dtype));
     ASSERT_TRUE(parsed.has_value()) << dtype_name(dtype);
     EXPECT_EQ(*parsed, dtype);
   }
   EXPECT_EQ(dtype_name(DType::bf16), "bf16");
-  EXPECT_EQ(dtype_names(), "f32, f16, bf16, i32");
+  EXPECT_EQ(dtype_names(), "f32, f16, bf16, i32, tf32");
+  EXPECT_EQ(dtype_size(DType::tf32), 4u);  // fp32 storage
 }
 
 TEST(DType, UnknownNamesAreRejected) {

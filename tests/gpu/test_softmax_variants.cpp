@@ -8,12 +8,10 @@
 #include "harness/measure.hpp"
 #include "harness/problem_data.hpp"
 #include "support/test_support.hpp"
+#include "support/verify_configs.hpp"
 #include "variants/catalogue.hpp"
 
 namespace shapetune {
-
-// Readable parameter names in CTest's listing.
-void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 
 namespace {
 
@@ -38,31 +36,11 @@ class SoftmaxVariants : public ::testing::TestWithParam<DType> {
   std::unique_ptr<Measurer> measurer_;
 };
 
-// Verification only (no timing): the engine's first step, run directly per config.
 void expect_all_configs_accurate(Measurer& measurer, const DeviceInfo& device, DType dtype, const Case& c,
                                  std::uint64_t seed, const std::function<void(std::vector<TensorSpec>&)>& adjust = {}) {
-  const Primitive& primitive = *catalogue().find_primitive("softmax");
   const Problem problem{"softmax", dtype, Shape({{"rows", c.rows}, {"cols", c.cols}})};
-  ProblemData data(primitive, problem, seed, adjust);
-  const Tolerance tol = primitive.tolerance(dtype);
-  int verified = 0;
-  for (const Variant* v : catalogue().variants("softmax")) {
-    for (const Config& config : v->params.enumerate()) {
-      if (!v->supports(problem, config, device.limits).ok) continue;
-      std::vector<void*> pointers = data.pointers(0);
-      const LaunchArgs args{problem, config, pointers, measurer.stream(), measurer.libraries()};
-      data.prepare(0, measurer.stream());
-      const LaunchStatus status = v->launch(args);
-      if (!status.ok && status.unsupported) continue;  // e.g. registers do not allow the block size
-      ASSERT_TRUE(status.ok) << problem.key() << " " << v->name << "{" << config.key() << "}: " << status.message;
-      const AccuracyReport report = data.check(0, tol, measurer.stream());
-      EXPECT_EQ(report.mismatches, 0) << problem.key() << " " << v->name << "{" << config.key() << "}: "
-                                      << report.first_mismatch;
-      ++verified;
-    }
-  }
   // Every hand-written variant has at least one config for every shape here.
-  EXPECT_GE(verified, 6) << problem.key();
+  EXPECT_GE(test_support::verify_every_config(measurer, device, problem, seed, adjust), 6) << problem.key();
 }
 
 TEST_P(SoftmaxVariants, EveryConfigMatchesReferenceAtAwkwardShapes) {

@@ -8,7 +8,15 @@
 #include <filesystem>
 #include <string>
 
+#include "core/types.hpp"
 #include "harness/device.hpp"
+
+namespace shapetune {
+
+// Readable dtype names in the parameterised tests' names and failure messages (found by ADL).
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+
+}  // namespace shapetune
 
 namespace shapetune::test_support {
 

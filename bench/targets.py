@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The issues' performance targets, judged from one gpu-check run: the sweep database (winners
+with their cost model, the copy ceiling measured in the same run) and the PyTorch peer numbers
+measured on the same GPU in the same run. Prints a Markdown table per family; exit code 1 if a
+target that could be judged is missed. A benchmark verdict, never a test.
+
+    bench/targets.py DB [--peers FILE.json ...] [--family softmax|memory_bound ...]
+
+A target whose problem is not in the database is reported as "not measured" (it does not pass).
+"""
+import argparse
+import json
+import sqlite3
+import sys
+
+# PyTorch 2.11 on an H200, from shared/notes/gpu-box.md, kept beside this run's own numbers.
+NOTES = {
+    ("softmax", "f32", "rows=4096,cols=4096"): ("torch.softmax", 2.33),
+    ("softmax", "f32", "rows=8192,cols=32000"): ("torch.softmax", 2.53),
+    ("layernorm", "f32", "rows=65536,cols=4096"): ("F.layer_norm", 3.11),
+    # The notes count 3 passes (x, r in; y out) for torch.compile; this primitive also writes h,
+    # so its own rate counts 4. Both rates are bytes each moved over its own time.
+    ("residual_layernorm", "f32", "rows=65536,cols=4096"): ("torch.compile residual+layer_norm, 3 passes", 4.14),
+    ("adam", "f32", "n=134217728,tensors=1"): ("AdamW fused=True", 3.31),
+    ("adam", "f32", "n=134217728,tensors=200"): ("AdamW fused=True (one tensor)", 3.31),
+}
+
+MEMORY_BOUND = ("layernorm", "residual_layernorm", "adam", "activation.", "activation_backward.", "bias_activation.",
+                "softmax_xent")
+
+
+def in_family(primitive, family):
+    if family == "softmax":
+        return primitive == "softmax"
+    return any(primitive == p or (p.endswith(".") and primitive.startswith(p)) for p in MEMORY_BOUND)
+
+
+class Run:
+    def __init__(self, db_path, peer_files):
+        self.db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        self.db.row_factory = sqlite3.Row
+        row = self.db.execute("SELECT value FROM ceilings WHERE name = 'dram_copy_best'").fetchone()
+        self.copy = row[0] if row else None
+        self.winners = {(r["primitive"], r["dtype"], r["shape_key"]): r
+                        for r in self.db.execute("SELECT * FROM winners")}
+        # PyTorch in this run: (primitive, dtype, shape_key) -> (label, median_us, bytes)
+        self.peers = {}
+        for path in peer_files:
+            try:
+                with open(path) as f:
+                    data = json.load(f)
+            except FileNotFoundError:
+                continue
+            for r in data["results"]:
+                for key, label in peer_keys(r):
+                    self.peers.setdefault(key, []).append((label, r["median_us"]))
+
+    def rate(self, w):
+        return w["bytes"] / (w["median_us"] * 1e-6) if w["bytes"] else None
+
+
+def peer_keys(r):
+    """Which shapetune problems a PyTorch peer result is the same work as."""
+    if "shape" not in r:  # bench/peers/softmax_torch.py: rows and cols
+        yield ("softmax", r["dtype"], f"rows={r['rows']},cols={r['cols']}"), "torch.softmax"
+        return
+    op, shape, dtype = r["op"], r["shape"], r["dtype"]
+    dtype = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(dtype, dtype)
+    if "x" in shape:
+        rows, cols = shape.split("x")
+    if op == "F.layer_norm":
+        yield ("layernorm", dtype, f"rows={rows},cols={cols}"), op
+    elif op.startswith("residual+layer_norm"):
+        yield ("residual_layernorm", dtype, f"rows={rows},cols={cols}"), op
+    elif op == "AdamW fused":
+        n = shape.split("=")[1]
+        yield ("adam", dtype, f"n={n},tensors=1"), op
+        yield ("adam", dtype, f"n={n},tensors=200"), op + " (one tensor)"
+    elif op == "F.gelu":
+        yield ("activation.gelu", dtype, f"n={shape.split('=')[1]}"), op
+    elif op == "cross_entropy fwd+bwd":
+        yield ("softmax_xent", dtype, f"rows={rows},classes={cols}"), op
+
+
+def describe(w):
+    config = f"{{{w['config_key']}}}" if w["config_key"] else ""
+    return f"{w['variant']}{config} {w['median_us']:.1f} us"
+
+
+def judge(run, family):
+    lines = [f"### {family}", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
+    ok = True
+
+    def add(problem, target, measured, passed):
+        nonlocal ok
+        ok &= passed is True or passed == "tie"
+        verdict = {True: "PASS", False: "FAIL", None: "not measured", "tie": "TIE (within 1%)"}[passed]
+        lines.append(f"| {problem} | {target} | {measured} | {verdict} |")
+
+    if run.copy is None:
+        add("-", "copy ceiling in this run", "no dram_copy_best ceiling in the database", None)
+        return lines, False
+    copy_text = f"{run.copy / 1e12:.2f} TB/s"
+    for (primitive, dtype, shape), w in sorted(run.winners.items()):
+        if not in_family(primitive, family):
+            continue
+        problem = f"{primitive} {dtype} {shape}"
+        tbps = run.rate(w)
+        if tbps is None:
+            add(problem, "bandwidth", "no cost model recorded (database older than schema 4)", None)
+            continue
+        measured = f"{describe(w)}, {tbps / 1e12:.2f} TB/s = {100 * tbps / run.copy:.1f}% of copy"
+        large = w["bytes"] >= 256e6
+        reference_shape = dtype == "f32" and shape in ("rows=8192,cols=1024", "rows=8192,classes=1024")
+        if family == "softmax" and shape == "rows=65536,cols=1024" and dtype == "f32":
+            add(problem, f">= 90% of copy ({copy_text})", measured, tbps >= 0.90 * run.copy)
+        elif family == "memory_bound" and large:
+            add(problem, f">= 90% of copy ({copy_text}), {w['bytes'] / 1e6:.0f} MB moved", measured,
+                tbps >= 0.90 * run.copy)
+        elif family == "memory_bound" and reference_shape:
+            add(problem, f">= 75% of copy ({copy_text})", measured, tbps >= 0.75 * run.copy)
+
+        if family == "softmax" and dtype == "f32" and shape in ("rows=4096,cols=4096", "rows=8192,cols=32000"):
+            beats = w["best_baseline"] == "cudnn" and w["median_us"] < w["baseline_us"]
+            add(problem, "beats cuDNN", f"{describe(w)}; cuDNN {w['baseline_us']:.1f} us", beats)
+
+        note = NOTES.get((primitive, dtype, shape))
+        if note:
+            label, notes_tbps = note
+            add(problem, f"beats the notes' {label} {notes_tbps} TB/s", f"{tbps / 1e12:.2f} TB/s",
+                tbps / 1e12 > notes_tbps)
+        for label, torch_us in run.peers.get((primitive, dtype, shape), []):
+            # Within 1% is a tie (repeated cold medians of one kernel drift by about that): both
+            # are at the same ceiling, and neither beat the other.
+            ratio = w["median_us"] / torch_us
+            measured = f"{w['median_us']:.1f} us vs torch {torch_us:.1f} us ({100 * (ratio - 1):+.1f}%)"
+            add(problem, f"faster than {label} in this run", measured,
+                "tie" if abs(ratio - 1) <= 0.01 else ratio < 1)
+
+    if len(lines) == 4:
+        add("-", f"winners of the {family} family", "none in this database", None)
+    return lines, ok
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("db", help="a shapetune database with this run's winners and ceilings")
+    parser.add_argument("--peers", action="append", default=[], help="PyTorch peer JSON of the same run")
+    parser.add_argument("--family", action="append", choices=["softmax", "memory_bound"],
+                        help="which issue's targets (default: both)")
+    args = parser.parse_args()
+    run = Run(args.db, args.peers)
+    ok = True
+    for family in args.family or ["softmax", "memory_bound"]:
+        lines, family_ok = judge(run, family)
+        ok &= family_ok
+        print("\n".join(lines) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

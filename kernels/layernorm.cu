@@ -1,0 +1,405 @@
+#include "kernels/layernorm.cuh"
+
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/reductions.cuh"
+#include "kernels/common/vector_io.cuh"
+
+namespace shapetune::kernels::layernorm {
+namespace {
+
+unsigned grid_for(std::int64_t work_items, std::int64_t per_block) {
+  return static_cast<unsigned>((work_items + per_block - 1) / per_block);
+}
+
+template <typename T>
+__device__ __forceinline__ float normalize(float v, float mean, float rstd, const T* gamma, const T* beta, int c) {
+  return (v - mean) * rstd * to_float(gamma[c]) + to_float(beta[c]);
+}
+
+// ---- v1 ------------------------------------------------------------------------------------
+template <typename T>
+__global__ void thread_row_two_pass_kernel(Row<T> p) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (row >= p.rows) return;
+  const T* x = p.x + row * p.cols;
+  T* y = p.y + row * p.cols;
+  CompensatedSum sum;
+  for (int c = 0; c < p.cols; ++c) sum.add(to_float(x[c]));
+  const float mean = sum.sum / p.cols;
+  CompensatedSum squares;
+  for (int c = 0; c < p.cols; ++c) {
+    const float d = to_float(x[c]) - mean;
+    squares.add(d * d);
+  }
+  const float rstd = rsqrtf(squares.sum / p.cols + p.epsilon);
+  for (int c = 0; c < p.cols; ++c) y[c] = from_float<T>(normalize(to_float(x[c]), mean, rstd, p.gamma, p.beta, c));
+}
+
+// ---- v2, v3 --------------------------------------------------------------------------------
+// `group` consecutive threads per row (a warp, or the whole block), scalar strided accesses.
+template <typename T>
+__device__ __forceinline__ void strided_row(const Row<T>& p, std::int64_t row, int thread, int group, Welford* partials) {
+  const T* x = p.x + row * p.cols;
+  T* y = p.y + row * p.cols;
+  Welford stats;
+  for (int c = thread; c < p.cols; c += group) stats.add(to_float(x[c]));
+  stats = group_reduce(stats, group, partials, WelfordOp{});
+  const float rstd = rsqrtf(stats.m2 / stats.count + p.epsilon);
+  for (int c = thread; c < p.cols; c += group)
+    y[c] = from_float<T>(normalize(to_float(x[c]), stats.mean, rstd, p.gamma, p.beta, c));
+}
+
+template <typename T>
+__global__ void warp_row_welford_kernel(Row<T> p) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
+  if (row >= p.rows) return;  // warp-uniform: the shuffles see whole warps
+  strided_row(p, row, threadIdx.x % kWarpSize, kWarpSize, static_cast<Welford*>(nullptr));
+}
+
+template <typename T>
+__global__ void block_row_welford_kernel(Row<T> p) {
+  __shared__ Welford partials[32];
+  strided_row(p, blockIdx.x, threadIdx.x, blockDim.x, partials);
+}
+
+// ---- shared by v4, v5 and the fused residual kernels -------------------------------------------
+// One row's pointers, its split into head/body/tail and whether gamma/beta can be read in packs.
+template <typename T>
+struct RowView {
+  const T* x;
+  const T* r;  // residual only
+  T* h;        // residual only
+  T* y;
+  RowSplit split;
+  bool params_packed;  // gamma + head and beta + head are 16-byte aligned
+
+  __device__ static RowView of(const ResidualRow<T>& p, std::int64_t row) {
+    const std::int64_t offset = row * p.row.cols;
+    RowView v{p.row.x + offset, p.r ? p.r + offset : nullptr, p.h ? p.h + offset : nullptr, p.row.y + offset,
+              RowSplit::of(p.row.x + offset, p.row.cols), false};
+    v.params_packed = ((reinterpret_cast<std::uintptr_t>(p.row.gamma + v.split.head) |
+                        reinterpret_cast<std::uintptr_t>(p.row.beta + v.split.head)) & 15) == 0;
+    return v;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void load_params(const T* gamma, const T* beta, int c, bool packed,
+                                            float (&g)[Pack<T>::kCount], float (&b)[Pack<T>::kCount]) {
+  if (packed) {
+    const Pack<T> gp = load_pack(gamma + c), bp = load_pack(beta + c);
+#pragma unroll
+    for (int j = 0; j < Pack<T>::kCount; ++j) g[j] = to_float(gp.v[j]), b[j] = to_float(bp.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < Pack<T>::kCount; ++j) g[j] = to_float(gamma[c + j]), b[j] = to_float(beta[c + j]);
+  }
+}
+
+// The value whose statistics are taken: x, or h = x + r (rounded to T when asked).
+template <typename T, bool kResidual>
+__device__ __forceinline__ float source_value(T x, T r, bool round_h) {
+  if constexpr (!kResidual) {
+    return to_float(x);
+  } else {
+    const float h = to_float(x) + to_float(r);
+    return round_h ? to_float(from_float<T>(h)) : h;
+  }
+}
+
+template <typename T, bool kResidual>
+__device__ __forceinline__ void load_source_pack(const RowView<T>& v, int pack, bool round_h,
+                                                 float (&out)[Pack<T>::kCount]) {
+  constexpr int K = Pack<T>::kCount;
+  const int c = v.split.head + pack * K;
+  const Pack<T> xp = load_pack(v.x + c);
+  Pack<T> rp;
+  if constexpr (kResidual) rp = load_pack(v.r + c);
+#pragma unroll
+  for (int j = 0; j < K; ++j) out[j] = source_value<T, kResidual>(xp.v[j], kResidual ? rp.v[j] : T{}, round_h);
+}
+
+template <typename T, bool kResidual>
+__device__ __forceinline__ float load_source(const RowView<T>& v, int c, bool round_h) {
+  return source_value<T, kResidual>(v.x[c], kResidual ? v.r[c] : T{}, round_h);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_floats(T* p, const float (&values)[Pack<T>::kCount]) {
+  Pack<T> pack;
+#pragma unroll
+  for (int j = 0; j < Pack<T>::kCount; ++j) pack.v[j] = from_float<T>(values[j]);
+  store_pack(p, pack);
+}
+
+template <typename T>
+__device__ __forceinline__ void write_normalized(const RowView<T>& v, const Row<T>& p, int pack, float mean, float rstd,
+                                                 const float (&values)[Pack<T>::kCount]) {
+  constexpr int K = Pack<T>::kCount;
+  const int c = v.split.head + pack * K;
+  float g[K], b[K], out[K];
+  load_params(p.gamma, p.beta, c, v.params_packed, g, b);
+#pragma unroll
+  for (int j = 0; j < K; ++j) out[j] = (values[j] - mean) * rstd * g[j] + b[j];
+  store_floats(v.y + c, out);
+}
+
+// ---- v4 and fused streaming ----------------------------------------------------------------
+template <typename T, bool kResidual>
+__global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
+  constexpr int K = Pack<T>::kCount;
+  constexpr int kUnroll = 4;  // packs loaded before the first is used
+  __shared__ Welford partials[32];
+  const RowGroup g = RowGroup::of(p.row.rows, threads_per_row);
+  const RowView<T> v = RowView<T>::of(p, g.active ? g.row : 0);
+
+  Welford stats;
+  if (g.active) {
+    for (int k = g.thread; k < v.split.edges(); k += threads_per_row) {
+      const int c = v.split.template edge_index<T>(k);
+      const float value = load_source<T, kResidual>(v, c, p.round_h);
+      if constexpr (kResidual) v.h[c] = from_float<T>(value);
+      stats.add(value);
+    }
+    for (int base = g.thread; base < v.split.packs; base += kUnroll * threads_per_row) {
+      float values[kUnroll][K];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (base + u * threads_per_row < v.split.packs)
+          load_source_pack<T, kResidual>(v, base + u * threads_per_row, p.round_h, values[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int pack = base + u * threads_per_row;
+        if (pack >= v.split.packs) continue;
+        if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[u]);
+        // Statistics of the pack, then one merge: one division per pack instead of per element.
+        Welford local;
+        local.count = K;
+#pragma unroll
+        for (int j = 0; j < K; ++j) local.mean += values[u][j];
+        local.mean /= K;
+#pragma unroll
+        for (int j = 0; j < K; ++j) local.m2 += (values[u][j] - local.mean) * (values[u][j] - local.mean);
+        stats = merge(stats, local);
+      }
+    }
+  }
+  stats = group_reduce(stats, threads_per_row, partials, WelfordOp{});
+  if (!g.active) return;
+
+  const float rstd = rsqrtf(stats.m2 / stats.count + p.row.epsilon);
+  // The write pass reads back what pass 1 read (x) or wrote (h): each thread only its own packs
+  // and edges, so program order makes its own h stores visible.
+  const T* source = kResidual ? v.h : v.x;
+  for (int k = g.thread; k < v.split.edges(); k += threads_per_row) {
+    const int c = v.split.template edge_index<T>(k);
+    v.y[c] = from_float<T>(normalize(to_float(source[c]), stats.mean, rstd, p.row.gamma, p.row.beta, c));
+  }
+  for (int pack = g.thread; pack < v.split.packs; pack += threads_per_row) {
+    float values[K];
+    const Pack<T> sp = load_pack(source + v.split.head + pack * K);
+#pragma unroll
+    for (int j = 0; j < K; ++j) values[j] = to_float(sp.v[j]);
+    write_normalized(v, p.row, pack, stats.mean, rstd, values);
+  }
+}
+
+// ---- v5 and fused in registers --------------------------------------------------------------
+template <typename T, int kPacks, bool kResidual>
+__global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
+  constexpr int K = Pack<T>::kCount;
+  __shared__ float partials[32];
+  const RowGroup g = RowGroup::of(p.row.rows, threads_per_row);
+  const RowView<T> v = RowView<T>::of(p, g.active ? g.row : 0);
+  const bool has_edge = g.active && g.thread < v.split.edges();
+  const int edge_col = has_edge ? v.split.template edge_index<T>(g.thread) : 0;
+
+  // The row's only trip through memory: every pack is loaded before any is used.
+  float values[kPacks][K];
+  float edge = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i) {
+    const int pack = g.thread + i * threads_per_row;
+    if (g.active && pack < v.split.packs) load_source_pack<T, kResidual>(v, pack, p.round_h, values[i]);
+  }
+  if (has_edge) edge = load_source<T, kResidual>(v, edge_col, p.round_h);
+
+  auto in_row = [&](int i) { return g.active && g.thread + i * threads_per_row < v.split.packs; };
+  float sum = edge;
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i)
+    if (in_row(i)) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) sum += values[i][j];
+    }
+  const float mean = group_reduce(sum, threads_per_row, partials, SumOp{}) / p.row.cols;
+  float squares = has_edge ? (edge - mean) * (edge - mean) : 0.f;
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i)
+    if (in_row(i)) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) squares += (values[i][j] - mean) * (values[i][j] - mean);
+    }
+  const float variance = group_reduce(squares, threads_per_row, partials, SumOp{}) / p.row.cols;
+  if (!g.active) return;
+
+  const float rstd = rsqrtf(variance + p.row.epsilon);
+  if (has_edge) {
+    if constexpr (kResidual) v.h[edge_col] = from_float<T>(edge);
+    v.y[edge_col] = from_float<T>(normalize(edge, mean, rstd, p.row.gamma, p.row.beta, edge_col));
+  }
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i) {
+    const int pack = g.thread + i * threads_per_row;
+    if (pack >= v.split.packs) continue;
+    if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[i]);
+    write_normalized(v, p.row, pack, mean, rstd, values[i]);
+  }
+}
+
+// ---- residual add (unfused chain) ------------------------------------------------------------
+template <typename T>
+__global__ void residual_add_kernel(const T* __restrict__ x, const T* __restrict__ r, T* __restrict__ h,
+                                    std::int64_t n) {
+  constexpr int K = Pack<T>::kCount;
+  const auto misalignment = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(T));
+  const std::int64_t head = misalignment == 0 ? 0 : (K - misalignment < n ? K - misalignment : n);
+  const std::int64_t packs = (n - head) / K;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  for (std::int64_t pack = first; pack < packs; pack += stride) {
+    const std::int64_t c = head + pack * K;
+    const Pack<T> xp = load_pack(x + c), rp = load_pack(r + c);
+    Pack<T> out;
+#pragma unroll
+    for (int j = 0; j < K; ++j) out.v[j] = from_float<T>(to_float(xp.v[j]) + to_float(rp.v[j]));
+    store_pack(h + c, out);
+  }
+  // Head and tail: fewer than 2K elements, taken by the first threads of the grid.
+  const std::int64_t tail_start = head + packs * K;
+  const std::int64_t edges = head + (n - tail_start);
+  if (first < edges) {
+    const std::int64_t c = first < head ? first : tail_start + (first - head);
+    h[c] = from_float<T>(to_float(x[c]) + to_float(r[c]));
+  }
+}
+
+template <typename Kernel>
+cudaError_t check_block_fits(Kernel kernel, int block_size) {
+  cudaFuncAttributes attributes{};
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) return e;
+  return block_size > attributes.maxThreadsPerBlock ? cudaErrorLaunchOutOfResources : cudaSuccess;
+}
+
+template <typename T>
+bool same_phase(const ResidualRow<T>& p) {
+  const bool xy = same_16_byte_phase(p.row.x, p.row.y);
+  if (!p.r) return xy;
+  return xy && same_16_byte_phase(p.row.x, p.r) && same_16_byte_phase(p.row.x, p.h);
+}
+
+template <typename T, bool kResidual>
+cudaError_t launch_vec(const ResidualRow<T>& p, int threads_per_row, int block_size, cudaStream_t stream) {
+  if (!same_phase(p)) return cudaErrorNotSupported;
+  vec_welford_kernel<T, kResidual><<<grid_for(p.row.rows, block_size / threads_per_row), block_size, 0, stream>>>(
+      p, threads_per_row);
+  return cudaGetLastError();
+}
+
+template <typename T, int kPacks, bool kResidual>
+cudaError_t launch_register(const ResidualRow<T>& p, int threads_per_row, int block_size, cudaStream_t stream) {
+  auto kernel = register_row_kernel<T, kPacks, kResidual>;
+  if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
+  kernel<<<grid_for(p.row.rows, block_size / threads_per_row), block_size, 0, stream>>>(p, threads_per_row);
+  return cudaGetLastError();
+}
+
+template <typename T, bool kResidual>
+cudaError_t dispatch_register(const ResidualRow<T>& p, int threads_per_row, int block_size, int packs_per_thread,
+                              cudaStream_t stream) {
+  if (!same_phase(p)) return cudaErrorNotSupported;
+  switch (packs_per_thread) {
+    case 1: return launch_register<T, 1, kResidual>(p, threads_per_row, block_size, stream);
+    case 2: return launch_register<T, 2, kResidual>(p, threads_per_row, block_size, stream);
+    case 4: return launch_register<T, 4, kResidual>(p, threads_per_row, block_size, stream);
+    case 8: return launch_register<T, 8, kResidual>(p, threads_per_row, block_size, stream);
+    case 16:
+      // 16 packs of 8 halves would be 128 floats per thread: spills, so not built.
+      if constexpr (sizeof(T) == 4) return launch_register<T, 16, kResidual>(p, threads_per_row, block_size, stream);
+      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+ResidualRow<T> plain(const Row<T>& row) {
+  return ResidualRow<T>{row, nullptr, nullptr, false};
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t thread_row_two_pass(const Row<T>& p, int block_size, cudaStream_t stream) {
+  thread_row_two_pass_kernel<<<grid_for(p.rows, block_size), block_size, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t warp_row_welford(const Row<T>& p, int warps_per_block, cudaStream_t stream) {
+  warp_row_welford_kernel<<<grid_for(p.rows, warps_per_block), warps_per_block * kWarpSize, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t block_row_welford(const Row<T>& p, int block_size, cudaStream_t stream) {
+  block_row_welford_kernel<<<static_cast<unsigned>(p.rows), block_size, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t vec_welford(const Row<T>& p, int threads_per_row, int block_size, cudaStream_t stream) {
+  return launch_vec<T, false>(plain(p), threads_per_row, block_size, stream);
+}
+
+template <typename T>
+cudaError_t register_row(const Row<T>& p, int threads_per_row, int block_size, int packs_per_thread,
+                         cudaStream_t stream) {
+  return dispatch_register<T, false>(plain(p), threads_per_row, block_size, packs_per_thread, stream);
+}
+
+template <typename T>
+cudaError_t residual_add(const T* x, const T* r, T* h, std::int64_t n, cudaStream_t stream) {
+  if (!same_16_byte_phase(x, r) || !same_16_byte_phase(x, h)) return cudaErrorNotSupported;
+  constexpr int kThreads = 256;
+  const std::int64_t packs = n / Pack<T>::kCount + 2;
+  residual_add_kernel<<<grid_for(packs, kThreads) < 65536u ? grid_for(packs, kThreads) : 65536u, kThreads, 0, stream>>>(
+      x, r, h, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t residual_vec_welford(const ResidualRow<T>& p, int threads_per_row, int block_size, cudaStream_t stream) {
+  return launch_vec<T, true>(p, threads_per_row, block_size, stream);
+}
+
+template <typename T>
+cudaError_t residual_register_row(const ResidualRow<T>& p, int threads_per_row, int block_size, int packs_per_thread,
+                                  cudaStream_t stream) {
+  return dispatch_register<T, true>(p, threads_per_row, block_size, packs_per_thread, stream);
+}
+
+#define SHAPETUNE_INSTANTIATE_LAYERNORM(T)                                                                   \
+  template cudaError_t thread_row_two_pass<T>(const Row<T>&, int, cudaStream_t);                             \
+  template cudaError_t warp_row_welford<T>(const Row<T>&, int, cudaStream_t);                                \
+  template cudaError_t block_row_welford<T>(const Row<T>&, int, cudaStream_t);                               \
+  template cudaError_t vec_welford<T>(const Row<T>&, int, int, cudaStream_t);                                \
+  template cudaError_t register_row<T>(const Row<T>&, int, int, int, cudaStream_t);                          \
+  template cudaError_t residual_add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                  \
+  template cudaError_t residual_vec_welford<T>(const ResidualRow<T>&, int, int, cudaStream_t);               \
+  template cudaError_t residual_register_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);
+
+SHAPETUNE_INSTANTIATE_LAYERNORM(float)
+SHAPETUNE_INSTANTIATE_LAYERNORM(__half)
+SHAPETUNE_INSTANTIATE_LAYERNORM(__nv_bfloat16)
+
+}  // namespace shapetune::kernels::layernorm

@@ -1,0 +1,79 @@
+// Softmax cross-entropy for classification, forward and backward in one primitive:
+//   loss       = mean_r (log sum_c exp(x[r,c]) - x[r, label[r]])             (f32, one value)
+//   dlogits    = (softmax(x[r,:]) - onehot(label[r])) / rows                 (stored in T)
+// logits and dlogits in T (float, __half, __nv_bfloat16), statistics in float. Host-safe: the
+// catalogue (compiled by g++) includes this header; the kernels live in softmax_xent.cu.
+//
+// Labels outside [0, classes) are the caller's bug; every kernel clamps them into range (so no
+// read or write leaves the row) and the float64 reference does the same.
+//
+// The mean is deterministic: every multi-block variant writes its per-row losses to the
+// workspace and a second one-block launch adds them in a fixed order (in double). No float
+// atomics anywhere, so the same inputs give the same bits on every run of a config.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shapetune::kernels::softmax_xent {
+
+// Workspace of the fused variants: one float per row (the row losses).
+inline std::size_t row_loss_workspace_bytes(std::int64_t rows) {
+  return static_cast<std::size_t>(rows) * sizeof(float);
+}
+
+// Workspace of `unfused`: the f32 probabilities, then the row losses, then each row's
+// 1 - p[label] (kept so that the gradient kernel need not subtract two nearly equal numbers).
+inline std::size_t unfused_workspace_bytes(std::int64_t rows, std::int64_t classes) {
+  return static_cast<std::size_t>(rows) * (static_cast<std::size_t>(classes) + 2) * sizeof(float);
+}
+
+// Rows (warps) per block of the unfused chain's row kernels; its grid is rows / this.
+inline constexpr int unfused_rows_per_block = 8;
+
+// v1: the library-style chain: a softmax kernel (logits read twice) writes f32 probabilities to
+// the workspace, a per-row loss kernel reads them back, a gradient kernel reads them again and
+// writes dlogits, and one block averages the row losses. Four launches.
+template <typename T>
+cudaError_t unfused(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                    int classes, void* workspace, cudaStream_t);
+
+// v2: one warp per row: statistics with shuffles, then dlogits and the row loss in one more
+// pass over the row (which comes back from cache); then the mean launch.
+template <typename T>
+cudaError_t fused_warp_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                           int classes, int warps_per_block, void* workspace, cudaStream_t);
+
+// v3: one block per row (64..1024 threads) for wide rows: 16-byte loads and stores on the
+// aligned body, scalar head and tail; warps merge their statistics in shared memory.
+// logits and dlogits must share their address modulo 16 (else cudaErrorNotSupported).
+template <typename T>
+cudaError_t fused_block_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                            int classes, int block_size, void* workspace, cudaStream_t);
+
+// v4: as v3, but each thread also keeps the packs it loads in shared memory and the write pass
+// reads them from there: the logits leave DRAM once, whatever the number of rows in flight.
+// Dynamic shared memory: staged_row_bytes(classes, sizeof(T)); a row past the device's limit
+// returns cudaErrorInvalidValue.
+template <typename T>
+cudaError_t fused_smem_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                           int classes, int block_size, void* workspace, cudaStream_t);
+
+// The shared memory fused_smem_row stages a row's body in: at most classes / pack 16-byte packs.
+inline std::size_t staged_row_bytes(std::int64_t classes, std::size_t element_bytes) {
+  return static_cast<std::size_t>(classes) * element_bytes / 16 * 16;
+}
+
+// v5: `threads_per_row` threads (4..1024) per row, each keeping `packs_per_thread` (1, 2, 4,
+// 8, 16) 16-byte packs in registers: the row body is read from memory once. Needs
+// threads_per_row * packs_per_thread packs to cover the row body; returns
+// cudaErrorLaunchOutOfResources when the kernel's register use does not allow block_size
+// threads, cudaErrorNotSupported as v3 does.
+template <typename T>
+cudaError_t fused_register_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                               int classes, int threads_per_row, int block_size, int packs_per_thread, void* workspace,
+                               cudaStream_t);
+
+}  // namespace shapetune::kernels::softmax_xent

@@ -1,0 +1,118 @@
+// LayerNorm and residual+LayerNorm in the catalogue, without a GPU: references, cost models,
+// tolerances and constraints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "baselines/reference.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+namespace {
+
+TEST(LayerNormReference, NormalizesEachRowThenScalesAndShifts) {
+  // Row {1, 2, 3, 4}: mean 2.5, biased variance 1.25.
+  const std::vector<double> x = {1, 2, 3, 4}, gamma = {1, 2, 1, 1}, beta = {0, 0, 0, 10};
+  std::vector<double> y(4);
+  reference::layernorm(1, 4, x.data(), gamma.data(), beta.data(), 0.0, y.data());
+  const double s = std::sqrt(1.25);
+  EXPECT_NEAR(y[0], -1.5 / s, 1e-15);
+  EXPECT_NEAR(y[1], 2 * -0.5 / s, 1e-15);
+  EXPECT_NEAR(y[2], 0.5 / s, 1e-15);
+  EXPECT_NEAR(y[3], 1.5 / s + 10, 1e-14);
+}
+
+TEST(LayerNormReference, EpsilonAndConstantRows) {
+  const std::vector<double> x = {7, 7, 7}, gamma = {1, 1, 1}, beta = {0.25, -1, 3};
+  std::vector<double> y(3);
+  reference::layernorm(1, 3, x.data(), gamma.data(), beta.data(), 1e-5, y.data());
+  for (int c = 0; c < 3; ++c) EXPECT_DOUBLE_EQ(y[c], beta[c]);
+  // epsilon enters under the square root: var 1 + eps 3 -> divide by 2.
+  const std::vector<double> two = {0, 2};
+  std::vector<double> out(2);
+  reference::layernorm(1, 2, two.data(), gamma.data(), std::vector<double>{0, 0}.data(), 3.0, out.data());
+  EXPECT_DOUBLE_EQ(out[0], -0.5);
+  EXPECT_DOUBLE_EQ(out[1], 0.5);
+}
+
+TEST(ResidualLayerNormReference, WritesTheRoundedSumAndNormalizesIt) {
+  const std::vector<double> x = {1, 2, 3, 4}, r = {0.25, 0.25, 0.25, 0.25}, gamma(4, 1.0), beta(4, 0.0);
+  std::vector<double> h(4), y(4), expected(4);
+  auto to_integer = [](double v) { return std::round(v); };  // a stand-in rounding, to see that it is applied
+  reference::residual_layernorm(1, 4, x.data(), r.data(), gamma.data(), beta.data(), 0.0, to_integer, h.data(),
+                                y.data());
+  EXPECT_EQ(h, (std::vector<double>{1, 2, 3, 4}));
+  reference::layernorm(1, 4, h.data(), gamma.data(), beta.data(), 0.0, expected.data());
+  EXPECT_EQ(y, expected);
+}
+
+TEST(LayerNormPrimitives, CostModelsCountTheLeastTraffic) {
+  const Problem ln{"layernorm", DType::f32, Shape({{"rows", 65536}, {"cols", 4096}})};
+  const Problem res{"residual_layernorm", DType::bf16, ln.shape};
+  const double n = 65536.0 * 4096;
+  EXPECT_DOUBLE_EQ(catalogue().find_primitive("layernorm")->cost(ln).bytes, (2 * n + 2 * 4096) * 4);
+  EXPECT_DOUBLE_EQ(catalogue().find_primitive("residual_layernorm")->cost(res).bytes, (4 * n + 2 * 4096) * 2);
+}
+
+TEST(LayerNormPrimitives, EpsilonIsAScalarWithTheUsualDefault) {
+  for (const char* name : {"layernorm", "residual_layernorm"}) {
+    const Primitive& p = *catalogue().find_primitive(name);
+    ASSERT_EQ(p.scalars.size(), 1u);
+    EXPECT_EQ(p.scalars[0].name, "epsilon");
+    EXPECT_DOUBLE_EQ(p.scalars[0].value, 1e-5);
+  }
+}
+
+TEST(LayerNormVariantsCatalogue, LaddersBaselinesAndDefaults) {
+  auto names = [](const char* primitive) {
+    std::vector<std::string> out;
+    for (const Variant* v : catalogue().variants(primitive)) out.push_back(v->name + (v->baseline ? "*" : ""));
+    return out;
+  };
+  EXPECT_EQ(names("layernorm"), (std::vector<std::string>{"thread_row_two_pass", "warp_row_welford",
+                                                          "block_row_welford", "vec_welford", "register_row",
+                                                          "cudnn*"}));
+  EXPECT_EQ(names("residual_layernorm"), (std::vector<std::string>{"unfused*", "fused_vec", "fused_register"}));
+  const DeviceLimits limits = nominal_device_limits();
+  for (const char* primitive : {"layernorm", "residual_layernorm"}) {
+    const Primitive& p = *catalogue().find_primitive(primitive);
+    const Variant& fallback = *catalogue().find_variant(primitive, p.default_variant);
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 4097}, {1 << 20, 7}, {2, 1 << 20}}) {
+      const Problem problem{primitive, DType::bf16, Shape({{"rows", rows}, {"cols", cols}})};
+      EXPECT_TRUE(fallback.supports(problem, fallback.default_config, limits).ok) << problem.key();
+    }
+    for (const Variant* v : catalogue().variants(primitive)) EXPECT_TRUE(v->params.contains(v->default_config)) << v->name;
+  }
+}
+
+TEST(LayerNormVariantsCatalogue, RegisterCapacityAndRoundingFlag) {
+  const DeviceLimits limits = nominal_device_limits();
+  const Variant& reg = *catalogue().find_variant("layernorm", "register_row");
+  const Config fits({{"threads_per_row", 256}, {"block_size", 256}, {"packs_per_thread", 4}});
+  auto problem = [](DType t, std::int64_t cols) {
+    return Problem{"layernorm", t, Shape({{"rows", 8}, {"cols", cols}})};
+  };
+  EXPECT_TRUE(reg.supports(problem(DType::f32, 4096), fits, limits).ok);    // 1024 packs of 4
+  EXPECT_FALSE(reg.supports(problem(DType::f32, 4100), fits, limits).ok);   // 1025 packs
+  const Config spills({{"threads_per_row", 64}, {"block_size", 256}, {"packs_per_thread", 16}});
+  EXPECT_FALSE(reg.supports(problem(DType::f16, 8192), spills, limits).ok);  // 128 floats per thread
+  EXPECT_TRUE(reg.supports(problem(DType::f32, 4096), spills, limits).ok);   // 64 floats
+
+  const Variant& fused = *catalogue().find_variant("residual_layernorm", "fused_vec");
+  const Config rounded({{"threads_per_row", 32}, {"block_size", 256}, {"round_h", 1}});
+  const Config unrounded({{"threads_per_row", 32}, {"block_size", 256}, {"round_h", 0}});
+  const Problem f32{"residual_layernorm", DType::f32, Shape({{"rows", 8}, {"cols", 1024}})};
+  const Problem f16{"residual_layernorm", DType::f16, f32.shape};
+  // In f32 the two are the same kernel: only round_h=1 is timed.
+  EXPECT_TRUE(fused.supports(f32, rounded, limits).ok);
+  EXPECT_FALSE(fused.supports(f32, unrounded, limits).ok);
+  // fused_vec normalizes the stored h, so its statistics must be of the rounded h.
+  EXPECT_TRUE(fused.supports(f16, rounded, limits).ok);
+  EXPECT_FALSE(fused.supports(f16, unrounded, limits).ok);
+  const Variant& reg_fused = *catalogue().find_variant("residual_layernorm", "fused_register");
+  const Config reg_unrounded({{"threads_per_row", 32}, {"block_size", 256}, {"packs_per_thread", 4}, {"round_h", 0}});
+  EXPECT_TRUE(reg_fused.supports(f16, reg_unrounded, limits).ok);  // h stays unrounded in registers
+}
+
+}  // namespace
+}  // namespace shapetune

@@ -1,0 +1,49 @@
+// GPU tests' common step: every variant of a primitive, every config that supports the
+// problem, launched on poisoned outputs and compared element by element with the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "harness/device.hpp"
+#include "harness/measure.hpp"
+#include "harness/problem_data.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune::test_support {
+
+// Returns how many (variant, config) pairs were verified; failures are reported through
+// EXPECT_*. Configs refused at launch (registers, alignment, a library's NOT_SUPPORTED) are
+// skipped, as the sweep records them as unsupported.
+inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, const Problem& problem, std::uint64_t seed,
+                               const std::function<void(std::vector<TensorSpec>&)>& adjust = {},
+                               std::vector<double> scalars = {}) {
+  const Primitive& primitive = *catalogue().find_primitive(problem.primitive);
+  ProblemData data(primitive, problem, seed, adjust, std::move(scalars));
+  const Tolerance tol = tolerance_for(primitive, problem);
+  int verified = 0;
+  for (const Variant* v : catalogue().variants(problem.primitive)) {
+    for (const Config& config : v->params.enumerate()) {
+      if (!v->supports(problem, config, device.limits).ok) continue;
+      const std::size_t workspace_bytes = v->workspace_bytes ? v->workspace_bytes(problem, config) : 0;
+      DeviceBuffer workspace(workspace_bytes);
+      std::vector<void*> pointers = data.pointers(0);
+      const LaunchArgs args{problem,   config, pointers, measurer.stream(), measurer.libraries(), workspace.get(),
+                            workspace_bytes, data.scalars()};
+      data.prepare(0, measurer.stream());
+      const LaunchStatus status = v->launch(args);
+      if (!status.ok && status.unsupported) continue;
+      const std::string name = problem.key() + " " + v->name + "{" + config.key() + "}";
+      EXPECT_TRUE(status.ok) << name << ": " << status.message;
+      if (!status.ok) continue;
+      const AccuracyReport report = data.check(0, tol, measurer.stream());
+      EXPECT_EQ(report.mismatches, 0) << name << ": " << report.first_mismatch;
+      ++verified;
+    }
+  }
+  return verified;
+}
+
+}  // namespace shapetune::test_support

@@ -1,0 +1,265 @@
+// Softmax cross-entropy for classification, forward and backward in one primitive: the primitive
+// and its ladder of hand-written variants (kernels/softmax_xent.cu). cuDNN has no softmax
+// cross-entropy, so the library-style reference point is `unfused`, the chain of separate
+// kernels a framework runs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+
+#include "baselines/reference.hpp"
+#include "kernels/softmax_xent.cuh"
+#include "variants/catalogue.hpp"
+#include "variants/launch_helpers.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace kx = kernels::softmax_xent;
+
+constexpr const char* kPrimitive = "softmax_xent";
+// Static shared memory of the block-per-row kernels (their warps' partial statistics), with room
+// to spare, beside the staged row.
+constexpr std::int64_t kStaticSharedBytes = 1024;
+
+struct RowsClasses {
+  std::int64_t rows;
+  int classes;
+};
+RowsClasses rows_classes(const Problem& p) { return {p.shape.at("rows"), static_cast<int>(p.shape.at("classes"))}; }
+
+// Calls fn(tag) with tag's type the storage type of the problem's dtype.
+template <typename Fn>
+LaunchStatus with_storage_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn(float{});
+    case DType::f16: return fn(__half{});
+    case DType::bf16: return fn(__nv_bfloat16{});
+    default: return LaunchStatus::failure("softmax_xent has no " + std::string(dtype_name(dtype)) + " variant");
+  }
+}
+
+// The launch's tensors, typed, in TensorSpec order: logits, labels, loss, dlogits.
+template <typename T>
+struct XentTensors {
+  const T* logits;
+  const std::int32_t* labels;
+  float* loss;
+  T* dlogits;
+};
+
+template <typename T>
+XentTensors<T> tensors_of(const LaunchArgs& a) {
+  return {static_cast<const T*>(a.tensors[0]), static_cast<const std::int32_t*>(a.tensors[1]),
+          static_cast<float*>(a.tensors[2]), static_cast<T*>(a.tensors[3])};
+}
+
+using WorkspaceBytes = std::function<std::size_t(const Problem&, const Config&)>;
+
+std::size_t row_loss_workspace(const Problem& p, const Config&) {
+  return kx::row_loss_workspace_bytes(p.shape.at("rows"));
+}
+
+// Adapts `call(tensors, rows, classes, config, workspace, stream)` to the catalogue's launch
+// signature. A smaller workspace than the variant asked for is refused: the kernels would write
+// past it.
+template <typename Call>
+std::function<LaunchStatus(const LaunchArgs&)> xent_launch(WorkspaceBytes workspace_bytes, Call call) {
+  return [workspace_bytes, call](const LaunchArgs& a) {
+    const std::size_t needed = workspace_bytes ? workspace_bytes(a.problem, a.config) : 0;
+    if (a.workspace_bytes < needed || (needed > 0 && a.workspace == nullptr))
+      return LaunchStatus::failure("workspace of " + std::to_string(a.workspace_bytes) + " bytes; the variant needs " +
+                                   std::to_string(needed));
+    const auto [rows, classes] = rows_classes(a.problem);
+    return with_storage_type(a.problem.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      return launch_status(call(tensors_of<T>(a), rows, classes, a.config, a.workspace, a.stream));
+    });
+  };
+}
+
+int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }
+int pack_elements(DType dtype) { return 16 / static_cast<int>(dtype_size(dtype)); }
+
+Support grid_fits(std::int64_t blocks) {
+  return blocks <= INT_MAX ? Support::yes() : Support::no("needs more than 2^31-1 blocks");
+}
+
+Support rows_per_block_fit(const Problem& p, std::int64_t rows_per_block) {
+  return grid_fits((p.shape.at("rows") + rows_per_block - 1) / rows_per_block);
+}
+
+Primitive softmax_xent_primitive() {
+  Primitive p;
+  p.name = kPrimitive;
+  p.description =
+      "softmax cross-entropy against integer labels, forward and backward: the mean loss and "
+      "d(loss)/d(logits), fp32 statistics";
+  p.signature =
+      "loss = mean_r (log sum_c exp(x[r,c]) - x[r,label[r]]); "
+      "dlogits[r,c] = (softmax(x[r,:])[c] - [c == label[r]]) / rows";
+  p.axes = {"rows", "classes"};
+  p.dtypes = {DType::f32, DType::f16, DType::bf16};
+  p.tensors = [](const Problem& problem) {
+    const auto rows = problem.shape.at("rows"), classes = problem.shape.at("classes");
+    const auto high = static_cast<double>(classes);
+    // Logits over [-8, 8): probabilities span 7 decades, so a wrong max or sum shows up.
+    return std::vector<TensorSpec>{{"logits", problem.dtype, {rows, classes}, TensorRole::input, -8, 8},
+                                   {"labels", DType::i32, {rows}, TensorRole::input, 0, high},
+                                   {"loss", DType::f32, {1}, TensorRole::output},
+                                   {"dlogits", problem.dtype, {rows, classes}, TensorRole::output}};
+  };
+  p.reference = [](const Problem& problem, std::span<const double>, HostTensors& t) {
+    reference::softmax_xent(problem.shape.at("rows"), problem.shape.at("classes"), t[0].data(), t[1].data(),
+                            t[2].data(), t[3].data());
+  };
+  p.cost = [](const Problem& problem) {
+    const double rows = static_cast<double>(problem.shape.at("rows"));
+    const double n = rows * static_cast<double>(problem.shape.at("classes"));
+    // Logits read and dlogits written once each, labels read, the loss written.
+    const double bytes = 2 * n * static_cast<double>(dtype_size(problem.dtype)) + 4 * rows + 4;
+    // Per logit a max, a subtract, an exp, an add and a multiply (exp counted as one); per row
+    // the log, the loss's add, the scale's division, the label's product and the mean's add.
+    return Cost{bytes, 5 * n + 5 * rows};
+  };
+  p.tolerance = [](DType dtype) {
+    // dlogits are ~1/(rows * classes) (1e-9 and below at vocabulary sizes), so rtol does the
+    // work and atol is kept under any gradient a real problem produces. f32: the float
+    // statistics and __expf give a few 1e-6 at 50000 classes. f16/bf16: rounding dlogits to
+    // the storage type (half an ulp: 2^-11, 2^-8), twice over; f16 also needs atol for its
+    // subnormals (spacing 2^-24 = 6e-8; smaller gradients cannot be stored). bf16 has f32's
+    // exponent range. The f32 loss is far more precise than the 16-bit rtol asks.
+    switch (dtype) {
+      case DType::f16: return Tolerance{6e-8, 1e-3};
+      case DType::bf16: return Tolerance{1e-30, 8e-3};
+      default: return Tolerance{1e-30, 1e-5};
+    }
+  };
+  p.default_variant = "fused_block_row";
+  p.validate_shape = [](const Shape& shape) {
+    // 32-bit class indices, with room for a loop's last step past the row's end.
+    if (shape.at("classes") > (std::int64_t{1} << 30)) return Support::no("classes must be at most 2^30");
+    // Far beyond any device's memory, and keeps rows * classes (and its bytes) inside int64.
+    if (shape.at("rows") > (std::int64_t{1} << 48) / shape.at("classes"))
+      return Support::no("rows * classes must be at most 2^48 elements");
+    return Support::yes();
+  };
+  return p;
+}
+
+void add_unfused(Catalogue& cat) {
+  Variant v;
+  v.primitive = kPrimitive;
+  v.name = "unfused";
+  v.baseline = true;  // the reference point the fused variants' speedups are measured against
+  v.description =
+      "library-style chain: softmax to an f32 workspace, then loss, gradient and mean kernels (4 launches)";
+  v.workspace_bytes = [](const Problem& p, const Config&) {
+    return kx::unfused_workspace_bytes(p.shape.at("rows"), p.shape.at("classes"));
+  };
+  v.supports = [workspace = v.workspace_bytes](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    const auto tensors = static_cast<std::int64_t>(2 * p.shape.elements() * dtype_size(p.dtype));
+    if (static_cast<std::int64_t>(workspace(p, c)) + tensors > limits.global_memory_bytes)
+      return Support::no("the f32 probabilities and the tensors exceed the device's memory");
+    return rows_per_block_fit(p, kx::unfused_rows_per_block);
+  };
+  v.launch = xent_launch(v.workspace_bytes,
+                         [](auto t, std::int64_t rows, int classes, const Config&, void* workspace, cudaStream_t s) {
+                           return kx::unfused(t.logits, t.labels, t.loss, t.dlogits, rows, classes, workspace, s);
+                         });
+  cat.add(v);
+}
+
+void add_fused_row_variants(Catalogue& cat) {
+  Variant v2;
+  v2.primitive = kPrimitive;
+  v2.name = "fused_warp_row";
+  v2.description = "one warp per row: statistics with shuffles, then dlogits and the row loss in one more pass";
+  v2.params = ParamSpace({{"warps_per_block", {1, 2, 4, 8, 16, 32}, "rows (warps) per block"}});
+  v2.default_config = Config({{"warps_per_block", 4}});
+  v2.supports = [](const Problem& p, const Config& c, const DeviceLimits&) {
+    return rows_per_block_fit(p, c.at("warps_per_block"));
+  };
+  v2.workspace_bytes = row_loss_workspace;
+  v2.launch = xent_launch(v2.workspace_bytes,
+                          [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
+                            return kx::fused_warp_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes,
+                                                      cfg(c, "warps_per_block"), workspace, s);
+                          });
+  cat.add(v2);
+
+  Variant v3;
+  v3.primitive = kPrimitive;
+  v3.name = "fused_block_row";
+  v3.description =
+      "one block per row: 16-byte loads/stores on the aligned body, warps merge statistics in shared memory";
+  v3.params = ParamSpace({{"block_size", {64, 128, 256, 512, 1024}, "threads per block (per row)"}});
+  v3.default_config = Config({{"block_size", 256}});
+  v3.supports = [](const Problem& p, const Config&, const DeviceLimits&) { return grid_fits(p.shape.at("rows")); };
+  v3.workspace_bytes = row_loss_workspace;
+  v3.launch = xent_launch(v3.workspace_bytes,
+                          [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
+                            return kx::fused_block_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes,
+                                                       cfg(c, "block_size"), workspace, s);
+                          });
+  cat.add(v3);
+
+  Variant v4 = v3;
+  v4.name = "fused_smem_row";
+  v4.description = "as fused_block_row, but the row is staged in shared memory: logits read from memory once";
+  v4.supports = [](const Problem& p, const Config&, const DeviceLimits& limits) {
+    const auto staged = static_cast<std::int64_t>(kx::staged_row_bytes(p.shape.at("classes"), dtype_size(p.dtype)));
+    if (staged + kStaticSharedBytes > limits.shared_memory_per_block_optin)
+      return Support::no("row of " + std::to_string(staged) + " bytes exceeds the shared memory of a block");
+    return grid_fits(p.shape.at("rows"));
+  };
+  v4.launch = xent_launch(v4.workspace_bytes, [](auto t, std::int64_t rows, int classes, const Config& c,
+                                                 void* workspace, cudaStream_t s) {
+    return kx::fused_smem_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "block_size"), workspace, s);
+  });
+  cat.add(v4);
+}
+
+// The register variant holds the row body in packs_per_thread * threads_per_row packs.
+Support register_capacity(const Problem& p, const Config& c) {
+  const std::int64_t packs_needed = p.shape.at("classes") / pack_elements(p.dtype);  // worst-aligned row's body
+  const std::int64_t group = c.at("threads_per_row"), per_thread = c.at("packs_per_thread");
+  if (packs_needed > group * per_thread)
+    return Support::no("row needs " + std::to_string(packs_needed) + " packs; config holds " +
+                       std::to_string(group * per_thread));
+  if (per_thread > 1 && packs_needed <= group * (per_thread / 2))
+    return Support::no("half the packs per thread would hold the row (this config only wastes registers)");
+  return rows_per_block_fit(p, c.at("block_size") / group);
+}
+
+void add_register_row(Catalogue& cat) {
+  Variant v;
+  v.primitive = kPrimitive;
+  v.name = "fused_register_row";
+  v.description = "threads_per_row threads per row hold the row in registers: logits read from memory once";
+  v.params = ParamSpace(
+      {{"threads_per_row", {4, 8, 16, 32, 64, 128, 256, 512, 1024}, "threads cooperating on one row"},
+       {"block_size", {128, 256, 512, 1024}, "threads per block"},
+       {"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"}},
+      [](const Config& c) { return c.at("threads_per_row") <= c.at("block_size"); }, "threads_per_row <= block_size");
+  v.default_config = Config({{"threads_per_row", 32}, {"block_size", 256}, {"packs_per_thread", 4}});
+  v.supports = [](const Problem& p, const Config& c, const DeviceLimits&) { return register_capacity(p, c); };
+  v.workspace_bytes = row_loss_workspace;
+  v.launch = xent_launch(
+      v.workspace_bytes, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
+        return kx::fused_register_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "threads_per_row"),
+                                      cfg(c, "block_size"), cfg(c, "packs_per_thread"), workspace, s);
+      });
+  cat.add(v);
+}
+
+}  // namespace
+
+void register_softmax_xent(Catalogue& cat) {
+  cat.add(softmax_xent_primitive());
+  add_unfused(cat);
+  add_fused_row_variants(cat);
+  add_register_row(cat);
+}
+
+}  // namespace shapetune
