@@ -29,11 +29,12 @@ class LibraryHandles {
   // The handle bound to `stream`; throws LibraryError when the library cannot start.
   cudnnHandle_t cudnn(cudaStream_t stream);
   cublasHandle_t cublas(cudaStream_t stream);
+  // cuBLASLt takes its stream with each cublasLtMatmul call, so its handle is bound to none.
   cublasLtHandle_t cublas_lt();
 
-  // State a library wrapper keeps between calls (cuDNN execution plans with their workspace),
-  // under a name of the wrapper's own, created empty on first use. Released before the handles,
-  // which the plans refer to.
+  // State a library wrapper keeps between calls (cuDNN execution plans with their workspace,
+  // cuBLASLt descriptors with the heuristic's answers), under a name of the wrapper's own, created
+  // empty on first use. Released before the handles, which the plans refer to.
   template <class State>
   State& cache(const std::string& name) {
     std::shared_ptr<void>& slot = caches_[name];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace shapetune::reference {
 
@@ -47,5 +48,20 @@ double activation_derivative(Activation, double x);
 void activation_forward(Activation, std::int64_t n, const double* x, double* y);
 void activation_backward(Activation, std::int64_t n, const double* x, const double* dy, double* dx);
 void bias_activation(Activation, std::int64_t rows, std::int64_t cols, const double* x, const double* b, double* y);
+
+// C = act(alpha op(A) op(B) + beta C + bias) over row-major matrices. op(A) is [m, k]: A is stored
+// [m, k], or [k, m] when a_transposed; op(B) is [k, n]: B is stored [k, n], or [n, k] when
+// b_transposed. bias is [n] (added to every row) or null; beta == 0 means C is not read (it may
+// hold NaN, as in BLAS); the activation, if any, follows the bias.
+struct GemmSpec {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool a_transposed = false;
+  bool b_transposed = false;
+  double alpha = 1;
+  double beta = 0;
+  const double* bias = nullptr;
+  std::optional<Activation> activation;
+};
+void gemm(const GemmSpec&, const double* a, const double* b, double* c);
 
 }  // namespace shapetune::reference

@@ -4,7 +4,7 @@ with their cost model, the copy ceiling measured in the same run) and the PyTorc
 measured on the same GPU in the same run. Prints a Markdown table per family; exit code 1 if a
 target that could be judged is missed. A benchmark verdict, never a test.
 
-    bench/targets.py DB [--peers FILE.json ...] [--family softmax|memory_bound ...]
+    bench/targets.py DB [--peers FILE.json ...] [--family softmax|memory_bound|gemm ...]
 
 A target whose problem is not in the database is reported as "not measured" (it does not pass).
 """
@@ -142,17 +142,80 @@ def judge(run, family):
     return lines, ok
 
 
+# Hand-written GEMM variants that use tensor cores; the rest of the non-baseline ones do not.
+TENSOR_CORE_GEMM = ("mma_sync", "mma_sync_tf32", "wgmma")
+
+
+def judge_gemm(run):
+    """Issue 4: the best hand-written CUDA-core fp32 variant >= 85% of cuBLAS SGEMM at 4096^3; the
+    best hand-written fp16/bf16 tensor-core variant >= 60% of cuBLAS at 8192^3; on every GEMM
+    problem the dispatch winner no slower than the best library baseline beyond noise."""
+    lines = ["### gemm", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
+    ok = True
+
+    def add(problem, target, measured, passed):
+        nonlocal ok
+        ok &= passed is True
+        lines.append(f"| {problem} | {target} | {measured} | {({True: 'PASS', False: 'FAIL', None: 'not measured'})[passed]} |")
+
+    def best(problem_key, where):
+        return run.db.execute(
+            "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
+            f"WHERE problem_key = ? AND status = 'ok' AND stop_reason NOT LIKE 'halving rung%' AND ({where})",
+            (problem_key,)).fetchone()
+
+    def tflops(m, n, k, us):
+        return 2 * m * n * k / (us * 1e-6) / 1e12
+
+    tc = " OR ".join(f"variant = '{v}'" for v in TENSOR_CORE_GEMM)
+    checks = [("gemm.nn/f32/m=4096,n=4096,k=4096", f"baseline = 0 AND NOT ({tc})", "baseline = 1 AND variant = 'cublas'",
+               0.85, "best CUDA-core variant >= 85% of cuBLAS SGEMM", 4096),
+              ("gemm.nn/bf16/m=8192,n=8192,k=8192", f"baseline = 0 AND ({tc})", "baseline = 1",
+               0.60, "best tensor-core variant >= 60% of the best cuBLAS/cuBLASLt", 8192),
+              ("gemm.nn/f16/m=8192,n=8192,k=8192", f"baseline = 0 AND ({tc})", "baseline = 1",
+               0.60, "best tensor-core variant >= 60% of the best cuBLAS/cuBLASLt", 8192)]
+    for key, mine_where, library_where, fraction, target, size in checks:
+        mine, library = best(key, mine_where), best(key, library_where)
+        if mine is None or mine["us"] is None or library is None or library["us"] is None:
+            if key.startswith("gemm.nn/f16"):
+                continue  # fp16 at 8192^3 is optional where bf16 was measured
+            add(key, target, "not in this database", None)
+            continue
+        share = library["us"] / mine["us"]
+        add(key, target,
+            f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.0f} us ({tflops(size, size, size, mine['us']):.0f} TFLOP/s) "
+            f"vs {library['variant']}{{{library['config_key']}}} {library['us']:.0f} us "
+            f"({tflops(size, size, size, library['us']):.0f} TFLOP/s): {100 * share:.1f}%", share >= fraction)
+
+    slower = []
+    count = 0
+    for (primitive, dtype, shape), w in sorted(run.winners.items()):
+        if not primitive.startswith("gemm"):
+            continue
+        count += 1
+        if w["best_baseline"] and w["median_us"] > w["baseline_us"] * 1.01:
+            slower.append(f"{primitive} {dtype} {shape}: {w['median_us']:.1f} vs {w['baseline_us']:.1f} us")
+    if count:
+        add(f"{count} GEMM problems", "winner never slower than the best library baseline beyond 1%",
+            "; ".join(slower) if slower else "none slower", not slower)
+    else:
+        add("-", "GEMM winners", "none in this database", None)
+    return lines, ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", help="a shapetune database with this run's winners and ceilings")
     parser.add_argument("--peers", action="append", default=[], help="PyTorch peer JSON of the same run")
-    parser.add_argument("--family", action="append", choices=["softmax", "memory_bound"],
-                        help="which issue's targets (default: both)")
+    parser.add_argument("--family", action="append", choices=["softmax", "memory_bound", "gemm"],
+                        help="which issue's targets (default: those with winners in the database)")
     args = parser.parse_args()
     run = Run(args.db, args.peers)
     ok = True
-    for family in args.family or ["softmax", "memory_bound"]:
-        lines, family_ok = judge(run, family)
+    present = {f for f in ("softmax", "memory_bound", "gemm")
+               if any(p.startswith("gemm") if f == "gemm" else in_family(p, f) for p, _, _ in run.winners)}
+    for family in args.family or sorted(present) or ["softmax", "memory_bound", "gemm"]:
+        lines, family_ok = judge_gemm(run) if family == "gemm" else judge(run, family)
         ok &= family_ok
         print("\n".join(lines) + "\n")
     return 0 if ok else 1

@@ -179,6 +179,11 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
       throw UsageError("unknown primitive '" + p + "'; known: " + catalogue().primitive_names());
   check_variant_names(o.variants, o.primitives);
   o.budget_s = a.number("budget", 0, 0, 1e7);
+  if (const auto strategy = a.value("strategy")) {
+    o.strategy = parse_search_strategy(*strategy);
+    if (!o.strategy)
+      throw UsageError("--strategy must be one of " + std::string(kSearchStrategyNames) + ", got '" + *strategy + "'");
+  }
   o.measure.flush_l2 = !a.has("hot");
   o.measure.stop.time_cap_s = a.number("time-cap", o.measure.stop.time_cap_s, 0.001, 3600);
   o.measure.stop.target_ci_rel = a.number("target-ci", o.measure.stop.target_ci_rel, 1e-5, 1);
@@ -290,6 +295,8 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"primitive", 0, "P", "only this primitive (repeatable, or a comma list)", true},
          {"variant", 0, "V", "only this variant (repeatable, or a comma list); baselines are variants too", true},
          {"budget", 0, "SECONDS", "wall-clock budget for the whole sweep, shared out over the remaining problems"},
+         {"strategy", 0, "NAME",
+          "exhaustive, random or halving: the search for every problem, instead of the shape file's search:"},
          {"hot", 0, "", "do not flush L2 between samples (default: cold, flushed)"},
          {"time-cap", 0, "SECONDS", "sampling time cap per candidate (default 1)"},
          {"target-ci", 0, "FRACTION", "stop sampling once the median's 95% CI is within this (default 0.01)"},
@@ -300,7 +307,16 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"device", 0, "N", "CUDA device ordinal (default 0)"},
          {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
          {"verbose", 'v', "", "one line per candidate"}},
-        "Progress: one line per problem with its winner, the best baseline and the candidate counts.\n"
+        "Search strategies (per matrix in the shape file as search: {...}, or --strategy for all):\n"
+        "  exhaustive  every candidate that supports() accepts, each fully measured (the default)\n"
+        "  random      every baseline and variant default, then a uniform sample of the rest up to the matrix's\n"
+        "              samples: N or fraction: F, or until --budget runs out (one of them is required)\n"
+        "  halving     successive halving: baselines fully measured; the others verified, raced on a few samples\n"
+        "              each (min_samples, default 5), the best 1/eta (default 3) raced again with eta times the\n"
+        "              samples, until at most eta are left, which get the full measurement\n"
+        "Constraints prune before any launch: strategies only choose among supported candidates.\n"
+        "Progress: one line per problem with its winner, the best baseline, how many of the supported candidates\n"
+        "were fully measured (\"measured 5/312 (halving: raced 300 in 5 rungs)\") and the candidate counts.\n"
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
         "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});

@@ -111,13 +111,17 @@ double Measurer::estimate_us(const Launch& launch) {
   return summarize(samples).median;
 }
 
-TimingStats Measurer::time_single_launches(const Launch& launch, const std::function<void()>& before_each, bool flush) {
+TimingStats Measurer::time_single_launches(const Launch& launch, const std::function<void()>& before_each, bool flush,
+                                           const StopRule& stop) {
   std::vector<double> samples;
   const auto t0 = std::chrono::steady_clock::now();
   StopReason reason = StopReason::keep_going;
   while (reason == StopReason::keep_going) {
-    // Queue a batch of samples before waiting, so the host's launch latency overlaps the GPU.
-    const int batch = std::clamp(options_.stop.min_samples - static_cast<int>(samples.size()), 4, kEventPairs);
+    // Queue a batch of samples before waiting, so the host's launch latency overlaps the GPU;
+    // never past max_samples, which a fixed sample count sets to exactly that count.
+    const int taken = static_cast<int>(samples.size());
+    const int batch =
+        std::min(std::clamp(stop.min_samples - taken, 4, kEventPairs), std::max(stop.max_samples - taken, 1));
     for (int i = 0; i < batch; ++i) {
       if (before_each) before_each();
       if (flush) evict_l2();
@@ -131,12 +135,13 @@ TimingStats Measurer::time_single_launches(const Launch& launch, const std::func
       SHAPETUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, starts_[i], stops_[i]));
       samples.push_back(ms * 1000.0);
     }
-    reason = should_stop(samples, seconds_since(t0), options_.stop);
+    reason = should_stop(samples, seconds_since(t0), stop);
   }
   return to_stats(samples, flush ? TimingMode::cold : TimingMode::hot, reason);
 }
 
-std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, ProblemData& data, double estimate) {
+std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, ProblemData& data, double estimate,
+                                                      const StopRule& stop) {
   // Rotate over enough buffer sets that each launch finds its data evicted from L2 by the
   // launches in between, as a cold single launch would.
   const double per_set = static_cast<double>(std::max<std::int64_t>(data.bytes_per_set(), 1));
@@ -176,7 +181,7 @@ std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, Prob
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     const auto t0 = std::chrono::steady_clock::now();
     while (reason == StopReason::keep_going) {
-      const int batch = 4;
+      const int batch = std::min(4, std::max(stop.max_samples - static_cast<int>(samples.size()), 1));
       for (int i = 0; i < batch; ++i) {
         SHAPETUNE_CUDA_CHECK(cudaEventRecord(starts_[i], stream_));
         issue_batch();
@@ -188,7 +193,7 @@ std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, Prob
         SHAPETUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, starts_[i], stops_[i]));
         samples.push_back(ms * 1000.0 / launches);
       }
-      reason = should_stop(samples, seconds_since(t0), options_.stop);
+      reason = should_stop(samples, seconds_since(t0), stop);
     }
   } catch (...) {
     if (exec) cudaGraphExecDestroy(exec);
@@ -201,7 +206,8 @@ std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, Prob
   return stats;
 }
 
-CandidateOutcome Measurer::measure(const Variant& variant, const Config& config, ProblemData& data, Tolerance tolerance) {
+CandidateOutcome Measurer::measure(const Variant& variant, const Config& config, ProblemData& data, Tolerance tolerance,
+                                   const MeasureSteps& steps) {
   CandidateOutcome out;
   const Problem& problem = data.problem();
   if (const Support s = variant.supports(problem, config, device_.limits); !s.ok) {
@@ -220,14 +226,28 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
       return variant.launch(args);
     };
 
+    // Poisoned even when verification is skipped, so that the re-check after timing cannot
+    // pass on outputs that an earlier candidate left behind.
     data.prepare(0, stream_);
-    if (auto failed = run_once(launch, 0)) return *failed;
-    out.accuracy = data.check(0, tolerance, stream_);
-    if (out.accuracy->mismatches > 0) {
-      out.status = CandidateStatus::failed_accuracy;
-      out.reason = std::to_string(out.accuracy->mismatches) + " of " + std::to_string(out.accuracy->checked) +
-                   " elements outside tolerance; first " + out.accuracy->first_mismatch;
-      return out;
+    if (steps.verify) {
+      if (auto failed = run_once(launch, 0)) return *failed;
+      out.accuracy = data.check(0, tolerance, stream_);
+      if (out.accuracy->mismatches > 0) {
+        out.status = CandidateStatus::failed_accuracy;
+        out.reason = std::to_string(out.accuracy->mismatches) + " of " + std::to_string(out.accuracy->checked) +
+                     " elements outside tolerance; first " + out.accuracy->first_mismatch;
+        return out;
+      }
+    }
+    if (!steps.time) return out;
+    StopRule stop = options_.stop;
+    if (steps.fixed_samples > 0) {
+      // No confidence target (a negative one is never met), so the count is what stops it;
+      // but the caps every measurement has still hold: the time cap once min_samples are
+      // in, and max_samples.
+      stop.max_samples = std::min(steps.fixed_samples, options_.stop.max_samples);
+      stop.min_samples = std::min(stop.max_samples, options_.stop.min_samples);
+      stop.target_ci_rel = -1;
     }
 
     const bool in_place = data.has_inout();
@@ -242,12 +262,12 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
     // In-place kernels are timed one launch at a time with their state restored before each
     // sample (outside the timed region): a batch would let repeated updates drift the state.
     if (!in_place && estimate < options_.batch_below_us)
-      out.timing = time_graph_batch(launch, data, estimate);
+      out.timing = time_graph_batch(launch, data, estimate, stop);
     else
-      out.timing = time_single_launches(launch, restore, options_.flush_l2);
+      out.timing = time_single_launches(launch, restore, options_.flush_l2, stop);
     out.timing->state_restored = in_place;
 
-    if (!in_place) {
+    if (!in_place && steps.fixed_samples == 0) {
       const AccuracyReport recheck = data.check(0, tolerance, stream_);
       if (recheck.mismatches > 0) {
         out.status = CandidateStatus::failed_accuracy;
@@ -280,7 +300,7 @@ TimingStats Measurer::time_launch(const std::function<void(cudaStream_t)>& fn) {
   };
   for (int i = 0; i < options_.warmup_launches; ++i) fn(stream_);
   SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return time_single_launches(launch, {}, options_.flush_l2);
+  return time_single_launches(launch, {}, options_.flush_l2, options_.stop);
 }
 
 }  // namespace shapetune

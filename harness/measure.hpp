@@ -28,6 +28,18 @@ struct MeasureOptions {
   int warmup_launches = 2;
 };
 
+// Which parts of a measurement one call does; the default is all of it. Search strategies
+// split it: verify every candidate once, then time the accurate ones, briefly while racing.
+struct MeasureSteps {
+  bool verify = true;  // poison the outputs, launch once, compare with the reference
+  bool time = true;    // time, then re-check the outputs of the timed launches
+  // > 0: this many samples whatever their confidence interval, and no re-check (a race
+  // rung, whose number ranks candidates but never makes a winner). Fewer only where the
+  // options' caps say so: --max-samples, or --time-cap once --min-samples are in (a rung
+  // never takes longer than a full measurement could).
+  int fixed_samples = 0;
+};
+
 struct CandidateOutcome {
   CandidateStatus status = CandidateStatus::ok;
   std::string reason;
@@ -46,8 +58,10 @@ class Measurer {
   Measurer& operator=(const Measurer&) = delete;
 
   // supports() -> verify on poisoned outputs -> time -> re-check the outputs of the timed
-  // launches (a race that strikes sometimes shows there).
-  CandidateOutcome measure(const Variant&, const Config&, ProblemData&, Tolerance);
+  // launches (a race that strikes sometimes shows there). With steps.time false, an accurate
+  // candidate comes back ok without timing; with steps.verify false, the caller vouches that
+  // it passed verification on this ProblemData earlier.
+  CandidateOutcome measure(const Variant&, const Config&, ProblemData&, Tolerance, const MeasureSteps& steps = {});
 
   // Times an arbitrary launch with the same method (for ceilings): cold or hot per options.
   TimingStats time_launch(const std::function<void(cudaStream_t)>& launch);
@@ -63,8 +77,9 @@ class Measurer {
   using Launch = std::function<LaunchStatus(int set)>;
   void evict_l2();
   std::optional<CandidateOutcome> run_once(const Launch&, int set);
-  TimingStats time_single_launches(const Launch&, const std::function<void()>& before_each, bool flush);
-  std::optional<TimingStats> time_graph_batch(const Launch&, ProblemData&, double estimate_us);
+  TimingStats time_single_launches(const Launch&, const std::function<void()>& before_each, bool flush,
+                                   const StopRule&);
+  std::optional<TimingStats> time_graph_batch(const Launch&, ProblemData&, double estimate_us, const StopRule&);
   double estimate_us(const Launch&);
   void* workspace_for(std::size_t bytes);
 

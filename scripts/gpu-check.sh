@@ -6,8 +6,10 @@
 # $OUT (default ./gpu-check-out).
 #
 #   scripts/gpu-check.sh [--no-tests] [--no-quick] [--peers softmax,memory_bound] [--sweep-timeout S]
-#                        [--budget S] [shapes/FILE.yaml ...]
-# (--budget: `shapetune sweep --budget` for each FILE; --sweep-timeout kills a FILE's sweep.)
+#                        [--budget S] [--halving shapes/RACE.yaml] [shapes/FILE.yaml ...]
+# (--budget: `shapetune sweep --budget` for each FILE; --sweep-timeout kills a FILE's sweep;
+# --halving: sweep RACE.yaml exhaustively, then with --strategy halving, and compare the two
+# with bench/strategy_check.py.)
 #
 # A device call is limited to 10 minutes, so a long run is split over calls: e.g. one call with
 # the tests and the quick sweep, one with `--no-tests --no-quick shapes/memory_bound_targets.yaml`.
@@ -18,7 +20,7 @@
 # to use a local build instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tests=1 quick=1 peers=softmax sweep_timeout=300 budget=() files=()
+tests=1 quick=1 peers=softmax sweep_timeout=300 budget=() files=() halving=()
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -26,7 +28,8 @@ while [ $# -gt 0 ]; do
     --peers) peers=$2; shift ;;
     --sweep-timeout) sweep_timeout=$2; shift ;;
     --budget) budget=(--budget "$2"); shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --halving) halving+=("$2"); shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) files+=("$1") ;;
   esac
@@ -68,6 +71,12 @@ run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
 for extra in "${files[@]}"; do
   run_step "sweep-$(basename "$extra" .yaml)" "$sweep_timeout" "$build/shapetune" sweep "$extra" --db "$db" "${budget[@]}"
 done
+for race in "${halving[@]}"; do
+  name=$(basename "$race" .yaml)
+  run_step "sweep-$name-exhaustive" "$sweep_timeout" "$build/shapetune" sweep "$race" --db "$db"
+  run_step "sweep-$name-halving" "$sweep_timeout" "$build/shapetune" sweep "$race" --db "$db" --strategy halving
+  run_step "strategy-$name" 60 python3 bench/strategy_check.py "$db"
+done
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"
 run_step export-csv 60 "$build/shapetune" export --db "$db" --format csv -o "$work/winners.csv"
@@ -94,6 +103,9 @@ python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM IN
   cat "$work/winners.log"
   for log in "$work"/peers-*.log; do
     [ -f "$log" ] && { echo "== torch ($(basename "$log" .log))"; cat "$log"; }
+  done
+  for log in "$work"/strategy-*.log; do
+    [ -f "$log" ] && { echo "== strategies ($(basename "$log" .log))"; cat "$log"; }
   done
   echo "== targets"
   cat "$work/targets.log"

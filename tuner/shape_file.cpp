@@ -16,6 +16,8 @@
 //       variants: [warp_online]          # optional: only these variants of the primitive
 //       tolerance:                       # optional, per dtype of this matrix
 //         f16: {atol: 1e-3, rtol: 1e-2}  # either or both; the other keeps the default
+//       search: {strategy: halving, eta: 3, min_samples: 5}   # optional; default exhaustive
+//       # or {strategy: random, samples: 50, seed: 1}, or {strategy: random, fraction: 0.1}
 //
 // Extents are decimal integers from 1 to 2^40, and each shape must pass the primitive's
 // validate_shape. Expansion: the cartesian product of axis groups (a zip group is one group
@@ -37,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,9 +58,16 @@ constexpr std::int64_t kMaxExtent = std::int64_t{1} << kMaxPow2Exponent;
 constexpr std::int64_t kMaxProblems = 1'000'000;
 
 const std::vector<std::string> kTopLevelKeys = {"name", "description", "matrices"};
-const std::vector<std::string> kMatrixKeys = {"primitive", "dtypes", "axes", "zip", "variants", "tolerance"};
+const std::vector<std::string> kMatrixKeys = {"primitive", "dtypes", "axes", "zip", "variants", "tolerance", "search"};
 const std::vector<std::string> kValueFormKeys = {"range", "pow2"};
 const std::vector<std::string> kToleranceKeys = {"atol", "rtol"};
+// Which `search:` keys each strategy takes; every strategy takes `strategy`.
+const std::vector<std::string> kExhaustiveSearchKeys = {"strategy"};
+const std::vector<std::string> kRandomSearchKeys = {"strategy", "samples", "fraction", "seed"};
+const std::vector<std::string> kHalvingSearchKeys = {"strategy", "eta", "min_samples"};
+const std::vector<std::string> kAllSearchKeys = {"strategy", "samples", "fraction", "seed", "eta", "min_samples"};
+const std::string kSearchExample =
+    "a map such as {strategy: halving, eta: 3, min_samples: 5} or {strategy: random, samples: 50, seed: 1}";
 
 const std::string kValueForms =
     "an integer, a list, {range: [start, stop]}, {range: [start, stop, step]} or {pow2: [low, high]}";
@@ -123,6 +133,7 @@ struct Matrix {
   std::vector<std::vector<std::size_t>> axis_groups;   // axis positions; expansion order
   std::vector<std::string> variants;
   std::map<DType, ToleranceOverride> tolerances;
+  SearchOptions search;
 };
 
 class ShapeFileParser {
@@ -220,6 +231,7 @@ class ShapeFileParser {
       matrix.variants = parse_variants(*variants, *matrix.primitive);
     if (const Entry* tolerance = find_entry(entries, "tolerance"))
       matrix.tolerances = parse_tolerances(*tolerance, matrix.dtypes);
+    if (const Entry* search = find_entry(entries, "search")) matrix.search = parse_search(*search);
     return matrix;
   }
 
@@ -470,6 +482,63 @@ class ShapeFileParser {
     return value;
   }
 
+  SearchOptions parse_search(const Entry& entry) const {
+    const std::string strategies = "one of: " + std::string(kSearchStrategyNames);
+    if (!entry.value.IsMap()) fail(entry.mark(), "'search' is " + describe(entry.value), kSearchExample);
+    const auto fields = map_entries(entry.value, entry.mark(), "'search'", kAllSearchKeys);
+    const Entry* strategy_entry = find_entry(fields, "strategy");
+    if (!strategy_entry) fail(entry.mark(), "'search' has no 'strategy'", "a 'strategy:' key, " + strategies);
+    if (!strategy_entry->value.IsScalar())
+      fail(strategy_entry->mark(), "'strategy' is " + describe(strategy_entry->value), strategies);
+    const std::string name = strategy_entry->value.Scalar();
+    const std::optional<SearchStrategy> strategy = parse_search_strategy(name);
+    if (!strategy) fail(strategy_entry->mark(), "unknown search strategy '" + name + "'", strategies);
+
+    SearchOptions search;
+    search.strategy = *strategy;
+    const std::vector<std::string> valid = *strategy == SearchStrategy::random    ? kRandomSearchKeys
+                                           : *strategy == SearchStrategy::halving ? kHalvingSearchKeys
+                                                                                  : kExhaustiveSearchKeys;
+    for (const Entry& field : fields) {
+      if (!contains(valid, field.name()))
+        fail(field.key.Mark(), "'" + field.name() + "' does not apply to " + name + " search",
+             name + " search's keys: " + join(valid));
+      if (field.name() == "samples") search.samples = parse_search_integer(field, 1, 1'000'000'000);
+      if (field.name() == "seed")
+        search.seed =
+            static_cast<std::uint64_t>(parse_search_integer(field, 0, std::numeric_limits<std::int64_t>::max()));
+      if (field.name() == "eta") search.eta = static_cast<int>(parse_search_integer(field, 2, 100));
+      if (field.name() == "min_samples") search.min_samples = static_cast<int>(parse_search_integer(field, 1, 100'000));
+      if (field.name() == "fraction") search.fraction = parse_fraction(field);
+    }
+    if (search.samples && search.fraction)
+      fail(find_entry(fields, "fraction")->key.Mark(), "'samples' and 'fraction' are both given",
+           "one of them: a count of candidates, or a fraction of the supported ones");
+    return search;
+  }
+
+  std::int64_t parse_search_integer(const Entry& field, std::int64_t low, std::int64_t high) const {
+    const std::string expected =
+        field.name() + ": an integer from " + std::to_string(low) + " to " + std::to_string(high);
+    if (field.value.IsNull()) fail(field.mark(), "'" + field.name() + "' has no value", expected);
+    const std::int64_t value = parse_integer(field.value, expected);
+    if (value < low || value > high)
+      fail(field.mark(), field.name() + " " + std::to_string(value) + " is out of range", expected);
+    return value;
+  }
+
+  double parse_fraction(const Entry& field) const {
+    const std::string expected = "fraction: a number above 0 and at most 1";
+    if (!field.value.IsScalar()) fail(field.mark(), "fraction is " + describe(field.value), expected);
+    const std::string& text = field.value.Scalar();
+    double value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value))
+      fail(field.mark(), "fraction '" + text + "' is not a number", expected);
+    if (value <= 0 || value > 1) fail(field.mark(), "fraction " + text + " is out of range", expected);
+    return value;
+  }
+
   void check_problem_count(const Matrix& matrix) const {
     std::int64_t count = static_cast<std::int64_t>(matrix.dtypes.size());
     for (const auto& group : matrix.axis_groups) {
@@ -507,6 +576,7 @@ class ShapeFileParser {
       planned.tolerance_overridden = true;
     }
     planned.variants = matrix.variants;
+    planned.search = matrix.search;
     planned.source_line = matrix.mark.line + 1;
     return planned;
   }

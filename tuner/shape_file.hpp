@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/types.hpp"
+#include "tuner/search.hpp"
 
 namespace shapetune {
 
@@ -25,6 +26,7 @@ struct PlannedProblem {
   Tolerance tolerance;                // the primitive's default unless the file overrides it
   bool tolerance_overridden = false;
   std::vector<std::string> variants;  // empty: every variant of the primitive
+  SearchOptions search;               // the matrix's `search:`; exhaustive without one
   int source_line = 0;                // line of the matrix entry it came from
 };
 

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iomanip>
+#include <map>
 #include <ostream>
 #include <random>
 #include <sstream>
@@ -35,28 +36,41 @@ extern "C" void on_sigint(int) {
 struct Candidate {
   const Variant* variant;
   Config config;
+  bool default_config = false;
 };
 
-std::vector<Candidate> candidates_for(const PlannedProblem& planned, const std::vector<std::string>& cli_variants) {
+// A problem's candidates in measuring order, and how many configs the variants' own
+// constraints removed before that.
+struct CandidateList {
+  std::vector<Candidate> candidates;
+  std::int64_t pruned_by_constraint = 0;
+};
+
+CandidateList candidates_for(const PlannedProblem& planned, const std::vector<std::string>& cli_variants) {
   auto allowed = [&](const std::string& name) {
     auto in = [&](const std::vector<std::string>& list) {
       return list.empty() || std::find(list.begin(), list.end(), name) != list.end();
     };
     return in(planned.variants) && in(cli_variants);
   };
-  std::vector<Candidate> out;
-  const auto variants = catalogue().variants(planned.problem.primitive);
+  CandidateList out;
+  std::vector<std::pair<const Variant*, std::vector<Config>>> spaces;
+  for (const Variant* v : catalogue().variants(planned.problem.primitive))
+    if (allowed(v->name)) {
+      spaces.emplace_back(v, v->params.enumerate());
+      out.pruned_by_constraint += v->params.raw_size() - static_cast<std::int64_t>(spaces.back().second.size());
+    }
   // Baselines first, then each variant's default: what a budget cuts short is the search,
   // never the bar it is compared with.
-  for (const Variant* v : variants)
-    if (v->baseline && allowed(v->name))
-      for (auto& c : v->params.enumerate()) out.push_back({v, std::move(c)});
-  for (const Variant* v : variants)
-    if (!v->baseline && allowed(v->name)) out.push_back({v, v->default_config});
-  for (const Variant* v : variants) {
-    if (v->baseline || !allowed(v->name)) continue;
-    for (auto& c : v->params.enumerate())
-      if (!(c == v->default_config)) out.push_back({v, std::move(c)});
+  for (auto& [v, configs] : spaces)
+    if (v->baseline)
+      for (auto& c : configs) out.candidates.push_back({v, std::move(c)});
+  for (const auto& [v, configs] : spaces)
+    if (!v->baseline) out.candidates.push_back({v, v->default_config, true});
+  for (auto& [v, configs] : spaces) {
+    if (v->baseline) continue;
+    for (auto& c : configs)
+      if (!(c == v->default_config)) out.candidates.push_back({v, std::move(c)});
   }
   return out;
 }
@@ -65,21 +79,57 @@ std::string describe(const std::string& variant, const Config& config) {
   return config.values().empty() ? variant : variant + "{" + config.key() + "}";
 }
 
-int dry_run(const ShapeFile& file, const SweepOptions& options, std::ostream& out) {
+std::vector<const PlannedProblem*> select_problems(const ShapeFile& file, const SweepOptions& options) {
+  std::vector<const PlannedProblem*> selected;
+  const auto& wanted = options.primitives;
+  for (const auto& p : file.problems)
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), p.problem.primitive) != wanted.end())
+      selected.push_back(&p);
+  return selected;
+}
+
+// The strategy a problem is searched with: the file's, unless the command line names another.
+SearchOptions search_for(const PlannedProblem& planned, const SweepOptions& options) {
+  if (!options.strategy || *options.strategy == planned.search.strategy) return planned.search;
+  SearchOptions search;
+  search.strategy = *options.strategy;
+  return search;
+}
+
+// A random search with neither a count nor a time budget would measure everything, in no
+// useful order: refused before anything starts.
+std::optional<std::string> unbounded_search(const std::vector<const PlannedProblem*>& selected,
+                                            const SweepOptions& options) {
+  if (options.budget_s > 0) return std::nullopt;
+  for (const PlannedProblem* planned : selected) {
+    const SearchOptions search = search_for(*planned, options);
+    if (search.strategy == SearchStrategy::random && !search.samples && !search.fraction)
+      return options.shape_file + ":" + std::to_string(planned->source_line) +
+             ": random search of this matrix has no limit; expected samples or fraction in its search: (e.g. "
+             "search: {strategy: random, samples: 50}), or --budget SECONDS";
+  }
+  return std::nullopt;
+}
+
+std::string pruned_text(std::int64_t by_constraint, std::int64_t by_supports) {
+  return "pruned " + std::to_string(by_constraint + by_supports) + " (" + std::to_string(by_constraint) +
+         " by constraint, " + std::to_string(by_supports) + " by supports)";
+}
+
+int dry_run(const std::vector<const PlannedProblem*>& selected, const SweepOptions& options, std::ostream& out) {
   const DeviceLimits limits = nominal_device_limits();
   std::int64_t total = 0;
-  for (const auto& planned : file.problems) {
-    if (!options.primitives.empty() && std::find(options.primitives.begin(), options.primitives.end(),
-                                                 planned.problem.primitive) == options.primitives.end())
-      continue;
+  for (const PlannedProblem* planned : selected) {
+    const CandidateList list = candidates_for(*planned, options.variants);
     int supported = 0;
-    const auto candidates = candidates_for(planned, options.variants);
-    for (const auto& c : candidates) supported += c.variant->supports(planned.problem, c.config, limits).ok;
-    out << planned.problem.key() << ": " << candidates.size() << " candidates, " << supported
-        << " supported (nominal sm_90 limits)\n";
+    for (const auto& c : list.candidates) supported += c.variant->supports(planned->problem, c.config, limits).ok;
+    out << planned->problem.key() << ": " << list.candidates.size() << " candidates, " << supported
+        << " supported (nominal sm_90 limits), "
+        << pruned_text(list.pruned_by_constraint, static_cast<std::int64_t>(list.candidates.size()) - supported)
+        << "; search: " << search_for(*planned, options).describe() << "\n";
     total += supported;
   }
-  out << file.problems.size() << " problems, " << total << " candidates to measure. Dry run: nothing measured.\n";
+  out << selected.size() << " problems, " << total << " supported candidates. Dry run: nothing measured.\n";
   return 0;
 }
 
@@ -99,6 +149,12 @@ CandidateRecord to_record(std::int64_t sweep_id, const PlannedProblem& planned, 
   return r;
 }
 
+// Thrown from inside a search's hooks to end the problem early; tune() turns it into the
+// problem's result. Whatever was stored before stays stored, so the sweep can resume.
+struct EndProblem {
+  bool context_lost = false;
+};
+
 class Sweep {
  public:
   Sweep(const SweepOptions& options, std::ostream& out, std::ostream& err) : options_(options), out_(out), err_(err) {}
@@ -108,7 +164,8 @@ class Sweep {
   enum class ProblemResult { done, skipped, context_lost, interrupted };
   ProblemResult tune(const PlannedProblem&, Clock::time_point deadline);
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
-                      double seconds, int skipped_for_budget);
+                      double seconds, const std::string& search_summary, std::size_t skipped_for_budget);
+  void print_candidate(const CandidateRecord&);
 
   const SweepOptions& options_;
   std::ostream& out_;
@@ -134,7 +191,12 @@ int Sweep::run() {
       err_ << "error: unknown primitive '" << p << "'; known: " << catalogue().primitive_names() << "\n";
       return 2;
     }
-  if (options_.dry_run) return dry_run(file, options_, out_);
+  const std::vector<const PlannedProblem*> selected = select_problems(file, options_);
+  if (auto why = unbounded_search(selected, options_)) {
+    err_ << "error: " << *why << "\n";
+    return 2;
+  }
+  if (options_.dry_run) return dry_run(selected, options_, out_);
 
   if (auto why = cuda_unavailable_reason()) {
     err_ << "error: `shapetune sweep` needs a CUDA device, and none is usable here: " << *why << ".\n"
@@ -143,12 +205,6 @@ int Sweep::run() {
             "(shapetune winners/export --db FILE), and run the CPU tests (see README).\n";
     return 2;
   }
-
-  std::vector<const PlannedProblem*> selected;
-  for (const auto& p : file.problems)
-    if (options_.primitives.empty() || std::find(options_.primitives.begin(), options_.primitives.end(),
-                                                 p.problem.primitive) != options_.primitives.end())
-      selected.push_back(&p);
 
   try {
     store_ = Store::open(options_.db_path);
@@ -167,7 +223,9 @@ int Sweep::run() {
     seed_ = options_.seed ? *options_.seed : std::random_device{}();
     out_ << (resumable ? "Resuming sweep #" : "Sweep #") << sweep_id_ << " on " << device_->fingerprint.name << " ("
          << info.device_key << "), " << selected.size() << " problems from " << options_.shape_file << ", "
-         << (options_.measure.flush_l2 ? "cold L2" : "hot L2") << ", input seed " << seed_ << ", build "
+         << (options_.measure.flush_l2 ? "cold L2" : "hot L2")
+         << (options_.strategy ? ", " + std::string(search_strategy_name(*options_.strategy)) + " search (--strategy)" : "")
+         << ", input seed " << seed_ << ", build "
          << build_git_sha() << "\n";
   } catch (const std::exception& e) {
     err_ << "error: " << e.what() << "\n";
@@ -237,28 +295,107 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
     return ProblemResult::skipped;
   }
 
-  int skipped_for_budget = 0;
-  for (const auto& candidate : candidates_for(planned, options_.variants)) {
+  const CandidateList list = candidates_for(planned, options_.variants);
+  // What this sweep already holds for the problem (it is being resumed), reused rather than
+  // measured again; and, as the search goes on, what it has measured so far.
+  std::map<std::pair<std::string, std::string>, CandidateRecord> stored;
+  for (auto& r : store_->candidates(sweep_id_, key)) {
+    auto id = std::make_pair(r.variant, r.config.key());
+    stored.insert_or_assign(std::move(id), std::move(r));
+  }
+  auto stored_for = [&](const Candidate& c) -> const CandidateRecord* {
+    const auto found = stored.find({c.variant->name, c.config.key()});
+    return found == stored.end() ? nullptr : &found->second;
+  };
+  auto keep = [&](const Candidate& c, const CandidateOutcome& outcome) {
+    CandidateRecord record = to_record(sweep_id_, planned, c, outcome);
+    store_->record_candidate(record);
+    if (options_.verbose || outcome.context_lost) print_candidate(record);
+    stored.insert_or_assign({record.variant, record.config.key()}, std::move(record));
+    if (outcome.context_lost) throw EndProblem{true};
+  };
+
+  // Constraints prune before any launch: a strategy only ever sees what supports() accepts.
+  std::vector<const Candidate*> supported;
+  std::vector<SearchCandidate> searched;
+  std::int64_t pruned_by_supports = 0;
+  for (const Candidate& c : list.candidates) {
     if (g_interrupted) return ProblemResult::interrupted;
-    if (store_->has_candidate(sweep_id_, key, candidate.variant->name, candidate.config.key())) continue;
-    if (Clock::now() > deadline) {
-      ++skipped_for_budget;
+    const Support support = c.variant->supports(planned.problem, c.config, device_->limits);
+    if (support.ok) {
+      supported.push_back(&c);
+      searched.push_back({c.variant->baseline, c.default_config});
       continue;
     }
-    const CandidateOutcome outcome = measurer_->measure(*candidate.variant, candidate.config, *data, planned.tolerance);
-    const CandidateRecord record = to_record(sweep_id_, planned, candidate, outcome);
-    store_->record_candidate(record);
-    if (options_.verbose || outcome.context_lost) {
-      out_ << "    " << describe(record.variant, record.config) << ": " << candidate_status_name(record.status);
-      if (record.timing) out_ << " " << fmt_us(record.timing->median_us) << " (" << timing_mode_name(record.timing->mode) << ")";
-      if (!record.reason.empty()) out_ << " — " << record.reason;
-      out_ << "\n";
+    ++pruned_by_supports;
+    if (stored_for(c)) continue;
+    CandidateOutcome unsupported;  // recorded as before strategies existed, with the reason
+    unsupported.status = CandidateStatus::unsupported;
+    unsupported.reason = support.reason;
+    keep(c, unsupported);
+  }
+
+  std::vector<std::optional<AccuracyReport>> accuracy(supported.size());  // from verification
+  std::int64_t race_samples = 0;
+  SearchHooks hooks;
+  hooks.over_budget = [&] { return Clock::now() > deadline; };
+  hooks.verify = [&](std::size_t i) {
+    if (g_interrupted) throw EndProblem{};
+    const Candidate& c = *supported[i];
+    if (const CandidateRecord* earlier = stored_for(c)) {
+      accuracy[i] = earlier->accuracy;
+      return earlier->status == CandidateStatus::ok;
     }
-    if (outcome.context_lost) return ProblemResult::context_lost;
+    MeasureSteps verify_only;
+    verify_only.time = false;
+    const CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *data, planned.tolerance, verify_only);
+    if (outcome.status == CandidateStatus::ok) {
+      accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
+      return true;
+    }
+    keep(c, outcome);
+    return false;
+  };
+  hooks.time = [&](std::size_t i, const Rung& rung) -> std::optional<double> {
+    if (g_interrupted) throw EndProblem{};
+    const Candidate& c = *supported[i];
+    if (const CandidateRecord* earlier = stored_for(c);
+        earlier && earlier->status == CandidateStatus::ok && earlier->timing) {
+      // A full measurement answers any request; a race one, a request for its rung or an
+      // earlier one (a resumed race replays its rungs with the latest medians it has).
+      const std::optional<int> earlier_rung = race_rung_index(earlier->timing->stop_reason);
+      if (!earlier_rung || (!rung.full() && *earlier_rung >= rung.index)) return earlier->timing->median_us;
+    }
+    MeasureSteps time_only;
+    time_only.verify = false;
+    time_only.fixed_samples = rung.samples;
+    CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *data, planned.tolerance, time_only);
+    if (!outcome.accuracy) outcome.accuracy = accuracy[i];
+    if (outcome.timing) {
+      if (rung.full()) {
+        outcome.timing->stop_reason = final_stop_reason(outcome.timing->stop_reason, rung);
+      } else {
+        outcome.timing->stop_reason = race_stop_reason(rung);
+        race_samples += outcome.timing->samples;
+      }
+    }
+    keep(c, outcome);
+    if (outcome.status != CandidateStatus::ok || !outcome.timing) return std::nullopt;
+    return outcome.timing->median_us;
+  };
+
+  SearchOptions search = search_for(planned, options_);
+  const std::string strategy = search.describe();
+  search.seed = seed_for(search.seed, key);
+  SearchReport report;
+  try {
+    report = run_search(search, searched, hooks);
+  } catch (const EndProblem& end) {
+    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
   }
 
   const auto records = store_->candidates(sweep_id_, key);
-  auto winner = choose_winner(records);
+  auto winner = choose_winner(full_measurements(records));
   if (winner) {
     winner->device_key = device_->fingerprint.key();
     winner->git_sha = build_git_sha();
@@ -266,14 +403,46 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
     winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
     store_->store_winner(*winner);
   }
-  const std::string reason = skipped_for_budget ? "budget: " + std::to_string(skipped_for_budget) + " candidates not measured" : "";
-  store_->record_problem(sweep_id_, key, "done", reason);
-  report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), skipped_for_budget);
+
+  // "measured" counts full measurements: what a winner needs, and what exhaustive search
+  // gives every accurate candidate.
+  const std::string measured =
+      "measured " + std::to_string(report.fully_measured) + "/" + std::to_string(supported.size());
+  std::string summary = strategy + ": " + measured;
+  std::string progress = measured + " (" + std::string(search_strategy_name(search.strategy));
+  if (report.raced) {
+    const std::string raced = "raced " + std::to_string(report.raced) + " in " + std::to_string(report.race_rungs) +
+                              (report.race_rungs == 1 ? " rung" : " rungs");
+    summary += ", " + raced + " (" + std::to_string(race_samples) + " samples)";
+    progress += ": " + raced;
+  }
+  progress += ")";
+  if (list.pruned_by_constraint + pruned_by_supports > 0) {
+    summary += ", " + pruned_text(list.pruned_by_constraint, pruned_by_supports);
+    progress += ", pruned " + std::to_string(list.pruned_by_constraint + pruned_by_supports);
+  }
+  if (report.skipped_for_budget)
+    summary += "; budget: " + std::to_string(report.skipped_for_budget) + " candidates not measured";
+  store_->record_problem(sweep_id_, key, "done", summary);
+  report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
+                 report.skipped_for_budget);
   return ProblemResult::done;
 }
 
+void Sweep::print_candidate(const CandidateRecord& record) {
+  out_ << "    " << describe(record.variant, record.config) << ": " << candidate_status_name(record.status);
+  if (record.timing) {
+    out_ << " " << fmt_us(record.timing->median_us) << " (" << timing_mode_name(record.timing->mode) << ")";
+    if (is_race_stop_reason(record.timing->stop_reason))
+      out_ << " [" << record.timing->stop_reason << ", " << record.timing->samples << " samples]";
+  }
+  if (!record.reason.empty()) out_ << " — " << record.reason;
+  out_ << "\n";
+}
+
 void Sweep::report_problem(const PlannedProblem& planned, const std::vector<CandidateRecord>& records,
-                           const std::optional<WinnerRecord>& winner, double seconds, int skipped_for_budget) {
+                           const std::optional<WinnerRecord>& winner, double seconds, const std::string& search_summary,
+                           std::size_t skipped_for_budget) {
   int counts[5] = {};
   for (const auto& r : records) ++counts[static_cast<int>(r.status)];
   const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
@@ -291,6 +460,7 @@ void Sweep::report_problem(const PlannedProblem& planned, const std::vector<Cand
   } else {
     line << "NO ACCURATE CANDIDATE";
   }
+  line << " | " << search_summary;
   line << " | " << counts[0] << " ok";
   if (counts[1]) line << ", " << counts[1] << " failed accuracy";
   if (counts[2]) line << ", " << counts[2] << " unsupported";
@@ -319,6 +489,9 @@ std::string result_affecting_options(const SweepOptions& o) {
   list("primitives", o.primitives);
   list("variants", o.variants);
   if (o.budget_s > 0) s << ";budget_s=" << o.budget_s;
+  // Only when given, so that sweeps started before strategies existed can still be resumed;
+  // the file's own `search:` settings are covered by its hash.
+  if (o.strategy) s << ";strategy=" << search_strategy_name(*o.strategy);
   return s.str();
 }
 

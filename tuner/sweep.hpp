@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/measure.hpp"
+#include "tuner/search.hpp"
 
 namespace shapetune {
 
@@ -17,6 +18,9 @@ struct SweepOptions {
   std::vector<std::string> primitives;  // empty: all in the file
   std::vector<std::string> variants;    // empty: all (as the file allows)
   double budget_s = 0;                  // whole-sweep wall-clock budget; 0: none
+  // Replaces every matrix's search strategy; a matrix whose `search:` names the same one
+  // keeps its settings (eta, samples, ...), the others get the strategy's defaults.
+  std::optional<SearchStrategy> strategy;
   MeasureOptions measure;
   bool fresh = false;                   // start a new sweep even if an unfinished one matches
   bool dry_run = false;                 // list problems and candidates; no GPU needed

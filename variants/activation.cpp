@@ -54,18 +54,6 @@ std::string forward_name(const FunctionInfo& f) { return "activation." + f.name;
 std::string backward_name(const FunctionInfo& f) { return "activation_backward." + f.name; }
 std::string bias_name(const FunctionInfo& f) { return "bias_activation." + f.name; }
 
-// Calls fn(tag) with tag's type the storage type of the problem's dtype.
-template <typename Fn>
-LaunchStatus with_storage_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(__half{});
-    case DType::bf16: return fn(__nv_bfloat16{});
-    default: return LaunchStatus::failure("activations have no " + std::string(dtype_name(dtype)) + " variant");
-  }
-}
-
-int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }
 std::int64_t pack_elements(DType dtype) { return 16 / static_cast<std::int64_t>(dtype_size(dtype)); }
 
 Support grid_fits(std::int64_t blocks) {
@@ -223,7 +211,7 @@ void add_forward_variants(Catalogue& cat, const FunctionInfo& f) {
   Variant scalar = scalar_variant(forward_name(f));
   scalar.description = "grid-stride, one element per thread per step (the plainest)";
   scalar.launch = [fn](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, a.problem.primitive, [&](auto tag) {
       using T = decltype(tag);
       return launch_status(ka::forward_scalar(fn, static_cast<const T*>(a.tensors[0]), static_cast<T*>(a.tensors[1]),
                                               a.problem.shape.at("n"), cfg(a.config, "block_size"),
@@ -234,7 +222,7 @@ void add_forward_variants(Catalogue& cat, const FunctionInfo& f) {
 
   Variant vec = vec_variant(forward_name(f));
   vec.launch = [fn](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, a.problem.primitive, [&](auto tag) {
       using T = decltype(tag);
       return launch_status(ka::forward_vec(fn, static_cast<const T*>(a.tensors[0]), static_cast<T*>(a.tensors[1]),
                                            a.problem.shape.at("n"), cfg(a.config, "block_size"),
@@ -263,7 +251,7 @@ void add_backward_variants(Catalogue& cat, const FunctionInfo& f) {
   Variant scalar = scalar_variant(backward_name(f));
   scalar.description = "grid-stride, one element per thread per step (the plainest)";
   scalar.launch = [fn](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, a.problem.primitive, [&](auto tag) {
       using T = decltype(tag);
       return launch_status(ka::backward_scalar(fn, static_cast<const T*>(a.tensors[0]),
                                                static_cast<const T*>(a.tensors[1]), static_cast<T*>(a.tensors[2]),
@@ -275,7 +263,7 @@ void add_backward_variants(Catalogue& cat, const FunctionInfo& f) {
 
   Variant vec = vec_variant(backward_name(f));
   vec.launch = [fn](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, a.problem.primitive, [&](auto tag) {
       using T = decltype(tag);
       return launch_status(ka::backward_vec(fn, static_cast<const T*>(a.tensors[0]),
                                             static_cast<const T*>(a.tensors[1]), static_cast<T*>(a.tensors[2]),
@@ -310,7 +298,7 @@ void add_backward_variants(Catalogue& cat, const FunctionInfo& f) {
 template <typename Call>
 std::function<LaunchStatus(const LaunchArgs&)> bias_launch(Call call) {
   return [call](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, a.problem.primitive, [&](auto tag) {
       using T = decltype(tag);
       return launch_status(call(static_cast<const T*>(a.tensors[0]), static_cast<const T*>(a.tensors[1]),
                                 static_cast<T*>(a.tensors[2]), a.problem.shape.at("rows"),

@@ -1,9 +1,12 @@
 // Turning kernel and library return codes into LaunchStatus, the same way for every family.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <string_view>
 
 #include "baselines/cudnn.hpp"
 #include "variants/catalogue.hpp"
@@ -30,5 +33,21 @@ inline LaunchStatus library_status(const LibraryCallResult& r) {
   if (r.ok) return LaunchStatus::success();
   return r.not_supported ? LaunchStatus::refused(r.message) : LaunchStatus::failure(r.message);
 }
+
+// Calls fn(tag) with tag's type the storage type of a float problem dtype (f32, f16, bf16);
+// any other dtype is a failure naming `family`, which has no variant for it.
+template <typename Fn>
+LaunchStatus with_storage_type(DType dtype, std::string_view family, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn(float{});
+    case DType::f16: return fn(__half{});
+    case DType::bf16: return fn(__nv_bfloat16{});
+    default:
+      return LaunchStatus::failure(std::string(family) + " has no " + std::string(dtype_name(dtype)) + " variant");
+  }
+}
+
+// A config value as the int the kernel wrappers take (parameter spaces hold small values).
+inline int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }
 
 }  // namespace shapetune

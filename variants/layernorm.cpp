@@ -19,17 +19,6 @@ namespace kl = kernels::layernorm;
 const std::vector<std::int64_t> kGroupSizes = {4, 8, 16, 32, 64, 128, 256, 512, 1024};
 const std::vector<std::int64_t> kRegisterGroupSizes = {16, 32, 64, 128, 256, 512, 1024};
 
-template <typename Fn>
-LaunchStatus with_storage_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(__half{});
-    case DType::bf16: return fn(__nv_bfloat16{});
-    default: return LaunchStatus::failure("layernorm has no " + std::string(dtype_name(dtype)) + " variant");
-  }
-}
-
-int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }
 int pack_elements(DType dtype) { return 16 / static_cast<int>(dtype_size(dtype)); }
 
 // Tensor order: layernorm [x, gamma, beta, y]; residual_layernorm [x, r, gamma, beta, h, y].
@@ -55,7 +44,7 @@ kl::ResidualRow<T> residual_of(const LaunchArgs& a) {
 template <typename Call>
 std::function<LaunchStatus(const LaunchArgs&)> layernorm_launch(Call call) {
   return [call](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, "layernorm", [&](auto tag) {
       using T = decltype(tag);
       return launch_status(call(row_of<T>(a, 1), a.config, a.stream));
     });
@@ -65,7 +54,7 @@ std::function<LaunchStatus(const LaunchArgs&)> layernorm_launch(Call call) {
 template <typename Call>
 std::function<LaunchStatus(const LaunchArgs&)> residual_launch(Call call) {
   return [call](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, "layernorm", [&](auto tag) {
       using T = decltype(tag);
       return launch_status(call(residual_of<T>(a), a.config, a.stream));
     });

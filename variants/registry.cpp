@@ -11,6 +11,9 @@ const Catalogue& catalogue() {
     register_adam(c);
     register_activation(c);
     register_softmax_xent(c);
+    register_gemm(c);
+    register_gemm_tensor_core(c);
+    register_gemm_cublas(c);
     return c;
   }();
   return instance;

@@ -23,23 +23,12 @@ struct RowsCols {
 };
 RowsCols rows_cols(const Problem& p) { return {p.shape.at("rows"), static_cast<int>(p.shape.at("cols"))}; }
 
-// Calls fn(tag) with tag's ::type the storage type of the problem's dtype.
-template <typename Fn>
-LaunchStatus with_storage_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(__half{});
-    case DType::bf16: return fn(__nv_bfloat16{});
-    default: return LaunchStatus::failure("softmax has no " + std::string(dtype_name(dtype)) + " variant");
-  }
-}
-
 // Adapts a kernel wrapper taking (x, y, rows, cols, ...) to the catalogue's launch signature.
 template <typename Call>
 std::function<LaunchStatus(const LaunchArgs&)> softmax_launch(Call call) {
   return [call](const LaunchArgs& a) {
     const auto [rows, cols] = rows_cols(a.problem);
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, "softmax", [&](auto tag) {
       using T = decltype(tag);
       const T* x = static_cast<const T*>(a.tensors[0]);
       T* y = static_cast<T*>(a.tensors[1]);

@@ -28,17 +28,6 @@ struct RowsClasses {
 };
 RowsClasses rows_classes(const Problem& p) { return {p.shape.at("rows"), static_cast<int>(p.shape.at("classes"))}; }
 
-// Calls fn(tag) with tag's type the storage type of the problem's dtype.
-template <typename Fn>
-LaunchStatus with_storage_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(__half{});
-    case DType::bf16: return fn(__nv_bfloat16{});
-    default: return LaunchStatus::failure("softmax_xent has no " + std::string(dtype_name(dtype)) + " variant");
-  }
-}
-
 // The launch's tensors, typed, in TensorSpec order: logits, labels, loss, dlogits.
 template <typename T>
 struct XentTensors {
@@ -71,14 +60,13 @@ std::function<LaunchStatus(const LaunchArgs&)> xent_launch(WorkspaceBytes worksp
       return LaunchStatus::failure("workspace of " + std::to_string(a.workspace_bytes) + " bytes; the variant needs " +
                                    std::to_string(needed));
     const auto [rows, classes] = rows_classes(a.problem);
-    return with_storage_type(a.problem.dtype, [&](auto tag) {
+    return with_storage_type(a.problem.dtype, "softmax_xent", [&](auto tag) {
       using T = decltype(tag);
       return launch_status(call(tensors_of<T>(a), rows, classes, a.config, a.workspace, a.stream));
     });
   };
 }
 
-int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }
 int pack_elements(DType dtype) { return 16 / static_cast<int>(dtype_size(dtype)); }
 
 Support grid_fits(std::int64_t blocks) {

@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "db/store.hpp"
 #include "support/test_support.hpp"
+#include "tuner/sweep.hpp"
 
 namespace shapetune {
 namespace {
@@ -97,6 +98,73 @@ TEST(Cli, DryRunNeedsNoGpu) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "softmax/f32/rows=1024,cols=1000"));
   EXPECT_TRUE(contains(r.out, "Dry run: nothing measured"));
+}
+
+TEST(Cli, SweepHelpDescribesTheStrategies) {
+  const Result help = run({"sweep", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_TRUE(contains(help.out, "--strategy NAME"));
+  for (const char* text : {"exhaustive, random or halving", "successive halving", "samples: N or fraction: F",
+                           "measured 5/312 (halving"})
+    EXPECT_TRUE(contains(help.out, text)) << text;
+}
+
+TEST(Cli, UnknownStrategyListsTheValidOnes) {
+  const Result r = run({"sweep", quick_yaml(), "--dry-run", "--strategy", "halfing"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "--strategy must be one of exhaustive, random, halving, got 'halfing'")) << r.err;
+}
+
+TEST(Cli, DryRunShowsEachProblemsStrategyAndPrunedCounts) {
+  const Result exhaustive = run({"sweep", quick_yaml(), "--dry-run"});
+  EXPECT_EQ(exhaustive.code, 0) << exhaustive.err;
+  EXPECT_TRUE(contains(exhaustive.out, "; search: exhaustive\n")) << exhaustive.out;
+  EXPECT_TRUE(contains(exhaustive.out, " by constraint, ")) << exhaustive.out;
+  const Result halving = run({"sweep", quick_yaml(), "--dry-run", "--strategy", "halving"});
+  EXPECT_EQ(halving.code, 0) << halving.err;
+  EXPECT_TRUE(contains(halving.out, "softmax/f32/rows=1024,cols=1000: ")) << halving.out;
+  EXPECT_TRUE(contains(halving.out, "search: halving (eta 3, min_samples 5)")) << halving.out;
+  EXPECT_FALSE(contains(halving.out, "search: exhaustive")) << halving.out;
+}
+
+TEST(Cli, ShapeFileSearchAndItsCommandLineOverride) {
+  test_support::TempDir dir;
+  const std::string path = dir.file("s.yaml");
+  std::ofstream(path) << "matrices:\n  - primitive: softmax\n    dtypes: [f32]\n    axes: {rows: 8, cols: 1000}\n"
+                         "    search: {strategy: random, samples: 20, seed: 4}\n";
+  const Result file = run({"sweep", path, "--dry-run"});
+  EXPECT_EQ(file.code, 0) << file.err;
+  EXPECT_TRUE(contains(file.out, "search: random (samples 20, seed 4)")) << file.out;
+  // The same strategy on the command line keeps the file's settings; another replaces them.
+  EXPECT_TRUE(contains(run({"sweep", path, "--dry-run", "--strategy", "random"}).out, "random (samples 20, seed 4)"));
+  EXPECT_TRUE(contains(run({"sweep", path, "--dry-run", "--strategy", "halving"}).out, "search: halving (eta 3"));
+  // Random search with neither a count nor a budget is refused before anything starts.
+  const Result unbounded = run({"sweep", quick_yaml(), "--dry-run", "--strategy", "random"});
+  EXPECT_EQ(unbounded.code, 2);
+  EXPECT_TRUE(contains(unbounded.err, quick_yaml() + ":")) << unbounded.err;
+  EXPECT_TRUE(contains(unbounded.err, "random search of this matrix has no limit")) << unbounded.err;
+  EXPECT_TRUE(contains(unbounded.err, "--budget SECONDS")) << unbounded.err;
+  EXPECT_EQ(run({"sweep", quick_yaml(), "--dry-run", "--strategy", "random", "--budget", "60"}).code, 0);
+}
+
+TEST(Cli, BadSearchInTheShapeFileGivesFileLineColumn) {
+  test_support::TempDir dir;
+  const std::string path = dir.file("bad.yaml");
+  std::ofstream(path) << "matrices:\n  - primitive: softmax\n    dtypes: [f32]\n    axes: {rows: 8, cols: 1000}\n"
+                         "    search: {strategy: halving, eta: 1}\n";
+  const Result r = run({"sweep", path, "--dry-run"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, path + ":5:38: eta 1 is out of range; expected eta: an integer from 2 to 100")) << r.err;
+}
+
+TEST(Cli, StrategyIsPartOfTheSweepIdentityOnlyWhenGiven) {
+  SweepOptions options;
+  const std::string plain = result_affecting_options(options);
+  EXPECT_FALSE(contains(plain, "strategy")) << plain;
+  options.strategy = SearchStrategy::halving;
+  EXPECT_TRUE(contains(result_affecting_options(options), ";strategy=halving"));
+  options.strategy = SearchStrategy::exhaustive;
+  EXPECT_NE(result_affecting_options(options), plain);
 }
 
 TEST(Cli, SweepWithoutAGpuSaysSoAndExitsTwo) {

@@ -377,6 +377,52 @@ TEST(ShapeFileFields, VariantsAndSourceLinePerMatrix) {
   EXPECT_EQ(file.problems[1].source_line, 7);
 }
 
+TEST(ShapeFileFields, SearchDefaultsToExhaustiveAndIsPerMatrix) {
+  const std::string yaml = R"(matrices:
+  - primitive: softmax
+    dtypes: [f32]
+    axes: {rows: 1, cols: 8}
+    search: {strategy: halving, eta: 4, min_samples: 7}
+  - primitive: softmax
+    dtypes: [f32]
+    axes: {rows: 2, cols: 8}
+    search: {strategy: random, samples: 50, seed: 9}
+  - primitive: softmax
+    dtypes: [f32]
+    axes: {rows: 3, cols: 8}
+    search: {strategy: random, fraction: 0.25}
+  - primitive: softmax
+    dtypes: [f32]
+    axes: {rows: [1, 4], cols: 8}
+)";
+  const ShapeFile file = parse(yaml);
+  ASSERT_EQ(file.problems.size(), 4u);
+  SearchOptions halving;
+  halving.strategy = SearchStrategy::halving;
+  halving.eta = 4;
+  halving.min_samples = 7;
+  EXPECT_EQ(file.problems[0].search, halving);
+  SearchOptions random;
+  random.strategy = SearchStrategy::random;
+  random.samples = 50;
+  random.seed = 9;
+  EXPECT_EQ(file.problems[1].search, random);
+  EXPECT_EQ(file.problems[2].search.fraction, 0.25);
+  EXPECT_FALSE(file.problems[2].search.samples);
+  EXPECT_EQ(file.problems[2].search.seed, 1u);
+  // rows=1 was listed first with halving, and keeps it; rows=4 is new and exhaustive.
+  EXPECT_EQ(file.problems[3].problem.shape.at("rows"), 4);
+  EXPECT_EQ(file.problems[3].search, SearchOptions{});
+}
+
+TEST(ShapeFileFields, SearchDefaultsOfEachStrategy) {
+  const ShapeFile file = parse(softmax_with_axes("{rows: 1, cols: 8}") + "    search: {strategy: halving}\n");
+  EXPECT_EQ(file.problems[0].search.eta, 3);
+  EXPECT_EQ(file.problems[0].search.min_samples, 5);
+  EXPECT_EQ(parse(softmax_with_axes("{rows: 1, cols: 8}") + "    search: {strategy: exhaustive}\n").problems[0].search,
+            SearchOptions{});
+}
+
 // ---- files on disk ----------------------------------------------------------------------
 
 class ShapeFileOnDisk : public ::testing::Test {
@@ -495,7 +541,8 @@ TEST(ShapeFileErrors, UnknownMatrixKeyListsValidKeys) {
   - primitive: softmax
     dtype: [f32]
 )";
-  EXPECT_TRUE(fails_with(yaml, "3:5", {"unknown key 'dtype'", "primitive, dtypes, axes, zip, variants, tolerance"}));
+  EXPECT_TRUE(
+      fails_with(yaml, "3:5", {"unknown key 'dtype'", "primitive, dtypes, axes, zip, variants, tolerance, search"}));
 }
 
 TEST(ShapeFileErrors, MissingRequiredMatrixKeys) {
@@ -713,6 +760,68 @@ TEST(ShapeFileErrors, EmptyOrMalformedTolerance) {
   EXPECT_TRUE(fails_with(softmax_tolerance("{f16: {}}"), "5:22", {"tolerance for f16 is empty", "atol, rtol or both"}));
   EXPECT_TRUE(fails_with(softmax_tolerance("{f16: 1e-3}"), "5:22", {"tolerance for f16 is '1e-3'", "a map"}));
   EXPECT_TRUE(fails_with(softmax_tolerance("[f16]"), "5:16", {"'tolerance' is a list", "a map"}));
+}
+
+// ---- errors: search ---------------------------------------------------------------------
+
+// A softmax matrix whose fifth line is `    search: <search>`; its value starts at column 13.
+std::string softmax_search(std::string_view search) {
+  return softmax_with_axes("{rows: 1, cols: 8}") + "    search: " + std::string(search) + "\n";
+}
+
+TEST(ShapeFileErrors, SearchMustBeAMap) {
+  EXPECT_TRUE(fails_with(softmax_search("halving"), "5:13",
+                         {"'search' is 'halving'", "{strategy: halving, eta: 3, min_samples: 5}"}));
+  EXPECT_TRUE(fails_with(softmax_search("[halving]"), "5:13", {"'search' is a list"}));
+  EXPECT_TRUE(fails_with(softmax_with_axes("{rows: 1, cols: 8}") + "    search:\n", "5:5", {"'search' is empty"}));
+}
+
+TEST(ShapeFileErrors, SearchNeedsAKnownStrategy) {
+  EXPECT_TRUE(fails_with(softmax_search("{eta: 3}"), "5:13",
+                         {"'search' has no 'strategy'", "one of: exhaustive, random, halving"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: halfing}"), "5:24",
+                         {"unknown search strategy 'halfing'", "one of: exhaustive, random, halving"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: [halving]}"), "5:24",
+                         {"'strategy' is a list", "one of: exhaustive, random, halving"}));
+}
+
+TEST(ShapeFileErrors, UnknownSearchKeyListsEveryKey) {
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: halving, etta: 3}"), "5:33",
+                         {"unknown key 'etta' in 'search'", "strategy, samples, fraction, seed, eta, min_samples"}));
+}
+
+TEST(ShapeFileErrors, SearchKeyOfAnotherStrategyListsThisOnesKeys) {
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, eta: 3}"), "5:32",
+                         {"'eta' does not apply to random search",
+                          "random search's keys: strategy, samples, fraction, seed"}));
+  EXPECT_TRUE(fails_with(softmax_search("{samples: 5, strategy: halving}"), "5:14",
+                         {"'samples' does not apply to halving search", "strategy, eta, min_samples"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: exhaustive, seed: 1}"), "5:36",
+                         {"'seed' does not apply to exhaustive search", "exhaustive search's keys: strategy"}));
+}
+
+TEST(ShapeFileErrors, SearchNumbersOutOfRange) {
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: halving, eta: 1}"), "5:38",
+                         {"eta 1 is out of range", "eta: an integer from 2 to 100"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: halving, min_samples: 2.5}"), "5:46",
+                         {"'2.5' is not an integer", "min_samples: an integer from 1 to 100000"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, samples: 0}"), "5:41",
+                         {"samples 0 is out of range", "samples: an integer from 1 to"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, seed: -1}"), "5:38", {"seed -1 is out of range"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, fraction: 1.5}"), "5:42",
+                         {"fraction 1.5 is out of range", "a number above 0 and at most 1"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, fraction: half}"), "5:42",
+                         {"fraction 'half' is not a number"}));
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, fraction: 0}"), "5:42", {"fraction 0 is out of range"}));
+}
+
+TEST(ShapeFileErrors, SearchSamplesAndFractionTogether) {
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: random, samples: 5, fraction: 0.5}"), "5:44",
+                         {"'samples' and 'fraction' are both given", "one of them"}));
+}
+
+TEST(ShapeFileErrors, SearchKeyRepeated) {
+  EXPECT_TRUE(fails_with(softmax_search("{strategy: halving, eta: 3, eta: 4}"), "5:41", {"key 'eta' appears twice"}));
 }
 
 // ---- errors: size -----------------------------------------------------------------------

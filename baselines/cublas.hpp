@@ -1,0 +1,80 @@
+// cuBLAS and cuBLASLt as implementations of the GEMM primitives (kernels/gemm.cuh: row-major
+// C[M,N] = epilogue(alpha op(A) op(B) + beta C + bias), layouts nn, nt, tn), used as baselines.
+//
+// Both libraries are column-major. A row-major matrix is the column-major view of its transpose,
+// so C^T[N,M] = op(B)^T op(A)^T is computed instead: B becomes the library's first operand, A the
+// second, m and n swap, and each operand keeps its own transpose flag (nt's B and tn's A are the
+// transposed ones). The bias, one value per column of C, is then one per row of the column-major
+// result, which is the direction cuBLASLt broadcasts its bias in.
+//
+// Every call returns an empty LibraryCallResult on success, or the library's status with
+// `not_supported` set where the library refused the problem (NOT_SUPPORTED, ARCH_MISMATCH).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "baselines/cudnn.hpp"  // LibraryCallResult
+#include "core/types.hpp"
+#include "kernels/gemm.cuh"
+
+namespace shapetune {
+
+class LibraryHandles;
+
+// Pointers untyped: which type they point to follows from the problem's dtype (tf32: float).
+using GemmOperands = kernels::gemm::Args<void>;
+
+// cublasSgemm for f32 (CUBLAS_DEFAULT_MATH: true fp32, never TF32), cublasGemmEx with
+// CUBLAS_COMPUTE_32F_FAST_TF32 for tf32, cublasGemmEx with CUBLAS_COMPUTE_32F for f16 and bf16
+// (C in the data's own type). Reductions always in fp32 (split-K partial sums are never rounded to
+// 16 bits), as the primitive promises. Epilogues other than none are refused: plain cuBLAS cannot
+// fuse them. Extents beyond 2^31-1 are refused (the 32-bit API).
+LibraryCallResult cublas_gemm(LibraryHandles&, cudaStream_t, DType, const GemmOperands&);
+
+// cuBLASLt's heuristic is asked for this many algorithms; a variant's `algo` is a rank in that list.
+inline constexpr int kCublasLtHeuristicCount = 8;
+// What the cuBLASLt variant asks for and the heuristic may plan with.
+inline constexpr std::size_t kCublasLtWorkspaceBytes = std::size_t{32} << 20;
+
+// cublasLtMatmul with the algorithm cuBLASLt's heuristic ranks `rank`-th (0 = its best guess) for
+// this problem, the pointers' alignments and a workspace of kCublasLtWorkspaceBytes. Compute in
+// fp32 (TF32 tensor cores for tf32); bias, bias+ReLU and bias+GELU through the fused epilogue.
+// The heuristic's answer, and the descriptors, are kept in the LibraryHandles per problem and
+// alignment, so only the first call for a problem pays for the query. A rank past the algorithms
+// the heuristic returned, or a workspace smaller than the algorithm needs, is a refusal.
+// cuBLASLt's GELU is the tanh approximation, not the erf form the primitive defines: see
+// cublaslt_gelu_fits.
+LibraryCallResult cublaslt_gemm(LibraryHandles&, cudaStream_t, DType, const GemmOperands&, int rank, void* workspace,
+                                std::size_t workspace_bytes);
+
+// The algorithm behind cublaslt_gemm(rank) for a problem (buffers aligned to 256 bytes, as
+// cudaMalloc gives them), as "key=value" pairs separated by spaces: the cuBLASLt version, the
+// algorithm's identity (algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling,
+// custom_option, inner_shape_id, cluster_shape_id) and, for reading only, its workspace_bytes and
+// waves. Empty where the heuristic returned fewer than rank+1 algorithms. Throws LibraryError
+// where the library fails (the heuristic refusing the problem included).
+std::string describe_cublaslt_algo(const Problem&, int rank, LibraryHandles&);
+
+// cublasLtMatmul with an algorithm recorded by describe_cublaslt_algo, rebuilt from its identity
+// (cublasLtMatmulAlgoInit plus the configuration attributes) and checked with
+// cublasLtMatmulAlgoCheck, so the same kernel runs whatever a later heuristic would rank first.
+// Refused where the recorded algorithm does not exist or does not run here (another cuBLASLt
+// version, another device), which a caller answers by falling back to a rank.
+LibraryCallResult cublaslt_gemm_recorded(LibraryHandles&, cudaStream_t, DType, const GemmOperands&,
+                                         const std::string& algo_description, void* workspace,
+                                         std::size_t workspace_bytes);
+
+// Whether cuBLASLt's GELU (tanh approximation, evaluated in fp32) stays inside `tolerance` of the
+// erf GELU for every pre-activation, using at most half of it so that the GEMM's own rounding
+// keeps the other half. The tanh form differs from the erf form by up to 4.7e-4 (at x = -2.7,
+// where GELU is -0.0094), so this holds only for tolerances with atol near 1e-3 or more.
+bool cublaslt_gelu_fits(Tolerance tolerance);
+// The distance from the erf GELU that cublaslt_gelu_fits assumes cuBLASLt's GELU keeps at a
+// pre-activation x: the tanh form's own distance plus fp32 evaluation (a GPU test checks it).
+double cublaslt_gelu_error_bound(double x);
+
+}  // namespace shapetune

@@ -1,0 +1,629 @@
+// The CUDA-core GEMM ladder (kernels/gemm.cuh says what each rung changes). Every kernel guards
+// every load and store, so no shape is special: tiles past an edge read zeros and write nothing.
+//
+// Compile time is spent deliberately: the layout is a template parameter only where it sits in
+// the innermost loop (naive, smem_tiled); the block-tiled kernels take it at run time, since it
+// only picks which of two tile loaders runs once per K step. Tile shapes come from the short
+// curated lists in gemm.cuh; alpha, beta and the epilogue are applied at run time in the store.
+#include "kernels/gemm.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <type_traits>
+
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/vector_io.cuh"
+
+namespace shapetune::kernels::gemm {
+namespace {
+
+using Index = std::int64_t;
+
+constexpr Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
+__host__ __device__ constexpr Index min_index(Index a, Index b) { return a < b ? a : b; }
+
+template <typename T>
+bool valid(const Args<T>& p) {
+  return p.m >= 1 && p.n >= 1 && p.k >= 1 && p.a && p.b && p.c && (p.epilogue == Epilogue::none) == (p.bias == nullptr);
+}
+
+bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+// Calls fn(std::integral_constant<Layout, L>) for the run-time layout.
+template <typename Fn>
+cudaError_t with_layout(Layout layout, Fn&& fn) {
+  switch (layout) {
+    case Layout::nn: return fn(std::integral_constant<Layout, Layout::nn>{});
+    case Layout::nt: return fn(std::integral_constant<Layout, Layout::nt>{});
+    case Layout::tn: return fn(std::integral_constant<Layout, Layout::tn>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// ---- the store: alpha, beta, bias and activation, shared by every kernel ------------------------
+
+__device__ __forceinline__ float activate(float v, Epilogue epilogue) {
+  if (epilogue == Epilogue::bias_relu) return fmaxf(v, 0.f);
+  if (epilogue == Epilogue::bias_gelu) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_element(const Args<T>& p, Index row, Index col, float acc) {
+  T* out = p.c + row * p.n + col;
+  float v = p.alpha * acc;
+  if (p.beta != 0.f) v = fmaf(p.beta, to_float(*out), v);  // beta == 0: C may hold NaN, never read
+  if (p.epilogue != Epilogue::none) v = activate(v + to_float(p.bias[col]), p.epilogue);
+  *out = from_float<T>(v);
+}
+
+// Four consecutive elements: 16 bytes of float, 8 of a 16-bit type.
+template <typename T>
+struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+
+// Outputs (row, col .. col + 3). vector_ok: C (and bias) are aligned to whole quads and n % 4 == 0,
+// so a quad inside the matrix is one load/store; at the right edge, element by element.
+template <typename T>
+__device__ __forceinline__ void store_quad(const Args<T>& p, Index row, Index col, const float (&acc)[4],
+                                           bool vector_ok) {
+  if (!(vector_ok && col + 4 <= p.n)) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (col + e < p.n) store_element(p, row, col + e, acc[e]);
+    return;
+  }
+  Quad<T>* out = reinterpret_cast<Quad<T>*>(p.c + row * p.n + col);
+  float v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) v[e] = p.alpha * acc[e];
+  if (p.beta != 0.f) {
+    const Quad<T> old = *out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = fmaf(p.beta, to_float(old.v[e]), v[e]);
+  }
+  if (p.epilogue != Epilogue::none) {
+    const Quad<T> bias = *reinterpret_cast<const Quad<T>*>(p.bias + col);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = activate(v[e] + to_float(bias.v[e]), p.epilogue);
+  }
+  Quad<T> result;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) result.v[e] = from_float<T>(v[e]);
+  *out = result;
+}
+
+// Split-K's raw float partial sums, [m, n] per slice; vector_ok as for store_quad.
+__device__ __forceinline__ void store_partial_quad(float* partials, Index n, Index row, Index col,
+                                                   const float (&acc)[4], bool vector_ok) {
+  float* out = partials + row * n + col;
+  if (vector_ok && col + 4 <= n) {
+    *reinterpret_cast<float4*>(out) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (col + e < n) out[e] = acc[e];
+}
+
+// Block b of a 1-D grid to its output tile, in groups of 8 tile rows: consecutive blocks share B's
+// column tiles and a group's A rows, so both stay in L2 (a plain row-major order streams B once per
+// tile row). A 1-D grid also has no 65535 limit on either extent.
+struct TileOrigin {
+  Index m0, n0;
+};
+__device__ __forceinline__ TileOrigin tile_origin(Index tiles_m, Index tiles_n, int bm, int bn) {
+  constexpr Index kGroupRows = 8;
+  const Index id = blockIdx.x;
+  const Index per_group = kGroupRows * tiles_n;
+  const Index first_row = id / per_group * kGroupRows;
+  const Index rows_in_group = min_index(tiles_m - first_row, kGroupRows);
+  const Index in_group = id % per_group;
+  return {(first_row + in_group % rows_in_group) * bm, in_group / rows_in_group * bn};
+}
+
+// ---- v1: naive ---------------------------------------------------------------------------------
+
+template <Layout L, typename T>
+__device__ __forceinline__ float a_at(const Args<T>& p, Index row, Index kk) {
+  return to_float(L == Layout::tn ? p.a[kk * p.m + row] : p.a[row * p.k + kk]);
+}
+template <Layout L, typename T>
+__device__ __forceinline__ float b_at(const Args<T>& p, Index kk, Index col) {
+  return to_float(L == Layout::nt ? p.b[col * p.k + kk] : p.b[kk * p.n + col]);
+}
+
+// Threads along n (B and C coalesced except B in nt); rows grid-strided, so any m fits the grid.
+// Bounded for the largest block_size, so that no config fails to launch for want of registers.
+template <Layout L, typename T>
+__global__ void __launch_bounds__(1024) naive_kernel(Args<T> p) {
+  const Index col = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
+  if (col >= p.n) return;
+  for (Index row = blockIdx.y; row < p.m; row += gridDim.y) {
+    float acc = 0.f;
+    for (Index kk = 0; kk < p.k; ++kk) acc = fmaf(a_at<L>(p, row, kk), b_at<L>(p, kk, col), acc);
+    store_element(p, row, col, acc);
+  }
+}
+
+// ---- v2: smem_tiled ----------------------------------------------------------------------------
+
+// Thread (x, y) computes C[m0 + y, n0 + x]. Each thread loads the element its x index makes
+// contiguous in global memory, so loads coalesce in every layout; for A in tn and B in nt that
+// means writing shared memory down a column (stride kTile + kPad), where kPad = 1 spreads a warp's
+// stores over all 32 banks instead of one.
+template <Layout L, int kTile, int kPad, typename T>
+__global__ void __launch_bounds__(kTile* kTile) smem_tiled_kernel(Args<T> p) {
+  __shared__ float a_tile[kTile][kTile + kPad];  // [m][k]
+  __shared__ float b_tile[kTile][kTile + kPad];  // [k][n]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const TileOrigin o = tile_origin(ceil_div(p.m, kTile), ceil_div(p.n, kTile), kTile, kTile);
+  float acc = 0.f;
+  for (Index k0 = 0; k0 < p.k; k0 += kTile) {
+    if (L == Layout::tn) {  // A is [K, M]
+      const Index m = o.m0 + tx, kk = k0 + ty;
+      a_tile[tx][ty] = m < p.m && kk < p.k ? to_float(p.a[kk * p.m + m]) : 0.f;
+    } else {
+      const Index m = o.m0 + ty, kk = k0 + tx;
+      a_tile[ty][tx] = m < p.m && kk < p.k ? to_float(p.a[m * p.k + kk]) : 0.f;
+    }
+    if (L == Layout::nt) {  // B is [N, K]
+      const Index n = o.n0 + ty, kk = k0 + tx;
+      b_tile[tx][ty] = n < p.n && kk < p.k ? to_float(p.b[n * p.k + kk]) : 0.f;
+    } else {
+      const Index kk = k0 + ty, n = o.n0 + tx;
+      b_tile[ty][tx] = kk < p.k && n < p.n ? to_float(p.b[kk * p.n + n]) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTile; ++kk) acc = fmaf(a_tile[ty][kk], b_tile[kk][tx], acc);
+    __syncthreads();
+  }
+  const Index row = o.m0 + ty, col = o.n0 + tx;
+  if (row < p.m && col < p.n) store_element(p, row, col, acc);
+}
+
+// ---- v3..v6: the block-tiled kernels -------------------------------------------------------------
+
+// Where a tile is read from: rows and cols bound what is read (a split-K slice ends its K early).
+template <typename T>
+struct TileSource {
+  const T* data;
+  Index rows, cols, ld;
+  Index row0, col0;
+  bool vector_ok;  // data 16-byte aligned and ld a whole number of packs
+};
+
+// A kRows x kCols tile of a row-major matrix, moved by kThreads threads as 16-byte packs: pack
+// v = slot * kThreads + thread, consecutive threads along a row (coalesced). Elements outside
+// [rows, cols) read as zero, so partial tiles need no other care.
+template <typename T, int kRows, int kCols, int kThreads>
+struct TileCopy {
+  static constexpr int kPackElements = Pack<T>::kCount;
+  static_assert(kCols % kPackElements == 0, "a tile row must be whole 16-byte packs");
+  static constexpr int kPacksPerRow = kCols / kPackElements;
+  static constexpr int kPacks = kRows * kPacksPerRow;
+  static constexpr int kSlots = (kPacks + kThreads - 1) / kThreads;
+
+  using Source = TileSource<T>;
+
+  __device__ static bool owns(int thread, int slot) { return slot * kThreads + thread < kPacks; }
+  __device__ static int row_of(int thread, int slot) { return (slot * kThreads + thread) / kPacksPerRow; }
+  __device__ static int col_of(int thread, int slot) {
+    return (slot * kThreads + thread) % kPacksPerRow * kPackElements;
+  }
+
+  __device__ static Pack<T> load(const Source& s, int thread, int slot) {
+    const Index row = s.row0 + row_of(thread, slot), col = s.col0 + col_of(thread, slot);
+    if (row < s.rows && s.vector_ok && col + kPackElements <= s.cols) return load_pack(s.data + row * s.ld + col);
+    Pack<T> pack;
+#pragma unroll
+    for (int e = 0; e < kPackElements; ++e)
+      pack.v[e] = row < s.rows && col + e < s.cols ? s.data[row * s.ld + col + e] : from_float<T>(0.f);
+    return pack;
+  }
+
+#if __CUDA_ARCH__ >= 800
+  // The same pack copied global -> shared by cp.async, not through registers; past the matrix's
+  // edge the copy reads fewer bytes and zero-fills the rest. Unaligned matrices load as above.
+  __device__ static void load_async(const Source& s, int thread, int slot, Pack<T>* staging) {
+    if (!s.vector_ok) {
+      *staging = load(s, thread, slot);
+      return;
+    }
+    const Index row = s.row0 + row_of(thread, slot), col = s.col0 + col_of(thread, slot);
+    const Index available = row < s.rows ? s.cols - col : 0;
+    const int elements = available <= 0 ? 0 : available >= kPackElements ? kPackElements : static_cast<int>(available);
+    const T* source = elements > 0 ? s.data + row * s.ld + col : s.data;  // never formed out of bounds
+    const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(staging));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
+                 "r"(elements * static_cast<int>(sizeof(T))));
+  }
+#endif
+
+  // Widened to float into shared memory: as is (smem[r][c]) or transposed (smem[c][r]).
+  template <bool kTransposed, int kSmemLd>
+  __device__ static void put(float* smem, const Pack<T>& pack, int thread, int slot) {
+    const int r = row_of(thread, slot), c = col_of(thread, slot);
+    if (kTransposed) {
+#pragma unroll
+      for (int e = 0; e < kPackElements; ++e) smem[(c + e) * kSmemLd + r] = to_float(pack.v[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPackElements; e += 4)
+        *reinterpret_cast<float4*>(smem + r * kSmemLd + c + e) =
+            make_float4(to_float(pack.v[e]), to_float(pack.v[e + 1]), to_float(pack.v[e + 2]), to_float(pack.v[e + 3]));
+    }
+  }
+};
+
+// One operand's kExtent x kBK tile of op(X) (kExtent along m for A, along n for B), kept in shared
+// memory k-major, smem[k][mn], whichever way X is stored: the multiply then reads TM (TN)
+// consecutive floats per k. k_major: X is stored [K, extent] (A in tn, B in nn and tn) and is
+// copied as is; otherwise it is [extent, K] and is transposed on its way in.
+template <typename T, int kExtent, int kBK, int kThreads>
+struct Operand {
+  using KMajor = TileCopy<T, kBK, kExtent, kThreads>;
+  using ExtentMajor = TileCopy<T, kExtent, kBK, kThreads>;
+  static_assert(KMajor::kSlots == ExtentMajor::kSlots && KMajor::kPacks == ExtentMajor::kPacks);
+  static constexpr int kSlots = KMajor::kSlots;
+  static constexpr int kSmemLd = kExtent + 4;  // float4-aligned rows; spreads the transposed stores
+
+  const T* data;
+  Index extent, ld;
+  bool k_major, vector_ok;
+
+  __device__ TileSource<T> source(Index origin, Index k0, Index k_end) const {
+    if (k_major) return {data, k_end, extent, ld, k0, origin, vector_ok};
+    return {data, extent, k_end, ld, origin, k0, vector_ok};
+  }
+  __device__ static bool owns(int thread, int slot) { return KMajor::owns(thread, slot); }
+  // Row and column of a pack follow the copy's own shape, so each orientation has its own calls.
+  __device__ Pack<T> load(const TileSource<T>& s, int thread, int slot) const {
+    return k_major ? KMajor::load(s, thread, slot) : ExtentMajor::load(s, thread, slot);
+  }
+#if __CUDA_ARCH__ >= 800
+  __device__ void load_async(const TileSource<T>& s, int thread, int slot, Pack<T>* staging) const {
+    if (k_major)
+      KMajor::load_async(s, thread, slot, staging);
+    else
+      ExtentMajor::load_async(s, thread, slot, staging);
+  }
+#endif
+  __device__ void put(float* smem, const Pack<T>& pack, int thread, int slot) const {
+    if (k_major)
+      KMajor::template put<false, kSmemLd>(smem, pack, thread, slot);
+    else
+      ExtentMajor::template put<true, kSmemLd>(smem, pack, thread, slot);
+  }
+};
+
+// Which outputs a thread owns: TM/4 groups of 4 rows at m_offset + g * kMStride, likewise for
+// columns. Contiguous (register_blocked): groups are adjacent. Warp-tiled: a warp covers a
+// contiguous warp tile, its lanes' 4-wide pieces side by side, so a warp's float4 reads of a
+// shared row are contiguous.
+template <int kTileIndex, bool kWarpTile>
+struct ThreadMap {
+  static constexpr BlockTile kShape = kWarpTile ? kWarpTiles[kTileIndex] : kBlockTiles[kTileIndex];
+  static constexpr int BM = kShape.bm, BN = kShape.bn, BK = kShape.bk, TM = kShape.tm, TN = kShape.tn;
+  static constexpr int kThreads = kShape.threads();
+  static constexpr bool kWarpTiled = kShape.warps_m > 0;
+  static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0);
+
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kWarpsM = kWarpTiled ? kShape.warps_m : 1, kWarpsN = kWarps / kWarpsM;
+  static constexpr int kLanesM = kWarpTiled ? kShape.lanes_m : 1, kLanesN = 32 / kLanesM;
+  static_assert(!kWarpTiled || (kThreads % 32 == 0 && kWarps % kWarpsM == 0 && 32 % kLanesM == 0 &&
+                                BM == kWarpsM * TM * kLanesM && BN == kWarpsN * TN * kLanesN),
+                "a warp tile must be exactly its lanes' pieces");
+
+  static constexpr int kMStride = kWarpTiled ? 4 * kLanesM : 4;
+  static constexpr int kNStride = kWarpTiled ? 4 * kLanesN : 4;
+
+  __device__ static int m_offset(int thread) {
+    if (!kWarpTiled) return thread / (BN / TN) * TM;
+    const int warp = thread / 32, lane = thread % 32;
+    return warp / kWarpsN * (BM / kWarpsM) + lane / kLanesN * 4;
+  }
+  __device__ static int n_offset(int thread) {
+    if (!kWarpTiled) return thread % (BN / TN) * TN;
+    const int warp = thread / 32, lane = thread % 32;
+    return warp % kWarpsN * (BN / kWarpsN) + lane % kLanesN * 4;
+  }
+};
+
+struct Flags {
+  bool a_vector, b_vector;  // 16-byte packs from A, B
+  bool out_vector;          // whole quads to C (or to the partial sums)
+};
+
+template <typename Map>
+__device__ __forceinline__ void multiply_tile(const float* a_tile, const float* b_tile, float (&acc)[Map::TM][Map::TN],
+                                              int m_offset, int n_offset) {
+  constexpr int kALd = Map::BM + 4, kBLd = Map::BN + 4;
+#pragma unroll
+  for (int kk = 0; kk < Map::BK; ++kk) {
+    float a[Map::TM], b[Map::TN];
+#pragma unroll
+    for (int g = 0; g < Map::TM / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(a_tile + kk * kALd + m_offset + g * Map::kMStride);
+      a[4 * g] = v.x, a[4 * g + 1] = v.y, a[4 * g + 2] = v.z, a[4 * g + 3] = v.w;
+    }
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(b_tile + kk * kBLd + n_offset + g * Map::kNStride);
+      b[4 * g] = v.x, b[4 * g + 1] = v.y, b[4 * g + 2] = v.z, b[4 * g + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < Map::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < Map::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  }
+}
+
+// One block: output tile tile_origin(blockIdx.x), K slice blockIdx.y of k_per_split elements (the
+// whole of K without split-K). partials == nullptr: the result goes through the epilogue into C;
+// else the raw sums go to slice blockIdx.y of the split-K partials.
+template <typename T, typename Map, bool kDoubleBuffered>
+__global__ void __launch_bounds__(Map::kThreads)
+    block_tiled_kernel(Args<T> p, Flags flags, float* partials, Index k_per_split) {
+  using AOperand = Operand<T, Map::BM, Map::BK, Map::kThreads>;
+  using BOperand = Operand<T, Map::BN, Map::BK, Map::kThreads>;
+  constexpr int kStages = kDoubleBuffered ? 2 : 1;
+  constexpr int kAStage = Map::BK * AOperand::kSmemLd, kBStage = Map::BK * BOperand::kSmemLd;
+  __shared__ __align__(16) float a_tiles[kStages * kAStage];
+  __shared__ __align__(16) float b_tiles[kStages * kBStage];
+
+  const int thread = threadIdx.x;
+  const TileOrigin o = tile_origin(ceil_div(p.m, Map::BM), ceil_div(p.n, Map::BN), Map::BM, Map::BN);
+  const Index k_begin = blockIdx.y * k_per_split;
+  const Index k_end = min_index(p.k, k_begin + k_per_split);
+  const int k_steps = k_begin < k_end ? static_cast<int>(ceil_div(k_end - k_begin, Map::BK)) : 0;
+
+  const AOperand a{p.a, p.m, p.layout == Layout::tn ? p.m : p.k, p.layout == Layout::tn, flags.a_vector};
+  const BOperand b{p.b, p.n, p.layout == Layout::nt ? p.k : p.n, p.layout != Layout::nt, flags.b_vector};
+  const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
+  float acc[Map::TM][Map::TN] = {};
+
+  // Loads of a K step are all issued before the first is stored, so they are in flight together.
+  auto fetch = [&](int step, Pack<T>(&a_packs)[AOperand::kSlots], Pack<T>(&b_packs)[BOperand::kSlots]) {
+    const Index k0 = k_begin + static_cast<Index>(step) * Map::BK;
+    const auto a_source = a.source(o.m0, k0, k_end);
+    const auto b_source = b.source(o.n0, k0, k_end);
+#pragma unroll
+    for (int s = 0; s < AOperand::kSlots; ++s)
+      if (a.owns(thread, s)) a_packs[s] = a.load(a_source, thread, s);
+#pragma unroll
+    for (int s = 0; s < BOperand::kSlots; ++s)
+      if (b.owns(thread, s)) b_packs[s] = b.load(b_source, thread, s);
+  };
+  auto put = [&](int stage, const Pack<T>(&a_packs)[AOperand::kSlots], const Pack<T>(&b_packs)[BOperand::kSlots]) {
+#pragma unroll
+    for (int s = 0; s < AOperand::kSlots; ++s)
+      if (a.owns(thread, s)) a.put(a_tiles + stage * kAStage, a_packs[s], thread, s);
+#pragma unroll
+    for (int s = 0; s < BOperand::kSlots; ++s)
+      if (b.owns(thread, s)) b.put(b_tiles + stage * kBStage, b_packs[s], thread, s);
+  };
+
+  if constexpr (!kDoubleBuffered) {
+    for (int step = 0; step < k_steps; ++step) {
+      Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
+      fetch(step, a_packs, b_packs);
+      put(0, a_packs, b_packs);
+      __syncthreads();
+      multiply_tile<Map>(a_tiles, b_tiles, acc, m_offset, n_offset);
+      __syncthreads();  // everyone is done reading before the next step overwrites
+    }
+  } else {
+    // Step s is multiplied from stage s % 2 while step s + 1 is on its way; it is stored into the
+    // other stage only after the multiply, and the one barrier per step then both publishes it and
+    // retires the stage read in this step.
+#if __CUDA_ARCH__ >= 800
+    // The next step waits in shared staging (cp.async), each thread reading back only the packs it
+    // copied itself: cp.async.wait_all makes them visible to it without a barrier.
+    __shared__ Pack<T> a_staging[AOperand::kSlots][Map::kThreads];
+    __shared__ Pack<T> b_staging[BOperand::kSlots][Map::kThreads];
+    auto fetch_async = [&](int step) {
+      const Index k0 = k_begin + static_cast<Index>(step) * Map::BK;
+      const auto a_source = a.source(o.m0, k0, k_end);
+      const auto b_source = b.source(o.n0, k0, k_end);
+#pragma unroll
+      for (int s = 0; s < AOperand::kSlots; ++s)
+        if (a.owns(thread, s)) a.load_async(a_source, thread, s, &a_staging[s][thread]);
+#pragma unroll
+      for (int s = 0; s < BOperand::kSlots; ++s)
+        if (b.owns(thread, s)) b.load_async(b_source, thread, s, &b_staging[s][thread]);
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
+    auto put_staged = [&](int stage) {
+      asm volatile("cp.async.wait_all;\n" ::: "memory");
+#pragma unroll
+      for (int s = 0; s < AOperand::kSlots; ++s)
+        if (a.owns(thread, s)) a.put(a_tiles + stage * kAStage, a_staging[s][thread], thread, s);
+#pragma unroll
+      for (int s = 0; s < BOperand::kSlots; ++s)
+        if (b.owns(thread, s)) b.put(b_tiles + stage * kBStage, b_staging[s][thread], thread, s);
+    };
+    if (k_steps > 0) {
+      fetch_async(0);
+      put_staged(0);
+    }
+    __syncthreads();
+    for (int step = 0; step < k_steps; ++step) {
+      const bool more = step + 1 < k_steps;
+      if (more) fetch_async(step + 1);
+      multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
+      if (more) put_staged((step + 1) % 2);
+      __syncthreads();
+    }
+#else
+    // sm_75: the next step waits in registers.
+    Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
+    if (k_steps > 0) {
+      fetch(0, a_packs, b_packs);
+      put(0, a_packs, b_packs);
+    }
+    __syncthreads();
+    for (int step = 0; step < k_steps; ++step) {
+      const bool more = step + 1 < k_steps;
+      if (more) fetch(step + 1, a_packs, b_packs);
+      multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
+      if (more) put((step + 1) % 2, a_packs, b_packs);
+      __syncthreads();
+    }
+#endif
+  }
+
+  float* slice = partials ? partials + blockIdx.y * p.m * p.n : nullptr;
+#pragma unroll
+  for (int i = 0; i < Map::TM; ++i) {
+    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
+    if (row >= p.m) continue;
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const Index col = o.n0 + n_offset + g * Map::kNStride;
+      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
+      if (slice)
+        store_partial_quad(slice, p.n, row, col, quad, flags.out_vector);
+      else
+        store_quad(p, row, col, quad, flags.out_vector);
+    }
+  }
+}
+
+// Adds the slices in order and finishes each output as the other kernels' store does.
+template <typename T>
+__global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int splits) {
+  const Index total = p.m * p.n;
+  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<Index>(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (int s = 0; s < splits; ++s) sum += partials[s * total + i];
+    store_element(p, i / p.n, i % p.n, sum);
+  }
+}
+
+template <typename T>
+Flags flags_of(const Args<T>& p) {
+  constexpr Index kPack = Pack<T>::kCount;
+  const bool quads = aligned(p.c, 4 * sizeof(T)) && p.n % 4 == 0 && (!p.bias || aligned(p.bias, 4 * sizeof(T)));
+  return {aligned(p.a, 16) && p.lda() % kPack == 0, aligned(p.b, 16) && p.ldb() % kPack == 0, quads};
+}
+
+template <typename T, typename Map, bool kDoubleBuffered>
+cudaError_t launch_block_tiled(const Args<T>& p, Flags flags, int splits, float* partials, cudaStream_t stream) {
+  const Index tiles = ceil_div(p.m, Map::BM) * ceil_div(p.n, Map::BN);
+  if (tiles > INT_MAX || splits < 1 || splits > 65535) return cudaErrorInvalidConfiguration;
+  const Index k_per_split = ceil_div(ceil_div(p.k, Map::BK), splits) * Map::BK;
+  block_tiled_kernel<T, Map, kDoubleBuffered><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
+                                                Map::kThreads, 0, stream>>>(p, flags, partials, k_per_split);
+  return cudaGetLastError();
+}
+
+// The tile index to its compile-time shape.
+template <typename T, bool kDoubleBuffered>
+cudaError_t launch_block_tile(int tile, const Args<T>& p, Flags flags, int splits, float* partials,
+                              cudaStream_t stream) {
+  switch (tile) {
+    case 0: return launch_block_tiled<T, ThreadMap<0, false>, kDoubleBuffered>(p, flags, splits, partials, stream);
+    case 1: return launch_block_tiled<T, ThreadMap<1, false>, kDoubleBuffered>(p, flags, splits, partials, stream);
+    case 2: return launch_block_tiled<T, ThreadMap<2, false>, kDoubleBuffered>(p, flags, splits, partials, stream);
+    case 3: return launch_block_tiled<T, ThreadMap<3, false>, kDoubleBuffered>(p, flags, splits, partials, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+static_assert(kBlockTileCount == 4, "launch_block_tile names every tile");
+static_assert(kWarpTileCount == 3, "warp_tiled names every tile");
+
+}  // namespace
+
+template <typename T>
+cudaError_t naive(const Args<T>& p, int block_size, cudaStream_t stream) {
+  if (!valid(p) || block_size < 1 || block_size > 1024) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.n, block_size)), static_cast<unsigned>(p.m < 65535 ? p.m : 65535));
+  return with_layout(p.layout, [&](auto layout) {
+    naive_kernel<decltype(layout)::value><<<grid, block_size, 0, stream>>>(p);
+    return cudaGetLastError();
+  });
+}
+
+template <typename T>
+cudaError_t smem_tiled(const Args<T>& p, int tile, int pad, cudaStream_t stream) {
+  if (!valid(p) || (pad != 0 && pad != 1)) return cudaErrorInvalidValue;
+  auto launch = [&](auto layout, auto tile_size, auto padding) {
+    constexpr int kTile = decltype(tile_size)::value;
+    const Index tiles = ceil_div(p.m, kTile) * ceil_div(p.n, kTile);
+    if (tiles > INT_MAX) return cudaErrorInvalidConfiguration;
+    smem_tiled_kernel<decltype(layout)::value, kTile, decltype(padding)::value>
+        <<<static_cast<unsigned>(tiles), dim3(kTile, kTile), 0, stream>>>(p);
+    return cudaGetLastError();
+  };
+  return with_layout(p.layout, [&](auto layout) {
+    using Int = std::integral_constant<int, 0>;
+    if (tile == 16)
+      return pad ? launch(layout, std::integral_constant<int, 16>{}, std::integral_constant<int, 1>{})
+                 : launch(layout, std::integral_constant<int, 16>{}, Int{});
+    if (tile == 32)
+      return pad ? launch(layout, std::integral_constant<int, 32>{}, std::integral_constant<int, 1>{})
+                 : launch(layout, std::integral_constant<int, 32>{}, Int{});
+    return cudaErrorInvalidValue;
+  });
+}
+
+template <typename T>
+cudaError_t register_blocked(const Args<T>& p, int tile, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  return launch_block_tile<T, false>(tile, p, flags_of(p), 1, nullptr, stream);
+}
+
+template <typename T>
+cudaError_t double_buffered(const Args<T>& p, int tile, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  return launch_block_tile<T, true>(tile, p, flags_of(p), 1, nullptr, stream);
+}
+
+template <typename T>
+cudaError_t warp_tiled(const Args<T>& p, int tile, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  const Flags flags = flags_of(p);
+  switch (tile) {
+    case 0: return launch_block_tiled<T, ThreadMap<0, true>, true>(p, flags, 1, nullptr, stream);
+    case 1: return launch_block_tiled<T, ThreadMap<1, true>, true>(p, flags, 1, nullptr, stream);
+    case 2: return launch_block_tiled<T, ThreadMap<2, true>, true>(p, flags, 1, nullptr, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+cudaError_t split_k(const Args<T>& p, int tile, int splits, void* workspace, std::size_t workspace_bytes,
+                    cudaStream_t stream) {
+  if (!valid(p) || splits < 1 || !workspace || workspace_bytes < split_k_workspace_bytes(p.m, p.n, splits))
+    return cudaErrorInvalidValue;
+  float* partials = static_cast<float*>(workspace);
+  Flags flags = flags_of(p);
+  flags.out_vector = aligned(partials, 16) && p.n % 4 == 0;
+  if (cudaError_t e = launch_block_tile<T, true>(tile, p, flags, splits, partials, stream); e != cudaSuccess) return e;
+  constexpr int kReduceThreads = 256;
+  const Index blocks = ceil_div(p.m * p.n, kReduceThreads);
+  split_k_reduce_kernel<<<static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20)), kReduceThreads, 0, stream>>>(
+      p, partials, splits);
+  return cudaGetLastError();
+}
+
+#define SHAPETUNE_INSTANTIATE_GEMM(T)                                                                   \
+  template cudaError_t naive<T>(const Args<T>&, int, cudaStream_t);                                      \
+  template cudaError_t smem_tiled<T>(const Args<T>&, int, int, cudaStream_t);                            \
+  template cudaError_t register_blocked<T>(const Args<T>&, int, cudaStream_t);                           \
+  template cudaError_t double_buffered<T>(const Args<T>&, int, cudaStream_t);                            \
+  template cudaError_t warp_tiled<T>(const Args<T>&, int, cudaStream_t);                                 \
+  template cudaError_t split_k<T>(const Args<T>&, int, int, void*, std::size_t, cudaStream_t);
+
+SHAPETUNE_INSTANTIATE_GEMM(float)
+SHAPETUNE_INSTANTIATE_GEMM(__half)
+SHAPETUNE_INSTANTIATE_GEMM(__nv_bfloat16)
+
+}  // namespace shapetune::kernels::gemm

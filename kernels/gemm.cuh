@@ -1,0 +1,129 @@
+// GEMM, shared vocabulary of every GEMM kernel file (kernels/gemm*.cu) and of the catalogue:
+//   C[M,N] = epilogue(alpha * op(A) * op(B) + beta * C + bias)
+// All matrices row-major. Layouts (the three a linear layer's forward and backward passes need):
+//   nn: A is [M,K], B is [K,N]          (y = x W with W stored [in, out])
+//   nt: A is [M,K], B is [N,K]          (y = x W^T with W stored [out, in]: forward, dx)
+//   tn: A is [K,M], B is [K,N]          (dW = dy^T x)
+// T is float, __half or __nv_bfloat16 for A, B, C and bias; accumulation is always float.
+// Epilogue (after alpha/beta): bias[N] added per column, then relu or gelu (erf) if asked.
+// beta == 0 means C is not read (it may hold NaN), as in BLAS.
+// Host-safe: the catalogue (compiled by g++) includes this header.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shapetune::kernels::gemm {
+
+enum class Layout : std::uint8_t { nn, nt, tn };
+enum class Epilogue : std::uint8_t { none, bias, bias_relu, bias_gelu };
+
+template <typename T>
+struct Args {
+  const T* a = nullptr;
+  const T* b = nullptr;
+  T* c = nullptr;
+  const T* bias = nullptr;  // [N]; null unless epilogue != none
+  std::int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.f;
+  float beta = 0.f;
+  Layout layout = Layout::nn;
+  Epilogue epilogue = Epilogue::none;
+
+  // Leading dimensions (row-major strides) that follow from the layout.
+  std::int64_t lda() const { return layout == Layout::tn ? m : k; }
+  std::int64_t ldb() const { return layout == Layout::nt ? k : n; }
+  std::int64_t ldc() const { return n; }
+};
+
+// ---- CUDA-core variants (kernels/gemm.cu) ------------------------------------------------------
+// The ladder, plainest first. T is float, __half or __nv_bfloat16; every one accumulates in float,
+// takes any m, n, k >= 1, any layout and epilogue, and returns the launch's cudaError_t
+// (cudaErrorInvalidValue for an argument outside its space or an inconsistent Args).
+
+// A block tile of the register-blocked kernels: bm x bn outputs per block, K consumed bk at a
+// time, each thread computing tm x tn outputs (tm, tn multiples of 4: read as float4 from shared
+// memory). warps_m = 0: thread t owns one contiguous tm x tn block. warps_m > 0 (warp_tiled): the
+// block is warps_m x (warps / warps_m) warp tiles and a warp's lanes form lanes_m x (32 / lanes_m),
+// each lane owning 4 x 4 pieces strided across its warp tile.
+struct BlockTile {
+  int bm, bn, bk, tm, tn;
+  int warps_m = 0;
+  int lanes_m = 0;
+  constexpr int threads() const { return (bm / tm) * (bn / tn); }
+};
+
+// The curated tiles of register_blocked, double_buffered and split_k (their `tile` parameter).
+inline constexpr BlockTile kBlockTiles[] = {
+    {128, 128, 8, 8, 8},  // 256 threads, 64 outputs each: the most reuse per loaded element
+    {128, 64, 8, 8, 8},   // 128 threads: twice the blocks of tile 0
+    {64, 64, 8, 4, 4},    // 256 threads, 16 outputs each: four times the blocks of tile 0
+    {32, 32, 8, 4, 4},    // 64 threads: enough blocks to fill a GPU at a few hundred squared
+};
+// The curated tiles of warp_tiled.
+inline constexpr BlockTile kWarpTiles[] = {
+    {128, 128, 8, 8, 8, 2, 8},  // 2 x 4 warps of 64 x 32, lanes 8 x 4
+    {128, 64, 8, 8, 8, 2, 8},   // 2 x 2 warps of 64 x 32, lanes 8 x 4
+    {64, 64, 8, 8, 4, 2, 4},    // 2 x 2 warps of 32 x 32, lanes 4 x 8
+};
+inline constexpr int kBlockTileCount = static_cast<int>(sizeof kBlockTiles / sizeof kBlockTiles[0]);
+inline constexpr int kWarpTileCount = static_cast<int>(sizeof kWarpTiles / sizeof kWarpTiles[0]);
+
+// 16-byte packs of a bk-deep operand tile that each thread of a block tile moves per K step.
+constexpr int tile_slots(const BlockTile& t, int block_extent, int element_bytes) {
+  const int packs = block_extent * t.bk * element_bytes / 16;
+  return (packs + t.threads() - 1) / t.threads();
+}
+
+// Static shared memory of a block-tiled kernel: float tiles of A and B (rows padded by 4 floats),
+// two of each when double-buffered, and on sm_80+ the cp.async staging packs of the next K step.
+constexpr std::size_t block_tile_shared_bytes(const BlockTile& t, bool double_buffered, int compute_capability,
+                                              int element_bytes) {
+  const std::size_t stage = static_cast<std::size_t>(t.bk) * static_cast<std::size_t>(t.bm + 4 + t.bn + 4) * 4;
+  if (!double_buffered) return stage;
+  const std::size_t staging =
+      compute_capability >= 80
+          ? static_cast<std::size_t>(tile_slots(t, t.bm, element_bytes) + tile_slots(t, t.bn, element_bytes)) *
+                static_cast<std::size_t>(t.threads()) * 16
+          : 0;
+  return 2 * stage + staging;
+}
+
+// v1: one thread per output, dot product straight from global memory (block_size threads along n).
+template <typename T>
+cudaError_t naive(const Args<T>&, int block_size, cudaStream_t);
+
+// v2: tile x tile threads share tile x tile blocks of A and B through shared memory; pad (0, 1)
+// adds a column to each shared row, against the bank conflicts of the transposed (nt, tn) stores.
+template <typename T>
+cudaError_t smem_tiled(const Args<T>&, int tile, int pad, cudaStream_t);
+inline constexpr int kSmemTiles[] = {16, 32};
+
+// v3: kBlockTiles[tile]: each thread computes a tm x tn block from float4 reads of shared tiles;
+// global loads are 16-byte packs where the pointer and leading dimension allow, else scalar.
+template <typename T>
+cudaError_t register_blocked(const Args<T>&, int tile, cudaStream_t);
+
+// v4: v3 with two shared stages: the next K step is fetched while this one is multiplied,
+// into registers on sm_75, by cp.async into shared staging on sm_80+. One barrier per K step.
+template <typename T>
+cudaError_t double_buffered(const Args<T>&, int tile, cudaStream_t);
+
+// v5: v4 with kWarpTiles[tile]: warp tiles, each lane's 4 x 4 pieces strided so that a warp's
+// float4 reads of shared memory are contiguous (no bank conflicts) and warps share few rows.
+template <typename T>
+cudaError_t warp_tiled(const Args<T>&, int tile, cudaStream_t);
+
+// v6: K cut into `splits` slices of whole bk steps, each multiplied by v4 (kBlockTiles[tile]) into
+// float partial sums in the workspace, then one pass adds the slices and applies alpha, beta and
+// the epilogue: more blocks for small M x N with large K. Needs split_k_workspace_bytes.
+template <typename T>
+cudaError_t split_k(const Args<T>&, int tile, int splits, void* workspace, std::size_t workspace_bytes,
+                    cudaStream_t);
+inline std::size_t split_k_workspace_bytes(std::int64_t m, std::int64_t n, int splits) {
+  return static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * static_cast<std::size_t>(splits) * sizeof(float);
+}
+
+}  // namespace shapetune::kernels::gemm

@@ -1,0 +1,423 @@
+// The GEMM family's entries of the catalogue, checked without a GPU: the twelve primitives and
+// their tensors, the float64 reference against hand-computed products in every layout and
+// epilogue and against a plain triple loop, tolerances, cost models, shape checks and the
+// CUDA-core variants' spaces and constraints.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "baselines/reference.hpp"
+#include "support/test_support.hpp"
+#include "variants/catalogue.hpp"
+#include "variants/gemm_common.hpp"
+
+namespace shapetune {
+namespace {
+
+using kernels::gemm::Epilogue;
+using kernels::gemm::Layout;
+
+const std::vector<std::string> kCudaCoreVariants = {"naive",           "smem_tiled", "register_blocked",
+                                                    "double_buffered", "warp_tiled", "split_k"};
+
+const Primitive& primitive(const std::string& name) {
+  const Primitive* p = catalogue().find_primitive(name);
+  if (!p) throw std::runtime_error("no primitive " + name);
+  return *p;
+}
+
+Problem problem(const std::string& name, DType dtype, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return Problem{name, dtype, Shape({{"m", m}, {"n", n}, {"k", k}})};
+}
+
+// ---- primitives and tensors ---------------------------------------------------------------------
+
+TEST(GemmCatalogue, TwelvePrimitivesNamedOpDotLayout) {
+  const std::vector<std::string> names = gemm_primitive_names();
+  ASSERT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.front(), "gemm.nn");
+  EXPECT_EQ(names.back(), "gemm_bias_gelu.tn");
+  for (const std::string& name : names) {
+    const Primitive& p = primitive(name);
+    EXPECT_EQ(p.axes, (std::vector<std::string>{"m", "n", "k"})) << name;
+    EXPECT_EQ(p.dtypes, (std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::tf32})) << name;
+    ASSERT_EQ(p.scalars.size(), 2u) << name;
+    EXPECT_EQ(p.scalars[0].name, "alpha");
+    EXPECT_EQ(p.scalars[0].value, 1);
+    EXPECT_EQ(p.scalars[1].name, "beta");
+    EXPECT_EQ(p.scalars[1].value, 0);
+    EXPECT_TRUE(p.problem_tolerance) << name;
+    EXPECT_TRUE(p.tolerance) << name;
+    EXPECT_FALSE(p.signature.empty()) << name;
+  }
+  EXPECT_NE(primitive("gemm_bias_gelu.nt").signature.find("gelu("), std::string::npos);
+  EXPECT_NE(primitive("gemm.tn").signature.find("A[k,i] B[k,j]"), std::string::npos);
+}
+
+TEST(GemmCatalogue, TensorsFollowTheLayoutAndTheEpilogue) {
+  const std::int64_t m = 3, n = 5, k = 7;
+  struct Expected {
+    const char* name;
+    std::vector<std::int64_t> a, b;
+    bool bias;
+  };
+  const Expected cases[] = {{"gemm.nn", {m, k}, {k, n}, false},         {"gemm.nt", {m, k}, {n, k}, false},
+                            {"gemm.tn", {k, m}, {k, n}, false},         {"gemm_bias.nt", {m, k}, {n, k}, true},
+                            {"gemm_bias_relu.tn", {k, m}, {k, n}, true}, {"gemm_bias_gelu.nn", {m, k}, {k, n}, true}};
+  for (const Expected& e : cases) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32}) {
+      const auto specs = primitive(e.name).tensors(problem(e.name, dtype, m, n, k));
+      ASSERT_EQ(specs.size(), e.bias ? 4u : 3u) << e.name;
+      const DType storage = dtype == DType::tf32 ? DType::f32 : dtype;
+      EXPECT_EQ(specs[0].name, "a");
+      EXPECT_EQ(specs[0].extents, e.a) << e.name;
+      EXPECT_EQ(specs[1].name, "b");
+      EXPECT_EQ(specs[1].extents, e.b) << e.name;
+      if (e.bias) {
+        EXPECT_EQ(specs[2].name, "bias");
+        EXPECT_EQ(specs[2].extents, (std::vector<std::int64_t>{n}));
+        EXPECT_EQ(specs[2].role, TensorRole::input);
+      }
+      const TensorSpec& c = specs.back();
+      EXPECT_EQ(c.name, "c");
+      EXPECT_EQ(c.extents, (std::vector<std::int64_t>{m, n}));
+      EXPECT_EQ(c.role, TensorRole::inout);
+      for (const TensorSpec& s : specs) {
+        EXPECT_EQ(s.dtype, storage) << e.name << " " << s.name;
+        EXPECT_EQ(s.low, -1);  // the tolerance's derivation assumes [-1, 1]
+        EXPECT_EQ(s.high, 1);
+      }
+    }
+  }
+}
+
+TEST(GemmCatalogue, ParseAndArgsAgreeOnTensorOrder) {
+  const GemmKind kind = *parse_gemm_primitive("gemm_bias_relu.tn");
+  EXPECT_EQ(kind.layout, Layout::tn);
+  EXPECT_EQ(kind.epilogue, Epilogue::bias_relu);
+  EXPECT_FALSE(parse_gemm_primitive("gemm.tt"));
+  EXPECT_FALSE(parse_gemm_primitive("softmax"));
+}
+
+// ---- the reference ------------------------------------------------------------------------------
+
+// A [2,3] = [[1,2,3],[4,5,6]], B [3,2] = [[7,8],[9,10],[11,12]]: A B = [[58,64],[139,154]].
+const std::vector<double> kA = {1, 2, 3, 4, 5, 6};
+const std::vector<double> kAStoredKM = {1, 4, 2, 5, 3, 6};  // A^T, as tn stores it
+const std::vector<double> kB = {7, 8, 9, 10, 11, 12};
+const std::vector<double> kBStoredNK = {7, 9, 11, 8, 10, 12};  // B^T, as nt stores it
+const std::vector<double> kProduct = {58, 64, 139, 154};
+
+reference::GemmSpec spec_2x2x3(Layout layout) {
+  reference::GemmSpec s;
+  s.m = 2;
+  s.n = 2;
+  s.k = 3;
+  s.a_transposed = layout == Layout::tn;
+  s.b_transposed = layout == Layout::nt;
+  return s;
+}
+
+std::vector<double> run(const reference::GemmSpec& s, std::vector<double> c) {
+  reference::gemm(s, s.a_transposed ? kAStoredKM.data() : kA.data(), s.b_transposed ? kBStoredNK.data() : kB.data(),
+                  c.data());
+  return c;
+}
+
+TEST(GemmReference, HandComputedProductInEveryLayout) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (Layout layout : {Layout::nn, Layout::nt, Layout::tn}) {
+    // beta = 0: C is not read, so NaN there must not leak into the result.
+    EXPECT_EQ(run(spec_2x2x3(layout), {nan, nan, nan, nan}), kProduct) << static_cast<int>(layout);
+  }
+}
+
+TEST(GemmReference, AlphaBetaBiasAndActivations) {
+  const std::vector<double> c0 = {1, -1, 2, -2};
+  for (Layout layout : {Layout::nn, Layout::nt, Layout::tn}) {
+    reference::GemmSpec s = spec_2x2x3(layout);
+    s.alpha = 2;
+    s.beta = 0.5;
+    // 2 A B + C / 2
+    EXPECT_EQ(run(s, c0), (std::vector<double>{116.5, 127.5, 279, 307}));
+    const std::vector<double> bias = {-200, 10};
+    s.bias = bias.data();
+    EXPECT_EQ(run(s, c0), (std::vector<double>{-83.5, 137.5, 79, 317}));
+    s.activation = reference::Activation::relu;
+    EXPECT_EQ(run(s, c0), (std::vector<double>{0, 137.5, 79, 317}));
+  }
+  // gelu(0.75) = 0.75 Phi(0.75), from 0.5 * 0.75 * erfc(-0.75 / sqrt 2) in Python.
+  reference::GemmSpec s;
+  s.m = s.n = s.k = 1;
+  const double a = 0.5, b = 1, bias = 0.25;
+  s.bias = &bias;
+  s.activation = reference::Activation::gelu;
+  double c = std::numeric_limits<double>::quiet_NaN();
+  reference::gemm(s, &a, &b, &c);
+  EXPECT_NEAR(c, 0.5800294857173488, 1e-15);
+}
+
+TEST(GemmReference, PrimitiveReferenceReadsTensorsAndScalarsInOrder) {
+  // gemm_bias_relu.nt: tensors a, b (stored [n, k]), bias, c; scalars alpha, beta.
+  HostTensors t = {kA, kBStoredNK, {-200, 10}, {1, -1, 2, -2}};
+  const std::vector<double> scalars = {2, 0.5};
+  primitive("gemm_bias_relu.nt").reference(problem("gemm_bias_relu.nt", DType::f32, 2, 2, 3), scalars, t);
+  EXPECT_EQ(t[3], (std::vector<double>{0, 137.5, 79, 317}));
+  HostTensors plain = {kAStoredKM, kB, {9, 9, 9, 9}};
+  primitive("gemm.tn").reference(problem("gemm.tn", DType::f32, 2, 2, 3), std::vector<double>{1, 0}, plain);
+  EXPECT_EQ(plain[2], kProduct);
+}
+
+// Shapes past every block of the reference (16 rows, 256 columns, 128 of depth), against the
+// textbook triple loop.
+TEST(GemmReference, MatchesTripleLoopAcrossItsBlocks) {
+  const std::int64_t m = 37, n = 300, k = 260;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  auto random = [&](std::int64_t count) {
+    std::vector<double> v(static_cast<std::size_t>(count));
+    for (double& x : v) x = uniform(rng);
+    return v;
+  };
+  const std::vector<double> a = random(m * k), b = random(k * n), bias = random(n), c0 = random(m * n);
+  std::vector<double> expected(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t kk = 0; kk < k; ++kk) sum += a[i * k + kk] * b[kk * n + j];
+      expected[i * n + j] = reference::activation(reference::Activation::gelu, 0.75 * sum - 1.5 * c0[i * n + j] + bias[j]);
+    }
+  // The same operands stored the other way round.
+  std::vector<double> a_km(a.size()), b_nk(b.size());
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t kk = 0; kk < k; ++kk) a_km[kk * m + i] = a[i * k + kk];
+  for (std::int64_t kk = 0; kk < k; ++kk)
+    for (std::int64_t j = 0; j < n; ++j) b_nk[j * k + kk] = b[kk * n + j];
+
+  for (Layout layout : {Layout::nn, Layout::nt, Layout::tn}) {
+    reference::GemmSpec s;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.a_transposed = layout == Layout::tn;
+    s.b_transposed = layout == Layout::nt;
+    s.alpha = 0.75;
+    s.beta = -1.5;
+    s.bias = bias.data();
+    s.activation = reference::Activation::gelu;
+    std::vector<double> c = c0;
+    reference::gemm(s, s.a_transposed ? a_km.data() : a.data(), s.b_transposed ? b_nk.data() : b.data(), c.data());
+    for (std::size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], expected[i], 1e-12) << static_cast<int>(layout) << " " << i;
+  }
+}
+
+// ---- tolerances, costs, shapes ------------------------------------------------------------------
+
+TEST(GemmPrimitive, ToleranceGrowsWithDepth) {
+  const Primitive& p = primitive("gemm.nn");
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32}) {
+    const Tolerance shallow = tolerance_for(p, problem("gemm.nn", dtype, 64, 64, 1));
+    const Tolerance mid = tolerance_for(p, problem("gemm.nn", dtype, 64, 64, 256));
+    const Tolerance deep = tolerance_for(p, problem("gemm.nn", dtype, 64, 64, 65536));
+    EXPECT_LT(shallow.atol, mid.atol) << dtype_name(dtype);
+    EXPECT_LT(mid.atol, deep.atol) << dtype_name(dtype);
+    EXPECT_EQ(shallow.rtol, deep.rtol) << dtype_name(dtype);  // relative error is the output's rounding
+    EXPECT_EQ(p.tolerance(dtype), tolerance_for(p, problem("gemm.nn", dtype, 1, 1, 4096)));
+  }
+  // At K = 4096 an fp32 result of typical size sqrt(K)/3 ~ 21 is held to a few 1e-5 relative...
+  const Tolerance f32 = tolerance_for(p, problem("gemm.nn", DType::f32, 64, 64, 4096));
+  EXPECT_GT(f32.atol, 2 * 0x1p-24 * 4096);  // past the accumulation's random-walk error, many sigma
+  EXPECT_LT(f32.atol, 1e-3);
+  EXPECT_LT(f32.rtol, 2e-6);
+  // ...while a result missing one bk-deep slice (8 products, ~1 in size) fails everywhere.
+  EXPECT_LT(tolerance_for(p, problem("gemm.nn", DType::bf16, 64, 64, 4096)).atol, 0.01);
+  // 16-bit outputs: twice the storage type's unit roundoff; tf32 looser than f32 at any depth.
+  const Tolerance f16 = tolerance_for(p, problem("gemm.nn", DType::f16, 64, 64, 4096));
+  const Tolerance bf16 = tolerance_for(p, problem("gemm.nn", DType::bf16, 64, 64, 4096));
+  EXPECT_NEAR(f16.rtol, 0x1p-10, 1e-6);
+  EXPECT_NEAR(bf16.rtol, 0x1p-7, 1e-6);
+  EXPECT_LT(f32.rtol, f16.rtol);
+  EXPECT_LT(f16.rtol, bf16.rtol);
+  for (std::int64_t k : {1, 64, 4096}) {
+    EXPECT_GT(tolerance_for(p, problem("gemm.nn", DType::tf32, 8, 8, k)).atol,
+              8 * tolerance_for(p, problem("gemm.nn", DType::f32, 8, 8, k)).atol)
+        << k;
+  }
+  // The epilogue and layout do not change it.
+  EXPECT_EQ(tolerance_for(primitive("gemm_bias_gelu.tn"), problem("gemm_bias_gelu.tn", DType::f16, 3, 3, 100)),
+            tolerance_for(p, problem("gemm.nn", DType::f16, 3, 3, 100)));
+}
+
+TEST(GemmPrimitive, CostCountsEveryOperandOnceAndTwoFlopsPerMultiplyAdd) {
+  const Cost plain = primitive("gemm.nn").cost(problem("gemm.nn", DType::f32, 2, 3, 4));
+  EXPECT_EQ(plain.bytes, (2 * 4 + 4 * 3 + 2 * 3) * 4.0);
+  EXPECT_EQ(plain.flops, 2.0 * 2 * 3 * 4);
+  const Cost bias = primitive("gemm_bias.nt").cost(problem("gemm_bias.nt", DType::bf16, 2, 3, 4));
+  EXPECT_EQ(bias.bytes, (2 * 4 + 4 * 3 + 3 + 2 * 3) * 2.0);
+  const Cost tf32 = primitive("gemm.tn").cost(problem("gemm.tn", DType::tf32, 4096, 4096, 4096));
+  EXPECT_EQ(tf32.bytes, 3.0 * 4096 * 4096 * 4);
+  EXPECT_EQ(tf32.flops, 2.0 * 4096 * 4096 * 4096);
+}
+
+TEST(GemmPrimitive, ValidateShapeBoundsEachAxisAndEachMatrix) {
+  const Primitive& p = primitive("gemm.nt");
+  auto ok = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    return p.validate_shape(Shape({{"m", m}, {"n", n}, {"k", k}})).ok;
+  };
+  EXPECT_TRUE(ok(1, 1, 1));
+  EXPECT_TRUE(ok(INT_MAX, 1, 1));
+  EXPECT_TRUE(ok(1, INT_MAX, 1));
+  EXPECT_TRUE(ok(1, 1, INT_MAX));
+  EXPECT_TRUE(ok(std::int64_t{1} << 24, std::int64_t{1} << 24, 1));  // m*n = 2^48 exactly
+  EXPECT_FALSE(ok(0, 4, 4));
+  EXPECT_FALSE(ok(4, 4, 0));
+  EXPECT_FALSE(ok(std::int64_t{1} << 31, 1, 1));
+  EXPECT_FALSE(ok(1, 1, std::int64_t{1} << 31));
+  EXPECT_FALSE(ok((std::int64_t{1} << 24) + 1, std::int64_t{1} << 24, 1));  // m*n
+  EXPECT_FALSE(ok((std::int64_t{1} << 24) + 1, 1, std::int64_t{1} << 24));  // m*k
+  EXPECT_FALSE(ok(1, std::int64_t{1} << 24, (std::int64_t{1} << 24) + 1));  // k*n
+}
+
+// ---- the CUDA-core variants ---------------------------------------------------------------------
+
+std::vector<std::string> variant_names(const std::string& primitive) {
+  std::vector<std::string> names;
+  for (const Variant* v : catalogue().variants(primitive)) names.push_back(v->name);
+  return names;
+}
+
+TEST(GemmVariants, EveryPrimitiveHasTheLadderInOrder) {
+  for (const std::string& name : gemm_primitive_names()) {
+    // Tensor-core and cuBLAS variants register on the same primitives: the ladder is a
+    // subsequence of whatever is there.
+    const std::vector<std::string> names = variant_names(name);
+    std::size_t next = 0;
+    for (const std::string& v : names)
+      if (next < kCudaCoreVariants.size() && v == kCudaCoreVariants[next]) ++next;
+    EXPECT_EQ(next, kCudaCoreVariants.size()) << name;
+    for (const std::string& v : kCudaCoreVariants) {
+      const Variant& variant = *catalogue().find_variant(name, v);
+      EXPECT_FALSE(variant.baseline) << name << " " << v;
+      EXPECT_FALSE(variant.description.empty()) << name << " " << v;
+      EXPECT_TRUE(variant.params.contains(variant.default_config)) << name << " " << v;
+    }
+  }
+}
+
+TEST(GemmVariants, DefaultVariantSupportsEveryValidShapeOfEveryNonTf32Type) {
+  const DeviceLimits limits = nominal_device_limits();
+  EXPECT_EQ(gemm_default_variant(DType::f32), "naive");
+  EXPECT_EQ(gemm_default_variant(DType::tf32), "cublas_tf32");
+  const std::int64_t big = INT_MAX, two24 = std::int64_t{1} << 24;
+  const std::int64_t shapes[][3] = {{1, 1, 1},   {17, 33, 65}, {127, 129, 31}, {1, 4096, 4096}, {4096, 1, 4096},
+                                    {4096, 4096, 1}, {big, 1, 1}, {1, big, 1},    {1, 1, big},    {two24, two24, 1}};
+  for (const std::string& name : gemm_primitive_names()) {
+    const Primitive& p = primitive(name);
+    EXPECT_EQ(p.default_variant, "naive") << name;
+    const Variant& fallback = *catalogue().find_variant(name, p.default_variant);
+    for (const auto& s : shapes) {
+      ASSERT_TRUE(p.validate_shape(Shape({{"m", s[0]}, {"n", s[1]}, {"k", s[2]}})).ok);
+      for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+        const Problem pr = problem(name, dtype, s[0], s[1], s[2]);
+        EXPECT_TRUE(fallback.supports(pr, fallback.default_config, limits).ok) << pr.key();
+      }
+    }
+  }
+}
+
+TEST(GemmVariants, NoneTakesTf32) {
+  const DeviceLimits limits = nominal_device_limits();
+  const Problem tf32 = problem("gemm.nn", DType::tf32, 256, 256, 256);
+  for (const std::string& v : kCudaCoreVariants) {
+    const Variant& variant = *catalogue().find_variant("gemm.nn", v);
+    for (const Config& c : variant.params.enumerate()) {
+      const Support s = variant.supports(tf32, c, limits);
+      EXPECT_FALSE(s.ok) << v << " " << c.key();
+      EXPECT_NE(s.reason.find("tf32"), std::string::npos) << s.reason;
+    }
+  }
+}
+
+TEST(GemmVariants, SpacesAreSmallCuratedSets) {
+  // Compile time and sweep time both scale with these: tiles are indices into short lists.
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "naive")->params.enumerate().size(), 5u);
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "smem_tiled")->params.enumerate().size(), 4u);
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "register_blocked")->params.enumerate().size(),
+            static_cast<std::size_t>(kernels::gemm::kBlockTileCount));
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "double_buffered")->params.enumerate().size(),
+            static_cast<std::size_t>(kernels::gemm::kBlockTileCount));
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "warp_tiled")->params.enumerate().size(),
+            static_cast<std::size_t>(kernels::gemm::kWarpTileCount));
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "split_k")->params.enumerate().size(),
+            4u * kernels::gemm::kBlockTileCount);
+}
+
+TEST(GemmVariants, BlockTilesAreConsistent) {
+  for (const auto* list : {&kernels::gemm::kBlockTiles[0], &kernels::gemm::kWarpTiles[0]}) {
+    const int count = list == &kernels::gemm::kBlockTiles[0] ? kernels::gemm::kBlockTileCount
+                                                               : kernels::gemm::kWarpTileCount;
+    for (int i = 0; i < count; ++i) {
+      const auto& t = list[i];
+      EXPECT_EQ(t.bm % t.tm, 0);
+      EXPECT_EQ(t.bn % t.tn, 0);
+      EXPECT_EQ(t.tm % 4, 0);
+      EXPECT_EQ(t.tn % 4, 0);
+      EXPECT_EQ(t.bk % 8, 0);  // whole 16-byte packs of 16-bit elements along K
+      EXPECT_LE(t.threads(), 1024);
+      // Static shared memory stays under the 48 KB that needs no opt-in, on every arch and type.
+      EXPECT_LE(kernels::gemm::block_tile_shared_bytes(t, true, 90, 4), 48u * 1024);
+      EXPECT_LE(kernels::gemm::block_tile_shared_bytes(t, true, 90, 2), 48u * 1024);
+      if (t.warps_m > 0) {
+        const int warps = t.threads() / 32, warps_n = warps / t.warps_m, lanes_n = 32 / t.lanes_m;
+        EXPECT_EQ(t.threads() % 32, 0);
+        EXPECT_EQ(t.bm, t.warps_m * t.tm * t.lanes_m);
+        EXPECT_EQ(t.bn, warps_n * t.tn * lanes_n);
+      }
+    }
+  }
+  // 128x128x8, double-buffered, f32 on sm_90: two stages of (8 x 132) x 2 floats, plus one
+  // staging pack per thread for each operand.
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBlockTiles[0], true, 90, 4),
+            2u * 8 * 132 * 2 * 4 + 2u * 256 * 16);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBlockTiles[0], true, 75, 4), 2u * 8 * 132 * 2 * 4);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBlockTiles[0], false, 90, 4), 8u * 132 * 2 * 4);
+}
+
+TEST(GemmVariants, SupportsChecksDeviceLimits) {
+  const Problem p = problem("gemm.nn", DType::f32, 256, 256, 256);
+  DeviceLimits small = nominal_device_limits();
+  small.max_threads_per_block = 512;
+  small.shared_memory_per_block_optin = 16 * 1024;
+  const Variant& smem = *catalogue().find_variant("gemm.nn", "smem_tiled");
+  EXPECT_TRUE(smem.supports(p, Config({{"tile", 16}, {"pad", 0}}), small).ok);
+  const Support big_tile = smem.supports(p, Config({{"tile", 32}, {"pad", 0}}), small);
+  EXPECT_FALSE(big_tile.ok);
+  EXPECT_NE(big_tile.reason.find("threads"), std::string::npos) << big_tile.reason;
+  const Variant& buffered = *catalogue().find_variant("gemm.nn", "double_buffered");
+  const Support shared = buffered.supports(p, Config({{"tile", 0}}), small);  // 25 KB on sm_90
+  EXPECT_FALSE(shared.ok);
+  EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
+  EXPECT_TRUE(buffered.supports(p, Config({{"tile", 3}}), small).ok);
+  EXPECT_FALSE(buffered.supports(p, Config({{"tile", 7}}), nominal_device_limits()).ok);
+}
+
+TEST(GemmVariants, SplitKOnlyWhereSlicesAreWholeAndTheGridIsSmall) {
+  const Variant& split = *catalogue().find_variant("gemm.nn", "split_k");
+  const DeviceLimits limits = nominal_device_limits();  // 132 SMs
+  auto supports = [&](std::int64_t m, std::int64_t n, std::int64_t k, int tile, int splits) {
+    return split.supports(problem("gemm.nn", DType::f16, m, n, k), Config({{"tile", tile}, {"splits", splits}}), limits).ok;
+  };
+  EXPECT_TRUE(supports(128, 1024, 4096, 2, 16));
+  EXPECT_TRUE(supports(17, 33, 65, 3, 8));    // 9 steps of 8
+  EXPECT_FALSE(supports(17, 33, 65, 3, 16));  // 16 slices of 9 steps
+  EXPECT_FALSE(supports(1, 1, 1, 3, 2));
+  EXPECT_FALSE(supports(4096, 4096, 4096, 0, 2));  // 1024 tiles of 128x128: the device is full
+  EXPECT_EQ(split.workspace_bytes(problem("gemm.nn", DType::f16, 100, 30, 5000), Config({{"tile", 2}, {"splits", 8}})),
+            100u * 30 * 8 * 4);
+}
+
+}  // namespace
+}  // namespace shapetune

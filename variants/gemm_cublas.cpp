@@ -1,0 +1,121 @@
+// cuBLAS and cuBLASLt as baseline variants of the twelve GEMM primitives (variants/gemm.cpp
+// registers the primitives and the hand-written ladder; baselines/cublas_gemm.cpp makes the
+// library calls). Three variants per primitive:
+//   cublas       plain cuBLAS in the problem's precision; no epilogues
+//   cublas_tf32  plain cuBLAS with TF32 products, for tf32 problems only
+//   cublaslt     cuBLASLt, the heuristic's algorithm of rank `algo`, epilogues fused
+#include <climits>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+
+#include "baselines/cublas.hpp"
+#include "variants/catalogue.hpp"
+#include "variants/gemm_common.hpp"
+#include "variants/launch_helpers.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace kg = kernels::gemm;
+
+Support fits_32_bit_api(const Problem& p) {
+  for (const char* axis : {"m", "n", "k"})
+    if (p.shape.at(axis) > INT_MAX) return Support::no(std::string(axis) + " beyond 2^31-1 (cuBLAS's 32-bit API)");
+  return Support::yes();
+}
+
+Support no_epilogue(const GemmKind& kind) {
+  if (kind.epilogue == kg::Epilogue::none) return Support::yes();
+  return Support::no("plain cuBLAS cannot fuse the bias or activation; the cublaslt variant does");
+}
+
+LaunchStatus launch_cublas(const LaunchArgs& a) {
+  return library_status(cublas_gemm(a.libraries, a.stream, a.problem.dtype, gemm_args<void>(a)));
+}
+
+void add_cublas(Catalogue& cat, const std::string& primitive, GemmKind kind) {
+  Variant v;
+  v.primitive = primitive;
+  v.name = "cublas";
+  v.description =
+      "cuBLAS: cublasSgemm in true fp32 (no TF32) for f32, cublasGemmEx with fp32 accumulation for f16 and bf16";
+  v.baseline = true;
+  v.supports = [kind](const Problem& p, const Config&, const DeviceLimits&) {
+    if (Support s = no_epilogue(kind); !s.ok) return s;
+    // A tf32 problem may take TF32 products, so true fp32 would only be a slower answer to it;
+    // cublas_tf32 is cuBLAS's answer there.
+    if (p.dtype == DType::tf32) return Support::no("tf32 problems are cublas_tf32's (this variant never uses TF32)");
+    return fits_32_bit_api(p);
+  };
+  v.launch = launch_cublas;
+  cat.add(v);
+}
+
+void add_cublas_tf32(Catalogue& cat, const std::string& primitive, GemmKind kind) {
+  Variant v;
+  v.primitive = primitive;
+  v.name = "cublas_tf32";
+  v.description =
+      "cuBLAS with TF32 tensor-core products (10-bit mantissa), not fp32: cublasGemmEx, "
+      "CUBLAS_COMPUTE_32F_FAST_TF32, fp32 accumulation; tf32 problems only";
+  v.baseline = true;
+  v.supports = [kind](const Problem& p, const Config&, const DeviceLimits&) {
+    if (p.dtype != DType::tf32)
+      return Support::no("TF32 products are allowed for tf32 problems only, never for " +
+                         std::string(dtype_name(p.dtype)));
+    if (Support s = no_epilogue(kind); !s.ok) return s;
+    return fits_32_bit_api(p);
+  };
+  v.launch = launch_cublas;
+  cat.add(v);
+}
+
+// `primitive` is the catalogue's own entry, which outlives the variant (the catalogue holds both
+// by pointer, so moving the catalogue moves neither).
+void add_cublaslt(Catalogue& cat, const Primitive* primitive, GemmKind kind) {
+  std::vector<std::int64_t> ranks;
+  for (int r = 0; r < kCublasLtHeuristicCount; ++r) ranks.push_back(r);
+
+  Variant v;
+  v.primitive = primitive->name;
+  v.name = "cublaslt";
+  v.description =
+      "cuBLASLt: the algorithm its heuristic ranks `algo`-th, bias/ReLU/GELU(tanh) fused in the epilogue; "
+      "fp32 accumulation, TF32 products for tf32 problems only";
+  v.baseline = true;
+  v.params = ParamSpace({{"algo", ranks, "rank of the algorithm in cuBLASLt's heuristic list (0: its first choice)"}});
+  v.default_config = Config({{"algo", 0}});
+  v.supports = [primitive, kind](const Problem& p, const Config&, const DeviceLimits&) {
+    if (kind.epilogue != kg::Epilogue::bias_gelu) return Support::yes();
+    const Tolerance tolerance = tolerance_for(*primitive, p);
+    if (cublaslt_gelu_fits(tolerance)) return Support::yes();
+    std::ostringstream why;
+    why << "cuBLASLt's GELU epilogue is the tanh approximation, up to 4.7e-4 from the erf GELU the primitive "
+           "defines: beyond this problem's tolerance (atol "
+        << tolerance.atol << ", rtol " << tolerance.rtol << ")";
+    return Support::no(why.str());
+  };
+  v.workspace_bytes = [](const Problem&, const Config&) { return kCublasLtWorkspaceBytes; };
+  v.launch = [](const LaunchArgs& a) {
+    return library_status(cublaslt_gemm(a.libraries, a.stream, a.problem.dtype, gemm_args<void>(a),
+                                        static_cast<int>(a.config.at("algo")), a.workspace, a.workspace_bytes));
+  };
+  cat.add(v);
+}
+
+}  // namespace
+
+void register_gemm_cublas(Catalogue& cat) {
+  for (const std::string& name : gemm_primitive_names()) {
+    const Primitive* primitive = cat.find_primitive(name);
+    if (!primitive)
+      throw std::logic_error("register_gemm_cublas: primitive '" + name + "' is not registered (register_gemm first)");
+    const GemmKind kind = *parse_gemm_primitive(name);
+    add_cublas(cat, name, kind);
+    add_cublas_tf32(cat, name, kind);
+    add_cublaslt(cat, primitive, kind);
+  }
+}
+
+}  // namespace shapetune
