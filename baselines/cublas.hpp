@@ -42,12 +42,12 @@ inline constexpr std::size_t kCublasLtWorkspaceBytes = std::size_t{32} << 20;
 
 // cublasLtMatmul with the algorithm cuBLASLt's heuristic ranks `rank`-th (0 = its best guess) for
 // this problem, the pointers' alignments and a workspace of kCublasLtWorkspaceBytes. Compute in
-// fp32 (TF32 tensor cores for tf32); bias, bias+ReLU and bias+GELU through the fused epilogue.
+// fp32 (TF32 tensor cores for tf32); bias, bias+ReLU and bias+GELU through the fused epilogue
+// (the catalogue's cublaslt variant refuses the GELU and the 16-bit bias epilogues: see there).
 // The heuristic's answer, and the descriptors, are kept in the LibraryHandles per problem and
 // alignment, so only the first call for a problem pays for the query. A rank past the algorithms
 // the heuristic returned, or a workspace smaller than the algorithm needs, is a refusal.
-// cuBLASLt's GELU is the tanh approximation, not the erf form the primitive defines: see
-// cublaslt_gelu_fits.
+// cuBLASLt's GELU is the tanh approximation, not the erf form the primitive defines.
 LibraryCallResult cublaslt_gemm(LibraryHandles&, cudaStream_t, DType, const GemmOperands&, int rank, void* workspace,
                                 std::size_t workspace_bytes);
 
@@ -68,13 +68,5 @@ LibraryCallResult cublaslt_gemm_recorded(LibraryHandles&, cudaStream_t, DType, c
                                          const std::string& algo_description, void* workspace,
                                          std::size_t workspace_bytes);
 
-// Whether cuBLASLt's GELU (tanh approximation, evaluated in fp32) stays inside `tolerance` of the
-// erf GELU for every pre-activation, using at most half of it so that the GEMM's own rounding
-// keeps the other half. The tanh form differs from the erf form by up to 4.7e-4 (at x = -2.7,
-// where GELU is -0.0094), so this holds only for tolerances with atol near 1e-3 or more.
-bool cublaslt_gelu_fits(Tolerance tolerance);
-// The distance from the erf GELU that cublaslt_gelu_fits assumes cuBLASLt's GELU keeps at a
-// pre-activation x: the tanh form's own distance plus fp32 evaluation (a GPU test checks it).
-double cublaslt_gelu_error_bound(double x);
 
 }  // namespace shapetune

@@ -505,29 +505,4 @@ LibraryCallResult cublaslt_gemm_recorded(LibraryHandles& libraries, cudaStream_t
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// cuBLASLt's GELU against the primitive's.
-
-double cublaslt_gelu_error_bound(double x) {
-  using reference::Activation;
-  // The tanh form's own distance from the erf form, plus its evaluation in fp32: the argument and
-  // 1 + tanh(u), which cancels for negative x, each to a few ulps, scaled by 0.5 |x|.
-  constexpr double kFp32Evaluation = 1e-6;
-  return std::fabs(reference::activation(Activation::gelu_tanh, x) - reference::activation(Activation::gelu, x)) +
-         kFp32Evaluation * std::fabs(x);
-}
-
-bool cublaslt_gelu_fits(Tolerance tolerance) {
-  // Pre-activations beyond +-10 do not occur with the primitive's inputs short of huge K, and
-  // there both forms are x or 0 to far below any tolerance.
-  constexpr int kSteps = 10 * 512;
-  for (int i = -kSteps; i <= kSteps; ++i) {
-    const double x = i / 512.0;
-    const double allowed =
-        std::max(tolerance.atol, tolerance.rtol * std::fabs(reference::activation(reference::Activation::gelu, x)));
-    if (cublaslt_gelu_error_bound(x) > 0.5 * allowed) return false;
-  }
-  return true;
-}
-
 }  // namespace shapetune

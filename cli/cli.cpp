@@ -311,7 +311,7 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "  exhaustive  every candidate that supports() accepts, each fully measured (the default)\n"
         "  random      every baseline and variant default, then a uniform sample of the rest up to the matrix's\n"
         "              samples: N or fraction: F, or until --budget runs out (one of them is required)\n"
-        "  halving     successive halving: baselines fully measured; the others verified, raced on a few samples\n"
+        "  halving     successive halving: baseline defaults fully measured; the others verified, raced on a few samples\n"
         "              each (min_samples, default 5), the best 1/eta (default 3) raced again with eta times the\n"
         "              samples, until at most eta are left, which get the full measurement\n"
         "Constraints prune before any launch: strategies only choose among supported candidates.\n"

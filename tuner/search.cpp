@@ -130,11 +130,15 @@ class Search {
   void halving() {
     const auto eta = static_cast<std::size_t>(std::max(options_.eta, 2));
     std::vector<Contender> alive;
+    // Each library baseline's default config is the bar, measured fully up front; its other
+    // configs (cuBLASLt's heuristic ranks) race like every other candidate, or a library with
+    // many algorithms would be measured fully on every one of them.
+    const auto bar = [&](std::size_t i) { return candidates_[i].baseline && candidates_[i].default_config; };
     for (std::size_t i = 0; i < candidates_.size(); ++i)
-      if (candidates_[i].baseline) measure_fully(i);
+      if (bar(i)) measure_fully(i);
     // Verification first, for all: a candidate that fails never races.
     for (std::size_t i = 0; i < candidates_.size(); ++i) {
-      if (candidates_[i].baseline) continue;
+      if (bar(i)) continue;
       if (over_budget()) {
         ++report_.skipped_for_budget;
         continue;

@@ -7,7 +7,8 @@
 // - exhaustive: every candidate, in the order given, each fully measured (the default).
 // - random: every baseline and every variant's default config, then a uniform draw without
 //   replacement from the others, until a count (or fraction) or the time budget is reached.
-// - halving (successive halving): baselines fully measured; every other candidate verified,
+// - halving (successive halving): each baseline's default config fully measured; every other
+//   candidate (other configs of a baseline too) verified,
 //   then raced with a short fixed sample count; the best 1/eta go on to a rung with eta times
 //   the samples, until at most eta are left: those get the full adaptive measurement.
 #pragma once
@@ -53,7 +54,7 @@ struct SearchOptions {
 // A candidate as a strategy sees it. The list a strategy gets holds only candidates that
 // passed supports(): pruning happens before any strategy, so none samples what cannot run.
 struct SearchCandidate {
-  bool baseline = false;        // a library implementation: always measured fully (the bar)
+  bool baseline = false;        // a library implementation (its default config: the bar, always measured)
   bool default_config = false;  // a variant's default config: random search always takes it
 };
 

@@ -64,7 +64,10 @@ CandidateList candidates_for(const PlannedProblem& planned, const std::vector<st
   // never the bar it is compared with.
   for (auto& [v, configs] : spaces)
     if (v->baseline)
-      for (auto& c : configs) out.candidates.push_back({v, std::move(c)});
+      for (auto& c : configs) {
+        const bool is_default = c == v->default_config;  // the bar halving measures fully
+        out.candidates.push_back({v, std::move(c), is_default});
+      }
   for (const auto& [v, configs] : spaces)
     if (!v->baseline) out.candidates.push_back({v, v->default_config, true});
   for (auto& [v, configs] : spaces) {

@@ -6,7 +6,6 @@
 
 #include <climits>
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include "baselines/cublas.hpp"
@@ -28,31 +27,6 @@ bool mentions(const std::string& text, const std::string& word) { return text.fi
 
 Support supports(const Variant& v, const Problem& p, const Config& c) {
   return v.supports(p, c, nominal_device_limits());
-}
-
-// ---- cuBLASLt's GELU against the tolerance ---------------------------------------------------
-
-double textbook_gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2)); }
-double textbook_gelu_tanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-}
-
-TEST(CublasLtGelu, ErrorBoundIsTheTanhFormsDistancePlusFp32Evaluation) {
-  for (double x = -6; x <= 6; x += 0.25) {
-    const double distance = std::fabs(textbook_gelu_tanh(x) - textbook_gelu(x));
-    EXPECT_GE(cublaslt_gelu_error_bound(x), distance - 1e-15) << x;
-    EXPECT_LE(cublaslt_gelu_error_bound(x), distance + 1e-5) << x;
-  }
-  // The largest distance, 4.73e-4, is in the left tail where GELU is about -0.0094.
-  EXPECT_NEAR(cublaslt_gelu_error_bound(-2.7), 4.73e-4, 5e-6);
-}
-
-TEST(CublasLtGelu, FitsOnlyTolerancesTwiceTheTanhFormsDistance) {
-  EXPECT_FALSE(cublaslt_gelu_fits({1e-6, 1e-5}));  // fp32-like
-  EXPECT_FALSE(cublaslt_gelu_fits({9e-4, 0}));     // half of it is below 4.76e-4
-  EXPECT_FALSE(cublaslt_gelu_fits({0, 1e-2}));     // relative alone fails near GELU's zeros
-  EXPECT_TRUE(cublaslt_gelu_fits({1e-3, 0}));
-  EXPECT_TRUE(cublaslt_gelu_fits({1e-2, 1e-2}));  // bf16-like
 }
 
 // ---- on stand-in primitives ----------------------------------------------------------------
@@ -162,19 +136,24 @@ TEST(GemmCublasSupports, PlainCublasRefusesExtentsBeyondItsIntApi) {
   }
 }
 
-TEST(GemmCublasSupports, CublasLtTakesEveryDtypeAndGeluOnlyWhereTheToleranceAllowsTanh) {
+// cuBLASLt computes a tanh GELU, and its 16-bit bias epilogue missed the fp32-epilogue tolerance
+// on an H200: it takes every dtype only without an epilogue, and fp32/tf32 bias and bias+ReLU.
+TEST(GemmCublasSupports, CublasLtRefusesGeluAndSixteenBitBiasEpilogues) {
   const Catalogue c = stand_in_catalogue();
   for (const std::string& primitive : gemm_primitive_names()) {
-    const bool gelu = parse_gemm_primitive(primitive)->epilogue == kernels::gemm::Epilogue::bias_gelu;
+    const auto epilogue = parse_gemm_primitive(primitive)->epilogue;
     const Variant& lt = *c.find_variant(primitive, "cublaslt");
     for (DType dtype : kGemmDtypes) {
       const Problem p = gemm_problem(primitive, dtype, 17, 33, 65);
-      const bool loose = dtype == DType::bf16;  // f16's atol 5e-4 is below twice the tanh distance
+      const bool sixteen_bit = dtype == DType::f16 || dtype == DType::bf16;
+      const bool expected = epilogue == kernels::gemm::Epilogue::none ||
+                            (epilogue != kernels::gemm::Epilogue::bias_gelu && !sixteen_bit);
       for (const Config& config : lt.params.enumerate()) {
         const Support s = supports(lt, p, config);
-        EXPECT_EQ(s.ok, !gelu || loose) << p.key() << " " << config.key() << ": " << s.reason;
+        EXPECT_EQ(s.ok, expected) << p.key() << " " << config.key() << ": " << s.reason;
         if (!s.ok) {
-          EXPECT_TRUE(mentions(s.reason, "tanh")) << s.reason;
+          EXPECT_TRUE(mentions(s.reason, epilogue == kernels::gemm::Epilogue::bias_gelu ? "tanh" : "16-bit"))
+              << s.reason;
         }
       }
     }
@@ -204,23 +183,6 @@ TEST(GemmCublasCatalogue, FloatProblemsNeverGetTf32AndTf32ProblemsNeverGetPlainF
         EXPECT_FALSE(supports(tf32, gemm_problem(primitive, dtype, s[0], s[1], s[2]), {}).ok) << primitive;
       EXPECT_FALSE(supports(plain, gemm_problem(primitive, DType::tf32, s[0], s[1], s[2]), {}).ok) << primitive;
     }
-  }
-}
-
-TEST(GemmCublasCatalogue, CublasLtGeluFollowsThePrimitivesOwnTolerance) {
-  for (std::string_view layout : kGemmLayouts) {
-    const std::string primitive = "gemm_bias_gelu." + std::string(layout);
-    const Primitive& gemm = *catalogue().find_primitive(primitive);
-    const Variant& lt = *catalogue().find_variant(primitive, "cublaslt");
-    for (DType dtype : kGemmDtypes) {
-      for (std::int64_t k : {1, 64, 4096}) {
-        const Problem p = gemm_problem(primitive, dtype, 128, 128, k);
-        const Support s = supports(lt, p, Config({{"algo", 0}}));
-        EXPECT_EQ(s.ok, cublaslt_gelu_fits(tolerance_for(gemm, p))) << p.key() << ": " << s.reason;
-      }
-    }
-    // fp32's tolerance is far below the tanh form's distance at a modest K.
-    EXPECT_FALSE(supports(lt, gemm_problem(primitive, DType::f32, 128, 128, 64), Config({{"algo", 0}})).ok);
   }
 }
 

@@ -319,7 +319,7 @@ TEST(HalvingSearch, KeepsTheTrueBestUnderNoise) {
 
 TEST(HalvingSearch, VerifiesEachCandidateOnceBeforeAnyTimingAndFailuresNeverRace) {
   Synthetic s(linear_times(60), 1, 0.05);
-  s.candidates[0].baseline = true;
+  s.candidates[0].baseline = s.candidates[0].default_config = true;
   s.inaccurate = {1, 5, 9, 30};
   const SearchReport r = run_search(strategy(SearchStrategy::halving), s.candidates, s.hooks());
   EXPECT_FALSE(s.timed_before_verified);
@@ -334,9 +334,10 @@ TEST(HalvingSearch, VerifiesEachCandidateOnceBeforeAnyTimingAndFailuresNeverRace
   EXPECT_EQ(s.race_timings_at_last_verify, 0u) << "a verification came after race timings";
 }
 
-TEST(HalvingSearch, BaselinesAreMeasuredFullyAndNeverRace) {
+TEST(HalvingSearch, BaselineDefaultsAreMeasuredFullyAndNeverRace) {
   Synthetic s(linear_times(100), 1);
   s.candidates[0].baseline = s.candidates[1].baseline = true;
+  s.candidates[0].default_config = s.candidates[1].default_config = true;
   run_search(strategy(SearchStrategy::halving), s.candidates, s.hooks());
   for (std::size_t i : {0, 1}) {
     EXPECT_EQ(s.full_calls[i], 1) << i;
@@ -344,6 +345,23 @@ TEST(HalvingSearch, BaselinesAreMeasuredFullyAndNeverRace) {
   }
   // The fastest non-baseline (2) made it to the final rung.
   EXPECT_EQ(s.full_calls[2], 1);
+}
+
+// A library with many algorithms (cuBLASLt's heuristic ranks) is one bar, its default; the other
+// ranks race, and only a fast one reaches the full measurement.
+TEST(HalvingSearch, OtherConfigsOfABaselineRace) {
+  Synthetic s(linear_times(60), 1);
+  for (std::size_t i : {50, 51, 52, 53}) s.candidates[i].baseline = true;
+  s.candidates[50].default_config = true;
+  s.candidates[1].baseline = true;  // a fast non-default rank (0, 1, 2 are the three fastest)
+  run_search(strategy(SearchStrategy::halving), s.candidates, s.hooks());
+  EXPECT_EQ(s.full_calls[50], 1);
+  EXPECT_TRUE(s.rungs_timed[50].empty());
+  for (std::size_t i : {51, 52, 53}) {
+    EXPECT_FALSE(s.rungs_timed[i].empty()) << i;
+    EXPECT_EQ(s.full_calls[i], 0) << i << ": a slow rank was measured fully";
+  }
+  EXPECT_EQ(s.full_calls[1], 1) << "a fast rank races through to the final rung";
 }
 
 TEST(HalvingSearch, ASmallSpaceIsMeasuredFullyWithoutARace) {
@@ -378,7 +396,7 @@ TEST(HalvingSearch, ACandidateWhoseTimingFailsLeavesTheRace) {
 
 TEST(HalvingSearch, ABudgetThatRunsOutMidRaceEndsInOneFullMeasurementOfTheLeader) {
   Synthetic s(linear_times(300, 1000), 1);  // rung 0 alone takes about 1.5 simulated seconds
-  s.candidates[0].baseline = true;
+  s.candidates[0].baseline = s.candidates[0].default_config = true;
   s.budget_s = 0.9;
   const SearchReport r = run_search(strategy(SearchStrategy::halving), s.candidates, s.hooks());
   EXPECT_EQ(r.race_rungs, 1);

@@ -149,14 +149,15 @@ TEST_P(GemmCublas, EveryVariantConfigLayoutShapeAndScalarsMatchFloat64) {
     }
   }
   // The variants that must run did run wherever they were supported, and were supported where
-  // they should be: plain cuBLAS on the three plain GEMMs of its dtypes, cuBLASLt everywhere
-  // (GELU perhaps excepted).
+  // they should be: plain cuBLAS on the three plain GEMMs of its dtypes, cuBLASLt on the plain
+  // GEMMs and, in fp32 and tf32, with bias and bias+ReLU (never GELU: it is the tanh form).
   for (const char* key : {"cublas{}", "cublas_tf32{}", "cublaslt{algo=0}"})
     EXPECT_EQ(verified[key], supported[key]) << key;
   const int plain_problems = static_cast<int>(kGemmLayouts.size() * std::size(kShapes) * std::size(kScalars));
   EXPECT_EQ(supported[dtype == DType::tf32 ? "cublas_tf32{}" : "cublas{}"], plain_problems);
   EXPECT_EQ(supported[dtype == DType::tf32 ? "cublas{}" : "cublas_tf32{}"], 0);
-  EXPECT_GE(supported["cublaslt{algo=0}"], 3 * plain_problems);
+  const bool sixteen_bit = dtype == DType::f16 || dtype == DType::bf16;
+  EXPECT_EQ(supported["cublaslt{algo=0}"], (sixteen_bit ? 1 : 3) * plain_problems);
 }
 
 TEST_P(GemmCublas, BetaZeroNeverReadsC) {
@@ -239,7 +240,10 @@ TEST_P(GemmCublas, BuffersOneElementOffAlignmentGetAlgorithmsThatRunOnThem) {
 TEST_P(GemmCublas, RecordedAlgorithmsReplayAndMatchFloat64) {
   const DType dtype = GetParam();
   SCOPED_TRACE("seed " + std::to_string(seed_));
-  const std::pair<const char*, Extents> cases[] = {{"gemm_bias_relu.nt", {127, 129, 31}}, {"gemm.tn", {256, 256, 256}}};
+  // cuBLASLt's 16-bit bias epilogues are refused (off tolerance): the plain GEMM stands in there.
+  const bool sixteen_bit = dtype == DType::f16 || dtype == DType::bf16;
+  const std::pair<const char*, Extents> cases[] = {{sixteen_bit ? "gemm.nt" : "gemm_bias_relu.nt", {127, 129, 31}},
+                                                   {"gemm.tn", {256, 256, 256}}};
   const char* const identity[] = {"cublaslt=",        "algo_id=",       "tile_id=",        "stages_id=",
                                   "splitk_num=",      "reduction_scheme=", "cta_swizzling=", "custom_option=",
                                   "inner_shape_id=",  "cluster_shape_id="};
@@ -300,7 +304,8 @@ TEST_P(GemmCublas, LaunchesRunOnTheGivenStreamAndCaptureIntoAGraph) {
   const DType dtype = GetParam();
   SCOPED_TRACE("seed " + std::to_string(seed_));
   const std::pair<const char*, const char*> cases[] = {
-      {"gemm.nt", dtype == DType::tf32 ? "cublas_tf32" : "cublas"}, {"gemm_bias_relu.nn", "cublaslt"}};
+      {"gemm.nt", dtype == DType::tf32 ? "cublas_tf32" : "cublas"},
+      {dtype == DType::f16 || dtype == DType::bf16 ? "gemm.nn" : "gemm_bias_relu.nn", "cublaslt"}};
   for (const auto& [primitive, variant] : cases) {
     const Primitive& gemm = *catalogue().find_primitive(primitive);
     const Variant& v = *catalogue().find_variant(primitive, variant);
@@ -344,10 +349,11 @@ TEST_P(GemmCublas, LaunchesRunOnTheGivenStreamAndCaptureIntoAGraph) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, GemmCublas, ::testing::Values(DType::f32, DType::tf32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// cublaslt_gelu_fits assumes cuBLASLt's GELU stays within cublaslt_gelu_error_bound(x) of the erf
-// GELU: the tanh form evaluated in fp32. Checked here with pre-activations that are exactly
-// x = -8 ... 8 in steps of 1/256 (A = x as an [M, 1] column, B = ones, bias = 0, fp32, K = 1).
-TEST(CublasLtGeluEpilogue, StaysWithinTheBoundTheSupportRuleAssumes) {
+// Why the catalogue's cublaslt refuses gemm_bias_gelu: cuBLASLt's GELU epilogue is the tanh form,
+// measurably apart from the erf GELU the primitive defines. Pre-activations are exactly x = -8 ... 8
+// in steps of 1/256 (A = x as an [M, 1] column, B = ones, bias = 0, fp32, K = 1), called directly
+// (the catalogue would refuse it).
+TEST(CublasLtGeluEpilogue, IsTheTanhFormNotTheErfForm) {
   SHAPETUNE_REQUIRE_GPU();
   const DeviceInfo device = use_device(0);
   Measurer measurer(device, MeasureOptions{});
@@ -380,27 +386,21 @@ TEST(CublasLtGeluEpilogue, StaysWithinTheBoundTheSupportRuleAssumes) {
 
   using reference::Activation;
   double from_tanh = 0, from_erf = 0;
-  int beyond = 0;
-  std::string first_beyond;
   for (std::int64_t i = 0; i < m; ++i) {
     const double xi = x[static_cast<std::size_t>(i)];
     for (std::int64_t j = 0; j < n; ++j) {
       const double got = out[static_cast<std::size_t>(i * n + j)];
-      const double erf_error = std::fabs(got - reference::activation(Activation::gelu, xi));
-      from_erf = std::max(from_erf, erf_error);
-      from_tanh = std::max(from_tanh, std::fabs(got - reference::activation(Activation::gelu_tanh, xi)));
-      if (!(erf_error <= cublaslt_gelu_error_bound(xi))) {  // NaN counts as beyond
-        if (beyond++ == 0)
-          first_beyond = "x = " + std::to_string(xi) + ": got " + std::to_string(got) + ", erf GELU " +
-                         std::to_string(reference::activation(Activation::gelu, xi)) + ", bound " +
-                         std::to_string(cublaslt_gelu_error_bound(xi));
-      }
+      // NaN makes both distances NaN, which fails both expectations below.
+      from_erf = std::isnan(got) ? got : std::max(from_erf, std::fabs(got - reference::activation(Activation::gelu, xi)));
+      from_tanh = std::isnan(got) ? got
+                                  : std::max(from_tanh, std::fabs(got - reference::activation(Activation::gelu_tanh, xi)));
     }
   }
   RecordProperty("max_distance_from_tanh_gelu", std::to_string(from_tanh));
   RecordProperty("max_distance_from_erf_gelu", std::to_string(from_erf));
-  EXPECT_EQ(beyond, 0) << beyond << " outputs beyond the bound; first " << first_beyond
-                       << "; largest distance from the tanh form " << from_tanh << ", from the erf form " << from_erf;
+  EXPECT_LT(from_tanh, 2e-5) << "cuBLASLt's GELU is not the tanh form (largest distance " << from_tanh << ")";
+  EXPECT_GT(from_erf, 4e-4) << "cuBLASLt's GELU is close to the erf form (largest distance " << from_erf
+                            << "): the refusal in variants/gemm_cublas.cpp may be lifted";
 }
 
 }  // namespace
