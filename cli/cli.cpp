@@ -218,10 +218,10 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
       out << "device " << device << "\n";
     }
     const Primitive* p = catalogue().find_primitive(w.problem.primitive);
-    const double bytes = p ? p->cost(w.problem).bytes : 0;
+    const Cost cost = p ? p->cost(w.problem) : Cost{};
     table.add({w.problem.key(), w.config.values().empty() ? w.variant : w.variant + "{" + w.config.key() + "}",
                fmt_us(w.timing.median_us), fmt_us(w.timing.p10_us) + ".." + fmt_us(w.timing.p90_us),
-               std::string(timing_mode_name(w.timing.mode)), bytes ? fmt_rate(bytes / (w.timing.median_us * 1e-6)) : "",
+               std::string(timing_mode_name(w.timing.mode)), fmt_achieved(cost.bytes, cost.flops, w.timing.median_us),
                w.best_baseline.empty() ? "-" : w.best_baseline + " " + fmt_us(w.baseline_us),
                w.best_baseline.empty() ? "-" : fmt_fixed(w.speedup_vs_baseline, 2) + "x",
                w.runner_up_variant.empty() ? "-" : w.runner_up_variant,

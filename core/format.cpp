@@ -19,6 +19,16 @@ std::string fmt_rate(double bytes_per_second) {
   return text;
 }
 
+std::string fmt_achieved(double bytes, double flops, double us) {
+  const double seconds = us * 1e-6;
+  if (flops > 0 && (bytes <= 0 || flops / bytes >= kComputeBoundIntensity)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f TFLOP/s", flops / seconds / 1e12);
+    return text;
+  }
+  return bytes > 0 ? fmt_rate(bytes / seconds) : "";
+}
+
 std::string fmt_fixed(double v, int decimals) {
   char text[32];
   std::snprintf(text, sizeof text, "%.*f", decimals, v);

@@ -449,12 +449,12 @@ void Sweep::report_problem(const PlannedProblem& planned, const std::vector<Cand
   int counts[5] = {};
   for (const auto& r : records) ++counts[static_cast<int>(r.status)];
   const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
-  const double bytes = primitive.cost(planned.problem).bytes;
+  const Cost cost = primitive.cost(planned.problem);
   std::ostringstream line;
   line << "[" << index_ + 1 << "/" << count_ << "] " << planned.problem.key() << "  ";
   if (winner) {
     line << "best " << describe(winner->variant, winner->config) << " " << fmt_us(winner->timing.median_us) << " "
-         << fmt_rate(bytes / (winner->timing.median_us * 1e-6));
+         << fmt_achieved(cost.bytes, cost.flops, winner->timing.median_us);
     if (winner->timing.mode != TimingMode::cold) line << " [" << timing_mode_name(winner->timing.mode) << "]";
     if (!winner->best_baseline.empty())
       line << " | " << winner->best_baseline << " " << fmt_us(winner->baseline_us) << " (x" << std::fixed
