@@ -310,6 +310,8 @@ struct ThreadMap {
   static constexpr BlockTile kShape = kWarpTile ? kWarpTiles[kTileIndex] : kBlockTiles[kTileIndex];
   static constexpr int BM = kShape.bm, BN = kShape.bn, BK = kShape.bk, TM = kShape.tm, TN = kShape.tn;
   static constexpr int kThreads = kShape.threads();
+  static constexpr int kMinBlocks = kShape.min_blocks;
+  static constexpr bool kRegisterStaged = kShape.register_staged;
   static constexpr bool kWarpTiled = kShape.warps_m > 0;
   static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0);
 
@@ -368,7 +370,7 @@ __device__ __forceinline__ void multiply_tile(const float* a_tile, const float* 
 // whole of K without split-K). partials == nullptr: the result goes through the epilogue into C;
 // else the raw sums go to slice blockIdx.y of the split-K partials.
 template <typename T, typename Map, bool kDoubleBuffered>
-__global__ void __launch_bounds__(Map::kThreads)
+__global__ void __launch_bounds__(Map::kThreads, Map::kMinBlocks)
     block_tiled_kernel(Args<T> p, Flags flags, float* partials, Index k_per_split) {
   using AOperand = Operand<T, Map::BM, Map::BK, Map::kThreads>;
   using BOperand = Operand<T, Map::BN, Map::BK, Map::kThreads>;
@@ -423,59 +425,67 @@ __global__ void __launch_bounds__(Map::kThreads)
     // other stage only after the multiply, and the one barrier per step then both publishes it and
     // retires the stage read in this step.
 #if __CUDA_ARCH__ >= 800
-    // The next step waits in shared staging (cp.async), each thread reading back only the packs it
-    // copied itself: cp.async.wait_all makes them visible to it without a barrier.
-    __shared__ Pack<T> a_staging[AOperand::kSlots][Map::kThreads];
-    __shared__ Pack<T> b_staging[BOperand::kSlots][Map::kThreads];
-    auto fetch_async = [&](int step) {
-      const Index k0 = k_begin + static_cast<Index>(step) * Map::BK;
-      const auto a_source = a.source(o.m0, k0, k_end);
-      const auto b_source = b.source(o.n0, k0, k_end);
-#pragma unroll
-      for (int s = 0; s < AOperand::kSlots; ++s)
-        if (a.owns(thread, s)) a.load_async(a_source, thread, s, &a_staging[s][thread]);
-#pragma unroll
-      for (int s = 0; s < BOperand::kSlots; ++s)
-        if (b.owns(thread, s)) b.load_async(b_source, thread, s, &b_staging[s][thread]);
-      asm volatile("cp.async.commit_group;\n" ::);
-    };
-    auto put_staged = [&](int stage) {
-      asm volatile("cp.async.wait_all;\n" ::: "memory");
-#pragma unroll
-      for (int s = 0; s < AOperand::kSlots; ++s)
-        if (a.owns(thread, s)) a.put(a_tiles + stage * kAStage, a_staging[s][thread], thread, s);
-#pragma unroll
-      for (int s = 0; s < BOperand::kSlots; ++s)
-        if (b.owns(thread, s)) b.put(b_tiles + stage * kBStage, b_staging[s][thread], thread, s);
-    };
-    if (k_steps > 0) {
-      fetch_async(0);
-      put_staged(0);
-    }
-    __syncthreads();
-    for (int step = 0; step < k_steps; ++step) {
-      const bool more = step + 1 < k_steps;
-      if (more) fetch_async(step + 1);
-      multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
-      if (more) put_staged((step + 1) % 2);
-      __syncthreads();
-    }
+    constexpr bool kCpAsyncArch = true;
 #else
-    // sm_75: the next step waits in registers.
-    Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
-    if (k_steps > 0) {
-      fetch(0, a_packs, b_packs);
-      put(0, a_packs, b_packs);
-    }
-    __syncthreads();
-    for (int step = 0; step < k_steps; ++step) {
-      const bool more = step + 1 < k_steps;
-      if (more) fetch(step + 1, a_packs, b_packs);
-      multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
-      if (more) put((step + 1) % 2, a_packs, b_packs);
-      __syncthreads();
-    }
+    constexpr bool kCpAsyncArch = false;
 #endif
+    constexpr bool kAsync = kCpAsyncArch && !Map::kRegisterStaged;
+    if constexpr (kAsync) {
+#if __CUDA_ARCH__ >= 800
+      // The next step waits in shared staging (cp.async), each thread reading back only the packs it
+      // copied itself: cp.async.wait_all makes them visible to it without a barrier.
+      __shared__ Pack<T> a_staging[AOperand::kSlots][Map::kThreads];
+      __shared__ Pack<T> b_staging[BOperand::kSlots][Map::kThreads];
+      auto fetch_async = [&](int step) {
+        const Index k0 = k_begin + static_cast<Index>(step) * Map::BK;
+        const auto a_source = a.source(o.m0, k0, k_end);
+        const auto b_source = b.source(o.n0, k0, k_end);
+#pragma unroll
+        for (int s = 0; s < AOperand::kSlots; ++s)
+          if (a.owns(thread, s)) a.load_async(a_source, thread, s, &a_staging[s][thread]);
+#pragma unroll
+        for (int s = 0; s < BOperand::kSlots; ++s)
+          if (b.owns(thread, s)) b.load_async(b_source, thread, s, &b_staging[s][thread]);
+        asm volatile("cp.async.commit_group;\n" ::);
+      };
+      auto put_staged = [&](int stage) {
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+#pragma unroll
+        for (int s = 0; s < AOperand::kSlots; ++s)
+          if (a.owns(thread, s)) a.put(a_tiles + stage * kAStage, a_staging[s][thread], thread, s);
+#pragma unroll
+        for (int s = 0; s < BOperand::kSlots; ++s)
+          if (b.owns(thread, s)) b.put(b_tiles + stage * kBStage, b_staging[s][thread], thread, s);
+      };
+      if (k_steps > 0) {
+        fetch_async(0);
+        put_staged(0);
+      }
+      __syncthreads();
+      for (int step = 0; step < k_steps; ++step) {
+        const bool more = step + 1 < k_steps;
+        if (more) fetch_async(step + 1);
+        multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
+        if (more) put_staged((step + 1) % 2);
+        __syncthreads();
+      }
+#endif
+    } else {
+      // sm_75, and register_staged tiles everywhere: the next step waits in registers.
+      Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
+      if (k_steps > 0) {
+        fetch(0, a_packs, b_packs);
+        put(0, a_packs, b_packs);
+      }
+      __syncthreads();
+      for (int step = 0; step < k_steps; ++step) {
+        const bool more = step + 1 < k_steps;
+        if (more) fetch(step + 1, a_packs, b_packs);
+        multiply_tile<Map>(a_tiles + (step % 2) * kAStage, b_tiles + (step % 2) * kBStage, acc, m_offset, n_offset);
+        if (more) put((step + 1) % 2, a_packs, b_packs);
+        __syncthreads();
+      }
+    }
   }
 
   float* slice = partials ? partials + blockIdx.y * p.m * p.n : nullptr;
@@ -537,7 +547,7 @@ cudaError_t launch_block_tile(int tile, const Args<T>& p, Flags flags, int split
   }
 }
 static_assert(kBlockTileCount == 4, "launch_block_tile names every tile");
-static_assert(kWarpTileCount == 3, "warp_tiled names every tile");
+static_assert(kWarpTileCount == 4, "warp_tiled names every tile");
 
 }  // namespace
 
@@ -594,6 +604,7 @@ cudaError_t warp_tiled(const Args<T>& p, int tile, cudaStream_t stream) {
     case 0: return launch_block_tiled<T, ThreadMap<0, true>, true>(p, flags, 1, nullptr, stream);
     case 1: return launch_block_tiled<T, ThreadMap<1, true>, true>(p, flags, 1, nullptr, stream);
     case 2: return launch_block_tiled<T, ThreadMap<2, true>, true>(p, flags, 1, nullptr, stream);
+    case 3: return launch_block_tiled<T, ThreadMap<3, true>, true>(p, flags, 1, nullptr, stream);
     default: return cudaErrorInvalidValue;
   }
 }

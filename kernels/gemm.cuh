@@ -48,10 +48,18 @@ struct Args {
 // memory). warps_m = 0: thread t owns one contiguous tm x tn block. warps_m > 0 (warp_tiled): the
 // block is warps_m x (warps / warps_m) warp tiles and a warp's lanes form lanes_m x (32 / lanes_m),
 // each lane owning 4 x 4 pieces strided across its warp tile.
+//
+// min_blocks: blocks per SM the kernel is compiled to fit (__launch_bounds__'s second argument;
+// 0 leaves it out, as for the first tiles, whose code it would change); 2 at 256 threads caps a
+// thread at 128 registers. register_staged: when double-buffered, the next K step waits in
+// registers on every arch (as on sm_75) instead of in cp.async staging in shared memory, which a
+// 128 x 128 x 16 tile could not fit beside its two stages in 48 KB.
 struct BlockTile {
   int bm, bn, bk, tm, tn;
   int warps_m = 0;
   int lanes_m = 0;
+  int min_blocks = 0;
+  bool register_staged = false;
   constexpr int threads() const { return (bm / tm) * (bn / tn); }
 };
 
@@ -67,6 +75,11 @@ inline constexpr BlockTile kWarpTiles[] = {
     {128, 128, 8, 8, 8, 2, 8},  // 2 x 4 warps of 64 x 32, lanes 8 x 4
     {128, 64, 8, 8, 8, 2, 8},   // 2 x 2 warps of 64 x 32, lanes 8 x 4
     {64, 64, 8, 8, 4, 2, 4},    // 2 x 2 warps of 32 x 32, lanes 4 x 8
+    // For large fp32 problems: 4 x 2 warps of 32 x 64, lanes 4 x 8, each lane 2 x 2 pieces of
+    // 4 x 4 (strided 16 rows, 32 columns) read as float4 from k-major A and B tiles, both
+    // conflict-free; bk = 16 halves the barriers per FMA; at most 128 registers (2 blocks per SM);
+    // the next K step staged in registers.
+    {128, 128, 16, 8, 8, 4, 4, 2, true},
 };
 inline constexpr int kBlockTileCount = static_cast<int>(sizeof kBlockTiles / sizeof kBlockTiles[0]);
 inline constexpr int kWarpTileCount = static_cast<int>(sizeof kWarpTiles / sizeof kWarpTiles[0]);
@@ -78,13 +91,14 @@ constexpr int tile_slots(const BlockTile& t, int block_extent, int element_bytes
 }
 
 // Static shared memory of a block-tiled kernel: float tiles of A and B (rows padded by 4 floats),
-// two of each when double-buffered, and on sm_80+ the cp.async staging packs of the next K step.
+// two of each when double-buffered, and on sm_80+ the cp.async staging packs of the next K step
+// (none for a register_staged tile).
 constexpr std::size_t block_tile_shared_bytes(const BlockTile& t, bool double_buffered, int compute_capability,
                                               int element_bytes) {
   const std::size_t stage = static_cast<std::size_t>(t.bk) * static_cast<std::size_t>(t.bm + 4 + t.bn + 4) * 4;
   if (!double_buffered) return stage;
   const std::size_t staging =
-      compute_capability >= 80
+      compute_capability >= 80 && !t.register_staged
           ? static_cast<std::size_t>(tile_slots(t, t.bm, element_bytes) + tile_slots(t, t.bn, element_bytes)) *
                 static_cast<std::size_t>(t.threads()) * 16
           : 0;

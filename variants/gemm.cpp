@@ -152,7 +152,9 @@ Primitive gemm_primitive(const std::string& name, GemmKind kind) {
   };
   p.problem_tolerance = [](const Problem& problem) { return gemm_tolerance(problem.dtype, problem.shape.at("k")); };
   p.tolerance = [](DType dtype) { return gemm_tolerance(dtype, kTypicalDepth); };
-  p.default_variant = gemm_default_variant(DType::f32);
+  // Every shape of f32, f16 and bf16; tf32 problems fall back to the first variant that runs
+  // them (models/dispatcher.cpp).
+  p.default_variant = "naive";
   p.validate_shape = validate_gemm_shape;
   return p;
 }
@@ -220,6 +222,8 @@ std::string tile_list(const kg::BlockTile* tiles, int count) {
       out += std::to_string(t.warps_m) + "x" + std::to_string(t.threads() / 32 / t.warps_m) + " warps, lanes " +
              std::to_string(t.lanes_m) + "x" + std::to_string(32 / t.lanes_m) + ", ";
     out += std::to_string(t.tm) + "x" + std::to_string(t.tn) + " per thread";
+    if (t.min_blocks > 1) out += ", " + std::to_string(t.min_blocks) + " blocks per SM";
+    if (t.register_staged) out += ", next K step staged in registers";
   }
   return out;
 }

@@ -50,11 +50,6 @@ inline std::optional<GemmKind> parse_gemm_primitive(std::string_view name) {
   return std::nullopt;
 }
 
-// The variant an untuned problem of this dtype should fall back to. Primitive has a single
-// default_variant, which is the f32 answer ("naive": every shape of f32, f16 and bf16); tf32
-// problems have only tensor-core and cuBLAS variants, so theirs is cuBLAS in TF32 mode
-// (baselines/cublas_gemm.cpp), for whichever dispatch path learns to ask per dtype.
-inline std::string gemm_default_variant(DType dtype) { return dtype == DType::tf32 ? "cublas_tf32" : "naive"; }
 
 // The kernel arguments of a launch of a GEMM primitive, pointers typed as T.
 template <typename T>

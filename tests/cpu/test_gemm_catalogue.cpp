@@ -10,6 +10,7 @@
 #include <random>
 
 #include "baselines/reference.hpp"
+#include "models/dispatcher.hpp"
 #include "support/test_support.hpp"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
@@ -309,8 +310,6 @@ TEST(GemmVariants, EveryPrimitiveHasTheLadderInOrder) {
 
 TEST(GemmVariants, DefaultVariantSupportsEveryValidShapeOfEveryNonTf32Type) {
   const DeviceLimits limits = nominal_device_limits();
-  EXPECT_EQ(gemm_default_variant(DType::f32), "naive");
-  EXPECT_EQ(gemm_default_variant(DType::tf32), "cublas_tf32");
   const std::int64_t big = INT_MAX, two24 = std::int64_t{1} << 24;
   const std::int64_t shapes[][3] = {{1, 1, 1},   {17, 33, 65}, {127, 129, 31}, {1, 4096, 4096}, {4096, 1, 4096},
                                     {4096, 4096, 1}, {big, 1, 1}, {1, big, 1},    {1, 1, big},    {two24, two24, 1}};
@@ -367,6 +366,8 @@ TEST(GemmVariants, BlockTilesAreConsistent) {
       EXPECT_EQ(t.tn % 4, 0);
       EXPECT_EQ(t.bk % 8, 0);  // whole 16-byte packs of 16-bit elements along K
       EXPECT_LE(t.threads(), 1024);
+      EXPECT_GE(t.min_blocks, 0);  // 0: no minimum asked of the compiler
+      EXPECT_LE(t.min_blocks * t.threads(), 1024);  // resident threads per SM on sm_75 (the fewest)
       // Static shared memory stays under the 48 KB that needs no opt-in, on every arch and type.
       EXPECT_LE(kernels::gemm::block_tile_shared_bytes(t, true, 90, 4), 48u * 1024);
       EXPECT_LE(kernels::gemm::block_tile_shared_bytes(t, true, 90, 2), 48u * 1024);
@@ -384,6 +385,28 @@ TEST(GemmVariants, BlockTilesAreConsistent) {
             2u * 8 * 132 * 2 * 4 + 2u * 256 * 16);
   EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBlockTiles[0], true, 75, 4), 2u * 8 * 132 * 2 * 4);
   EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBlockTiles[0], false, 90, 4), 8u * 132 * 2 * 4);
+  // The large-fp32 warp tile (128x128x16, next step staged in registers): two stages, no staging,
+  // on every arch; two blocks of it fit an SM's shared memory.
+  const auto& large = kernels::gemm::kWarpTiles[3];
+  EXPECT_EQ(large.bk, 16);
+  EXPECT_TRUE(large.register_staged);
+  EXPECT_EQ(large.min_blocks, 2);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 90, 4), 2u * 16 * 132 * 2 * 4);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 75, 4), 2u * 16 * 132 * 2 * 4);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 90, 2), 2u * 16 * 132 * 2 * 4);
+}
+
+TEST(GemmVariants, WarpTiledLargeTileSupportsAnyShape) {
+  const Variant& warp = *catalogue().find_variant("gemm.nn", "warp_tiled");
+  const DeviceLimits limits = nominal_device_limits();
+  for (const char* name : {"gemm.nn", "gemm.nt", "gemm.tn"})
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      const Variant& v = *catalogue().find_variant(name, "warp_tiled");
+      EXPECT_TRUE(v.supports(problem(name, dtype, 4096, 4096, 4096), Config({{"tile", 3}}), limits).ok);
+      EXPECT_TRUE(v.supports(problem(name, dtype, 1, 1, 1), Config({{"tile", 3}}), limits).ok);
+      EXPECT_TRUE(v.supports(problem(name, dtype, 129, 127, 17), Config({{"tile", 3}}), limits).ok);
+    }
+  EXPECT_FALSE(warp.supports(problem("gemm.nn", DType::f32, 64, 64, 64), Config({{"tile", 4}}), limits).ok);
 }
 
 TEST(GemmVariants, SupportsChecksDeviceLimits) {
@@ -417,6 +440,21 @@ TEST(GemmVariants, SplitKOnlyWhereSlicesAreWholeAndTheGridIsSmall) {
   EXPECT_FALSE(supports(4096, 4096, 4096, 0, 2));  // 1024 tiles of 128x128: the device is full
   EXPECT_EQ(split.workspace_bytes(problem("gemm.nn", DType::f16, 100, 30, 5000), Config({{"tile", 2}, {"splits", 8}})),
             100u * 30 * 8 * 4);
+}
+
+// An untuned tf32 problem: the default (naive) has no tf32 kernel, so dispatch falls back to the
+// first variant whose default config runs it, never to a refusal.
+TEST(GemmDispatch, UntunedTf32ProblemsFallBackToAVariantThatRunsThem) {
+  const Dispatcher dispatcher(nominal_device_limits());
+  for (const std::string& name : gemm_primitive_names()) {
+    const Problem tf32{name, DType::tf32, Shape({{"m", 128}, {"n", 64}, {"k", 32}})};
+    const DispatchChoice choice = dispatcher.lookup(tf32);
+    EXPECT_EQ(choice.source, DispatchSource::fallback) << name;
+    const Variant& v = *catalogue().find_variant(name, choice.variant);
+    EXPECT_TRUE(v.supports(tf32, choice.config, nominal_device_limits()).ok) << name << " " << choice.variant;
+    const Problem f32{name, DType::f32, tf32.shape};
+    EXPECT_EQ(dispatcher.lookup(f32).variant, "naive") << name;
+  }
 }
 
 }  // namespace
