@@ -243,12 +243,19 @@ void write_output(const std::string& text, const std::optional<std::string>& pat
   if (!file) throw InputError("cannot write " + *path + ": " + std::strerror(errno));
 }
 
-int cmd_export(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+int cmd_export(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::vector<std::string>& all_args) {
   const std::string format = a.value("format").value_or("");
-  if (format != "json" && format != "csv") throw UsageError("--format must be json or csv, got '" + format + "'");
+  if (format != "json" && format != "csv" && format != "header")
+    throw UsageError("--format must be json, csv or header, got '" + format + "'");
   auto store = open_store(require_db(a), OpenMode::read_only);
   const auto winners = store->winners(a.value("device-key").value_or(""));
-  const std::string text = format == "json" ? export_json(store->devices(), winners) : export_csv(winners);
+  std::string text;
+  if (format == "json")
+    text = export_json(store->devices(), winners);
+  else if (format == "csv")
+    text = export_csv(winners);
+  else
+    text = export_header(winners, {join_args(all_args), store->schema_version(), store->path()});
   write_output(text, a.value("output"), out);
   if (auto path = a.value("output"); path && *path != "-")
     err << "wrote " << winners.size() << " winners to " << *path << "\n";
@@ -329,13 +336,18 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    {kDbOption, {"device-key", 0, "KEY", "only this device (as `shapetune devices` prints it)"}},
                    ""},
                   cmd_winners});
-  list.push_back({{"export", "Write the dispatch table as JSON or CSV.", "", 0, 0,
+  list.push_back({{"export",
+                   "Write the dispatch table as JSON, CSV or a self-contained C++17 header (header: for model "
+                   "runners that cannot link SQLite; constexpr shapetune_dispatch::find()).",
+                   "", 0, 0,
                    {kDbOption,
-                    {"format", 0, "json|csv", "output format (required)"},
+                    {"format", 0, "json|csv|header", "output format (required)"},
                     {"output", 'o', "FILE", "write here instead of standard output"},
                     {"device-key", 0, "KEY", "only this device"}},
                    ""},
-                  cmd_export});
+                  [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+                    return cmd_export(a, out, err, all_args);
+                  }});
   list.push_back({{"ceilings",
                    "Measure the device's copy-bandwidth ceilings (cudaMemcpy and copy kernels) and store them; reports "
                    "compare achieved bandwidth with these.",

@@ -220,6 +220,69 @@ std::string csv_line(const Fields& fields) {
   return line + '\n';
 }
 
+// ---- C++ header ----------------------------------------------------------------------------
+
+// A C++ narrow string literal, quotes included, that reads back as exactly these bytes: named
+// escapes for quote, backslash, \n, \t and \r; every other byte outside printable ASCII as a
+// three-digit octal escape (an octal escape ends after three digits, so it never swallows the
+// character after it, which a \x escape would); '?' after '?' as \? so no trigraph can form.
+std::string cpp_string(std::string_view text) {
+  std::string out = "\"";
+  char previous = '\0';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '?' && previous == '?') {
+      out += "\\?";
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      char escape[5];
+      std::snprintf(escape, sizeof escape, "\\%03o", static_cast<unsigned>(byte));
+      out += escape;
+    } else {
+      out += c;
+    }
+    previous = c;
+  }
+  return out + '"';
+}
+
+// Text for a // comment line: as is when it is plain printable ASCII without backslashes, else
+// as an escaped string literal, so no line break can end the comment early and no trailing
+// backslash can splice the next line into it.
+std::string cpp_comment_text(std::string_view text) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte >= 0x7f || c == '\\') return cpp_string(text);
+  }
+  return std::string(text);
+}
+
+// A double literal that reads back exactly (%.17g, with ".0" added to integral values so it is
+// a floating literal); -1.0 for NaN and infinities, which have no portable constant expression.
+std::string cpp_double(double value) {
+  if (!std::isfinite(value)) return "-1.0";
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  std::string out = text;
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";
+  return out;
+}
+
+std::string cpp_entry(const WinnerRecord& winner) {
+  return "{" + cpp_string(winner.device_key) + ", " + cpp_string(winner.problem.primitive) + ", " +
+         cpp_string(dtype_name(winner.problem.dtype)) + ", " + cpp_string(winner.problem.shape.key()) + ", " +
+         cpp_string(winner.variant) + ", " + cpp_string(winner.config.key()) + ", " +
+         cpp_double(winner.timing.median_us) + ", " + cpp_double(winner.speedup_vs_baseline) + "}";
+}
+
 }  // namespace
 
 std::string export_json(const std::vector<DeviceFingerprint>& devices, const std::vector<WinnerRecord>& winners) {
@@ -239,6 +302,68 @@ std::string export_json(const std::vector<DeviceFingerprint>& devices, const std
 std::string export_csv(const std::vector<WinnerRecord>& winners) {
   std::string out = csv_line(kCsvColumns);
   for (const auto& winner : winners) out += csv_line(csv_values(winner));
+  return out;
+}
+
+std::string export_header(const std::vector<WinnerRecord>& winners, const HeaderExportSource& source) {
+  std::string out;
+  out += "// shapetune dispatch table, generated: do not edit.\n";
+  out += "// command: " + cpp_comment_text(source.command_line) + "\n";
+  out += "// schema version: " + std::to_string(source.schema_version) + "\n";
+  out += "// database: " + cpp_comment_text(source.db_path) + "\n";
+  out += "// winners: " + std::to_string(winners.size()) + "\n";
+  out += "//\n";
+  out += "// C++17, no library to link. median_us is the winner's median time in microseconds;\n";
+  out += "// speedup_vs_baseline is the best baseline's time over the winner's. Both are -1 where the\n";
+  out += "// database holds no finite value (NaN or infinity). find() matches device_key (as\n";
+  out += "// `shapetune devices` prints it), primitive, dtype (\"f32\") and shape (\"rows=4096,cols=1000\")\n";
+  out += "// exactly and returns the first match, or nullptr.\n";
+  out += "#pragma once\n\n";
+  out += "#include <cstddef>  // std::size_t\n";
+  out += "#include <cstdint>\n\n";
+  out += "namespace shapetune_dispatch {\n\n";
+  out += "struct Entry {\n";
+  out += "  const char* device_key;\n";
+  out += "  const char* primitive;\n";
+  out += "  const char* dtype;\n";
+  out += "  const char* shape;\n";
+  out += "  const char* variant;\n";
+  out += "  const char* config;\n";
+  out += "  double median_us;\n";
+  out += "  double speedup_vs_baseline;\n";
+  out += "};\n\n";
+  if (winners.empty()) {
+    out += "// No winners. An array of length zero is ill-formed, so kWinners holds one sentinel entry\n";
+    out += "// that kWinnerCount excludes and find() never returns.\n";
+    out += "inline constexpr Entry kWinners[] = {\n";
+    out += "    {\"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n";
+    out += "};\n";
+  } else {
+    out += "inline constexpr Entry kWinners[] = {\n";
+    for (const auto& winner : winners) out += "    " + cpp_entry(winner) + ",\n";
+    out += "};\n";
+  }
+  out += "inline constexpr std::size_t kWinnerCount = " + std::to_string(winners.size()) + ";\n\n";
+  out += "namespace detail {\n";
+  out += "constexpr bool equal(const char* a, const char* b) {\n";
+  out += "  if (a == nullptr || b == nullptr) return a == b;\n";
+  out += "  while (*a != '\\0' && *a == *b) {\n";
+  out += "    ++a;\n";
+  out += "    ++b;\n";
+  out += "  }\n";
+  out += "  return *a == *b;\n";
+  out += "}\n";
+  out += "}  // namespace detail\n\n";
+  out += "constexpr const Entry* find(const char* device_key, const char* primitive, const char* dtype,\n";
+  out += "                            const char* shape) {\n";
+  out += "  for (const Entry* e = kWinners; e != kWinners + kWinnerCount; ++e) {\n";
+  out += "    if (detail::equal(e->device_key, device_key) && detail::equal(e->primitive, primitive) &&\n";
+  out += "        detail::equal(e->dtype, dtype) && detail::equal(e->shape, shape))\n";
+  out += "      return e;\n";
+  out += "  }\n";
+  out += "  return nullptr;\n";
+  out += "}\n\n";
+  out += "}  // namespace shapetune_dispatch\n";
   return out;
 }
 

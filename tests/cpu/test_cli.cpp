@@ -249,9 +249,32 @@ TEST(Cli, ExportFormatsAndUnwritablePaths) {
   std::getline(csv, header);
   EXPECT_TRUE(contains(header, "variant"));
 
+  const std::string header_path = dir.file("dispatch.hpp");
+  const Result header_run = run({"export", "--db", db, "--format", "header", "-o", header_path});
+  EXPECT_EQ(header_run.code, 0) << header_run.err;
+  EXPECT_TRUE(contains(header_run.err, "wrote 1 winners to " + header_path)) << header_run.err;
+  std::ifstream header_file(header_path);
+  std::stringstream header_text;
+  header_text << header_file.rdbuf();
+  EXPECT_TRUE(contains(header_text.str(), "// command: shapetune export --db " + db + " --format header -o " + header_path + "\n"))
+      << header_text.str();
+  EXPECT_TRUE(contains(header_text.str(), "// database: " + db + "\n")) << header_text.str();
+  EXPECT_TRUE(contains(header_text.str(), "// schema version: " + std::to_string(Store::latest_schema_version()) + "\n"));
+  EXPECT_TRUE(contains(header_text.str(), "#pragma once"));
+  EXPECT_TRUE(contains(header_text.str(),
+                       "{\"NVIDIA H200|sm_90|132SM|140GiB\", \"softmax\", \"f32\", \"rows=4096,cols=4096\", "
+                       "\"register_row\", \"threads_per_row=512,block_size=512,packs_per_thread=2\", 40.0, 2.0},"))
+      << header_text.str();
+  EXPECT_TRUE(contains(header_text.str(), "kWinnerCount = 1;"));
+  const Result header_out = run({"export", "--db", db, "--format", "header"});
+  EXPECT_EQ(header_out.code, 0) << header_out.err;
+  EXPECT_TRUE(contains(header_out.out, "namespace shapetune_dispatch {"));
+
   const Result xml = run({"export", "--db", db, "--format", "xml"});
   EXPECT_EQ(xml.code, 2);
-  EXPECT_TRUE(contains(xml.err, "json or csv"));
+  EXPECT_TRUE(contains(xml.err, "json, csv or header")) << xml.err;
+  const Result help = run({"export", "--help"});
+  EXPECT_TRUE(contains(help.out, "json|csv|header")) << help.out;
   const Result unwritable = run({"export", "--db", db, "--format", "csv", "-o", "/nonexistent-dir/w.csv"});
   EXPECT_EQ(unwritable.code, 2);
   EXPECT_TRUE(contains(unwritable.err, "cannot write /nonexistent-dir/w.csv"));

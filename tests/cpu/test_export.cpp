@@ -4,9 +4,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "support/test_support.hpp"
 
 namespace shapetune {
 namespace {
@@ -233,6 +238,178 @@ TEST(ExportCsv, ParsesBackToTheSameFields) {
     EXPECT_DOUBLE_EQ(std::strtod(row[column("achieved_bytes_per_s")].c_str(), nullptr),
                      winners[i].cost.bytes / (winners[i].timing.median_us * 1e-6));
   }
+}
+
+// ---- C++ header ----------------------------------------------------------------------------
+
+HeaderExportSource header_source() {
+  return {"shapetune export --db /tmp/w.db --format header -o dispatch.hpp", 3, "/tmp/w.db"};
+}
+
+// The tricky variant: quote, backslash, line break, tab, a control byte followed by a hex digit,
+// a byte above ASCII and a would-be trigraph.
+const std::string kTrickyVariant = std::string("say \"hi\"\\ok\nnext\ttab\x01") + "f\xff?" "?/";
+const std::string kTrickyVariantLiteral = R"("say \"hi\"\\ok\nnext\ttab\001f\377?\?/")";
+
+WinnerRecord tricky_winner() {
+  WinnerRecord winner = sample_winner();
+  winner.variant = kTrickyVariant;
+  winner.problem.shape = Shape({{"rows", 1}, {"cols", 7}});
+  winner.timing.median_us = 0.1;
+  winner.speedup_vs_baseline = std::numeric_limits<double>::quiet_NaN();
+  return winner;
+}
+
+// The one line of `header` that holds `part`.
+std::string line_with(const std::string& header, const std::string& part) {
+  const std::size_t at = header.find(part);
+  if (at == std::string::npos) return "<no line with " + part + ">";
+  const std::size_t begin = header.rfind('\n', at) + 1;
+  return header.substr(begin, header.find('\n', at) - begin);
+}
+
+// Runs `c++ -std=c++17 -fsyntax-only` on a program that includes `header` and then `body`;
+// empty when it compiles, else the command and the compiler's messages. nullopt when there
+// is no C++ compiler on PATH.
+std::optional<std::string> compile_with_header(const std::string& header, const std::string& body) {
+  if (std::system("command -v c++ >/dev/null 2>&1") != 0) return std::nullopt;
+  test_support::TempDir dir;
+  std::ofstream(dir.file("shapetune_dispatch.hpp"), std::ios::binary) << header;
+  std::ofstream(dir.file("main.cpp"), std::ios::binary)
+      << "#include \"shapetune_dispatch.hpp\"\n#include \"shapetune_dispatch.hpp\"  // #pragma once\n"
+      << body << "\nint main() { return 0; }\n";
+  // -Wno-address: GCC folds `find(...) != nullptr` to `&kWinners[i] != nullptr` and warns that
+  // the address "will never be NULL", about the static_assert's own expression, not the header.
+  const std::string command = "c++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-address -pedantic-errors -Werror '" +
+                              dir.file("main.cpp") + "' >'" + dir.file("log.txt") + "' 2>&1";
+  if (std::system(command.c_str()) == 0) return std::string();
+  std::ifstream log(dir.file("log.txt"));
+  std::stringstream text;
+  text << log.rdbuf();
+  return command + "\n" + text.str();
+}
+
+TEST(ExportHeader, TopCommentAndLayout) {
+  const std::string header = export_header({sample_winner()}, header_source());
+  ASSERT_EQ(header.rfind("// ", 0), 0u) << "starts with the comment:\n" << header;
+  expect_contains(header, "\n// command: shapetune export --db /tmp/w.db --format header -o dispatch.hpp\n");
+  expect_contains(header, "\n// schema version: 3\n");
+  expect_contains(header, "\n// database: /tmp/w.db\n");
+  expect_contains(header, "-1 where the\n// database holds no finite value");
+  expect_contains(header, "\n#pragma once\n");
+  expect_contains(header, "\n#include <cstdint>\n");
+  EXPECT_EQ(header.find("<cstring>"), std::string::npos);
+  EXPECT_EQ(header.find("<limits>"), std::string::npos);
+  expect_contains(header, "namespace shapetune_dispatch {");
+  expect_contains(header,
+                  "struct Entry {\n  const char* device_key;\n  const char* primitive;\n  const char* dtype;\n"
+                  "  const char* shape;\n  const char* variant;\n  const char* config;\n  double median_us;\n"
+                  "  double speedup_vs_baseline;\n};\n");
+  expect_contains(header, "inline constexpr Entry kWinners[] = {\n");
+  expect_contains(header, "inline constexpr std::size_t kWinnerCount = 1;\n");
+  expect_contains(header, "constexpr const Entry* find(const char* device_key, const char* primitive, const char* dtype,");
+  EXPECT_EQ(header, export_header({sample_winner()}, header_source())) << "export is not deterministic";
+}
+
+TEST(ExportHeader, EntryFieldsInOrder) {
+  const std::string header = export_header({sample_winner()}, header_source());
+  EXPECT_EQ(line_with(header, "\"softmax\""),
+            "    {\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=4096,cols=1000\", "
+            "\"block_per_row\", \"block_size=256,vec=4\", 2.3333333333333335, 1.5},");
+}
+
+TEST(ExportHeader, EntriesInTheGivenOrder) {
+  const std::string header = export_header({sample_winner(), tricky_winner()}, header_source());
+  EXPECT_LT(header.find("\"rows=4096,cols=1000\""), header.find("\"rows=1,cols=7\""));
+  expect_contains(header, "kWinnerCount = 2;");
+}
+
+TEST(ExportHeader, EscapesStrings) {
+  const std::string header = export_header({tricky_winner()}, header_source());
+  expect_contains(header, ", " + kTrickyVariantLiteral + ", ");
+  EXPECT_EQ(header.find('\t'), std::string::npos) << "raw control character in the header";
+  EXPECT_EQ(header.find('\xff'), std::string::npos) << "raw non-ASCII byte in the header";
+
+  // The comment lines cannot be broken or spliced by what the path and command hold.
+  HeaderExportSource source = header_source();
+  source.db_path = "C:\\dbs\\\nint oops;\\";
+  source.command_line = "shapetune export --db 'C:\\dbs\\' --format header";
+  const std::string odd = export_header({}, source);
+  expect_contains(odd, "\n// database: \"C:\\\\dbs\\\\\\nint oops;\\\\\"\n");
+  expect_contains(odd, "\n// command: \"shapetune export --db 'C:\\\\dbs\\\\' --format header\"\n");
+}
+
+TEST(ExportHeader, NumbersReadBackExactly) {
+  WinnerRecord winner = sample_winner();
+  winner.timing.median_us = 0.1;
+  winner.speedup_vs_baseline = 1e300 / 3;
+  const std::string line = line_with(export_header({winner}, header_source()), "\"softmax\"");
+  const std::size_t speedup_at = line.rfind(", ");
+  const std::size_t median_at = line.rfind(", ", speedup_at - 1);
+  const std::string median = line.substr(median_at + 2, speedup_at - median_at - 2);
+  const std::string speedup = line.substr(speedup_at + 2, line.size() - speedup_at - 4);
+  EXPECT_EQ(median, "0.10000000000000001");
+  EXPECT_EQ(std::strtod(median.c_str(), nullptr), winner.timing.median_us);
+  EXPECT_EQ(std::strtod(speedup.c_str(), nullptr), winner.speedup_vs_baseline) << speedup;
+}
+
+TEST(ExportHeader, IntegralAndNonFiniteNumbers) {
+  WinnerRecord winner = sample_winner();
+  winner.timing.median_us = 40;
+  winner.speedup_vs_baseline = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(line_with(export_header({winner}, header_source()), "\"softmax\"").find(", 40.0, -1.0},") !=
+              std::string::npos)
+      << "integral values are double literals; infinity is -1";
+  winner.timing.median_us = std::numeric_limits<double>::quiet_NaN();
+  winner.speedup_vs_baseline = 2;
+  EXPECT_TRUE(line_with(export_header({winner}, header_source()), "\"softmax\"").find(", -1.0, 2.0},") !=
+              std::string::npos)
+      << "NaN is -1";
+}
+
+TEST(ExportHeader, EmptyTableHasASentinelAndCountZero) {
+  const std::string header = export_header({}, header_source());
+  expect_contains(header, "inline constexpr Entry kWinners[] = {\n    {\"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n};\n");
+  expect_contains(header, "inline constexpr std::size_t kWinnerCount = 0;\n");
+  expect_contains(header, "\n// winners: 0\n");
+}
+
+TEST(ExportHeader, CompilesAsCxx17AndFindIsConstexpr) {
+  const std::string header = export_header({sample_winner(), tricky_winner()}, header_source());
+  const std::string body =
+      "namespace sd = shapetune_dispatch;\n"
+      "static_assert(sd::kWinnerCount == 2, \"count\");\n"
+      "static_assert(sd::find(\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=4096,cols=1000\") "
+      "!= nullptr, \"sample found\");\n"
+      "static_assert(sd::find(\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=4096,cols=1000\") "
+      "== &sd::kWinners[0], \"first entry\");\n"
+      "static_assert(sd::find(\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=1,cols=7\") "
+      "== &sd::kWinners[1], \"second entry\");\n"
+      "static_assert(sd::find(\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f16\", \"rows=4096,cols=1000\") "
+      "== nullptr, \"other dtype\");\n"
+      "static_assert(sd::find(\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=4096,cols=100\") "
+      "== nullptr, \"prefix is no match\");\n"
+      "static_assert(sd::kWinners[0].median_us == 7.0 / 3.0, \"median reads back exactly\");\n"
+      "static_assert(sd::kWinners[0].speedup_vs_baseline == 1.5, \"speedup\");\n"
+      "static_assert(sd::kWinners[1].median_us == 0.1, \"0.1 reads back exactly\");\n"
+      "static_assert(sd::kWinners[1].speedup_vs_baseline == -1.0, \"NaN is -1\");\n"
+      "static_assert(sd::detail::equal(sd::kWinners[0].config, \"block_size=256,vec=4\"), \"config\");\n"
+      "static_assert(sd::detail::equal(sd::kWinners[1].variant, " + kTrickyVariantLiteral + "), \"escapes\");\n"
+      "static_assert(sizeof(" + kTrickyVariantLiteral + ") == " + std::to_string(kTrickyVariant.size() + 1) +
+      ", \"one byte per escape\");\n";
+  const auto failure = compile_with_header(header, body);
+  if (!failure) GTEST_SKIP() << "no C++ compiler (c++) on PATH to compile the exported header with";
+  EXPECT_EQ(*failure, "") << header;
+}
+
+TEST(ExportHeader, EmptyTableCompiles) {
+  const std::string header = export_header({}, header_source());
+  const auto failure = compile_with_header(
+      header,
+      "static_assert(shapetune_dispatch::kWinnerCount == 0, \"count\");\n"
+      "static_assert(shapetune_dispatch::find(\"\", \"\", \"\", \"\") == nullptr, \"the sentinel is never found\");\n");
+  if (!failure) GTEST_SKIP() << "no C++ compiler (c++) on PATH to compile the exported header with";
+  EXPECT_EQ(*failure, "") << header;
 }
 
 }  // namespace
