@@ -14,6 +14,7 @@
 #include "core/build_info.hpp"
 #include "core/format.hpp"
 #include "db/export.hpp"
+#include "db/report.hpp"
 #include "db/store.hpp"
 #include "harness/ceilings.hpp"
 #include "harness/device.hpp"
@@ -283,6 +284,35 @@ int cmd_ceilings(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// ---- report --------------------------------------------------------------------------------
+int cmd_report(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  ReportOptions options;
+  options.db_path = require_db(a);
+  const auto dir = a.value("output");
+  if (!dir || dir->empty() || *dir == "-") throw UsageError("-o DIR is required (the directory to write the report in)");
+  options.out_dir = *dir;
+  options.compare_db = a.value("compare");
+  ReportResult result;
+  try {
+    result = write_report(options);
+  } catch (const ReportError& e) {
+    throw InputError(e.what());
+  }
+  out << "wrote " << result.readme_path << " (" << result.winners << " winners, " << result.scripts.size()
+      << " plot scripts";
+  if (result.scripts.empty())
+    out << ")\n";
+  else if (!result.gnuplot_found)
+    out << ", not rendered)\n";
+  else
+    out << ", " << result.svgs.size() << " rendered)\n";
+  if (!result.scripts.empty() && !result.gnuplot_found)
+    err << "note: gnuplot is not on PATH; render the plots with `gnuplot " << options.out_dir << "/plots/*.gp`\n";
+  if (result.plots_failed) err << "warning: gnuplot failed on " << result.plots_failed << " plot(s); see "
+                               << options.out_dir << "/plots/gnuplot.log\n";
+  return 0;
+}
+
 // ---- the command table -------------------------------------------------------------------
 std::vector<Command> commands(const std::vector<std::string>& all_args) {
   std::vector<Command> list;
@@ -358,6 +388,18 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                     {"bytes", 0, "N", "bytes copied per sample (default 1 GiB)"}},
                    ""},
                   cmd_ceilings});
+  list.push_back({{"report",
+                   "Write a report directory from the database alone: README.md (devices, ceilings, per-family "
+                   "winner tables with achieved rate and % of the measured roofline), gnuplot plots (SVG) and, with "
+                   "--compare, a per-problem comparison with another database.",
+                   "", 0, 0,
+                   {kDbOption,
+                    {"output", 'o', "DIR", "the directory to write (created if missing; required)"},
+                    {"compare", 0, "OTHER.db", "compare each problem's winning median with this database's"}},
+                   "Plots need gnuplot on PATH (Debian: gnuplot-nox); without it the .gp scripts and their data are\n"
+                   "written and README.md says how to render them (gnuplot DIR/plots/*.gp). Compare verdicts: faster,\n"
+                   "slower, or same when the change is within max(1%, both medians' recorded 95% CI)."},
+                  cmd_report});
   return list;
 }
 

@@ -23,6 +23,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Optional: gnuplot renders `shapetune report`'s plots. The report works without it (it writes
+# the .gp scripts and data, and says how to render them), so failing to install it is no error.
+if ! command -v gnuplot >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup-deps: installing gnuplot-nox (optional, for report plots)"
+    { $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null; } ||
+      echo "setup-deps: could not install gnuplot-nox; \`shapetune report\` will write plot scripts without rendering them" >&2
+  else
+    echo "setup-deps: gnuplot not found (optional, renders \`shapetune report\` plots)" >&2
+  fi
+fi
+
 nvcc_path=$(command -v nvcc || true)
 [ -n "$nvcc_path" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc_path=/usr/local/cuda/bin/nvcc
 if [ -z "$nvcc_path" ]; then

@@ -282,5 +282,47 @@ TEST(Cli, ExportFormatsAndUnwritablePaths) {
   EXPECT_EQ(db_unwritable.code, 2);
 }
 
+TEST(Cli, Report) {
+  const Result help = run({"--help"});
+  EXPECT_TRUE(contains(help.out, "report"));
+  EXPECT_TRUE(contains(run({"report", "--help"}).out, "--compare OTHER.db"));
+
+  test_support::TempDir dir;
+  const std::string db = dir.file("r.db");
+  {
+    auto store = Store::open(db);
+    WinnerRecord w;
+    w.device_key = "NVIDIA H200|sm_90|132SM|140GiB";
+    w.problem = Problem{"softmax", DType::f32, Shape({{"rows", 4096}, {"cols", 4096}})};
+    w.variant = "register_row";
+    w.timing.median_us = 40;
+    w.timing.samples = 30;
+    w.cost = Cost{2.0 * 4096 * 4096 * 4, 5.0 * 4096 * 4096};
+    store->store_winner(w);
+  }
+  const Result no_dir = run({"report", "--db", db});
+  EXPECT_EQ(no_dir.code, 2);
+  EXPECT_TRUE(contains(no_dir.err, "-o DIR is required")) << no_dir.err;
+  EXPECT_TRUE(contains(run({"report", "-o", dir.file("out")}).err, "--db FILE is required"));
+
+  const Result missing = run({"report", "--db", dir.file("nope.db"), "-o", dir.file("out")});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(contains(missing.err, "does not exist")) << missing.err;
+
+  std::ofstream(dir.file("file")) << "x";
+  const Result unwritable = run({"report", "--db", db, "-o", dir.file("file") + "/sub"});
+  EXPECT_EQ(unwritable.code, 2);
+  EXPECT_TRUE(contains(unwritable.err, "cannot create directory")) << unwritable.err;
+
+  const Result ok = run({"report", "--db", db, "-o", dir.file("out"), "--compare", db});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(contains(ok.out, "wrote " + dir.file("out") + "/README.md (1 winners")) << ok.out;
+  std::ifstream readme(dir.file("out") + "/README.md");
+  std::stringstream text;
+  text << readme.rdbuf();
+  EXPECT_TRUE(contains(text.str(), "| `softmax/f32/rows=4096,cols=4096` | `register_row` | 40.00 us | 3.36 TB/s |"));
+  EXPECT_TRUE(contains(text.str(), "Summary: 1 problems in both: 0 faster, 0 slower, 1 same within noise"));
+}
+
 }  // namespace
 }  // namespace shapetune

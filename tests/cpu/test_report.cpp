@@ -1,0 +1,319 @@
+// `shapetune report`: README tables, data files, plot scripts, compare verdicts, errors.
+#include "db/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "db/store.hpp"
+#include "support/test_support.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kDevice = "NVIDIA H200|sm_90|132SM|140GiB";
+
+std::string read(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream s;
+  s << file.rdbuf();
+  return s.str();
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+#define EXPECT_CONTAINS(text, part) EXPECT_TRUE(contains(text, part)) << "'" << (part) << "' not in:\n" << (text)
+
+DeviceFingerprint h200() {
+  return DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{140} << 30, "580.0", "13.0", "13.1.0", "9.14.0"};
+}
+
+WinnerRecord winner(const std::string& primitive, Shape shape, const std::string& variant, Config config, double us,
+                    double ci_rel) {
+  WinnerRecord w;
+  w.device_key = kDevice;
+  w.problem = Problem{primitive, DType::f32, std::move(shape)};
+  w.variant = variant;
+  w.config = std::move(config);
+  w.timing.median_us = us;
+  w.timing.p10_us = us;
+  w.timing.p90_us = us;
+  w.timing.median_ci_rel = ci_rel;
+  w.timing.samples = 20;
+  w.sweep_id = 1;
+  w.git_sha = "abc1234";
+  w.measured_at = "2026-12-01T00:00:00Z";
+  return w;
+}
+
+const Shape kSoftmaxShape({{"rows", 1024}, {"cols", 1000}});
+const Shape kGemmShape({{"m", 4096}, {"n", 4096}, {"k", 4096}});
+const Shape kSmallGemmShape({{"m", 64}, {"n", 64}, {"k", 64}});
+
+// Memory-bound softmax (4 us, 8.192 MB: 2.048 TB/s, half of a 4.096 TB/s copy ceiling), a GEMM
+// (10 ms for 2*4096^3 FLOPs: 13.7 TFLOP/s; a tie with its runner-up) and a NaN-cost winner.
+void fill_fixture(const std::string& path, double softmax_us = 4.0, double gemm_us = 10000, bool compute_ceiling = false) {
+  auto store = Store::open(path);
+  store->upsert_device(h200());
+  store->store_ceiling({kDevice, "dram_copy_best", 4.096e12, "B/s", "best of the copies", "abc1234", "2026-12-01T00:00:00Z"});
+  if (compute_ceiling)
+    store->store_ceiling({kDevice, "fp32_fma_peak", 50e12, "FLOP/s", "FMA chain kernel", "abc1234", "2026-12-01T00:00:00Z"});
+
+  WinnerRecord softmax = winner("softmax", kSoftmaxShape, "register_row", Config({{"block_size", 128}}), softmax_us, 0.005);
+  softmax.cost = Cost{8192000, 5120000};
+  softmax.best_baseline = "cudnn";
+  softmax.baseline_us = 5.0;
+  softmax.speedup_vs_baseline = 5.0 / softmax_us;
+  softmax.runner_up_variant = "warp_row";
+  softmax.runner_up_config = Config({{"block_size", 64}});
+  softmax.runner_up_us = softmax_us * 1.1;
+  softmax.margin_rel = 0.1;
+  store->store_winner(softmax);
+
+  WinnerRecord gemm = winner("gemm.nn", kGemmShape, "tiled", Config({{"tile_m", 128}, {"tile_n", 128}}), gemm_us, 0.002);
+  gemm.cost = Cost{3.0 * 4096 * 4096 * 4, 2.0 * 4096 * 4096 * 4096};
+  gemm.best_baseline = "cublas";
+  gemm.baseline_us = 9000;
+  gemm.speedup_vs_baseline = 9000 / gemm_us;
+  gemm.runner_up_variant = "tiled";
+  gemm.runner_up_config = Config({{"tile_m", 64}, {"tile_n", 128}});
+  gemm.runner_up_us = gemm_us * 1.005;
+  gemm.margin_rel = 0.005;
+  gemm.tie = true;
+  store->store_winner(gemm);
+
+  // As a row stored before schema 4 reads back: no cost (NaN), no baseline, no runner-up.
+  store->store_winner(winner("gemm.nt", kSmallGemmShape, "tiled", Config({{"tile_m", 64}, {"tile_n", 64}}), 3.0, 0.004));
+}
+
+struct ReportFixture : ::testing::Test {
+  test_support::TempDir tmp;
+  std::string db = tmp.file("fixture.db");
+  fs::path out = tmp.path() / "report";
+  void SetUp() override { fill_fixture(db); }
+  ReportResult report(const std::string& gnuplot = "gnuplot", std::optional<std::string> compare = {}) {
+    return write_report({db, out.string(), std::move(compare), gnuplot});
+  }
+};
+
+TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
+  const ReportResult result = report("shapetune-no-such-gnuplot");
+  EXPECT_EQ(result.winners, 3);
+  const std::string md = read(out / "README.md");
+  EXPECT_CONTAINS(md, "(schema v4): 3 winners, 1 ceilings.");
+  EXPECT_CONTAINS(md, "| `NVIDIA H200\\|sm_90\\|132SM\\|140GiB` | NVIDIA H200 | 9.0 | 132 | 60 MiB | 140.0 GiB | 580.0 | 13.0 "
+                      "| 13.1.0 | 9.14.0 |\n");
+  EXPECT_CONTAINS(md, "| name | value | method |\n|---|---|---|\n| `dram_copy_best` | 4.10 TB/s | best of the copies |\n");
+  // Families: "gemm" (gemm.nn, gemm.nt) before "softmax".
+  const auto gemm = md.find("### gemm\n");
+  const auto softmax = md.find("### softmax\n");
+  ASSERT_NE(gemm, std::string::npos);
+  ASSERT_NE(softmax, std::string::npos);
+  EXPECT_LT(gemm, softmax);
+  const std::string head =
+      "| problem | winner | median | achieved | % of roofline | best baseline | speedup | runner-up | margin |\n"
+      "|---|---|---|---|---|---|---|---|---|\n";
+  EXPECT_CONTAINS(md, "### softmax\n\n" + head +
+                          "| `softmax/f32/rows=1024,cols=1000` | `register_row{block_size=128}` | 4.00 us | 2.05 TB/s | "
+                          "50.0% | cudnn 5.00 us | 1.25x | `warp_row{block_size=64}` | 10.0% |\n\n");
+  EXPECT_CONTAINS(md, "### gemm\n\n" + head +
+                          "| `gemm.nn/f32/m=4096,n=4096,k=4096` | `tiled{tile_m=128,tile_n=128}` | 10000.0 us | "
+                          "13.7 TFLOP/s | no compute ceiling measured | cublas 9000.0 us | 0.90x | "
+                          "`tiled{tile_m=64,tile_n=128}` | 0.5% (tie) |\n"
+                          "| `gemm.nt/f32/m=64,n=64,k=64` | `tiled{tile_m=64,tile_n=64}` | 3.00 us | - | - | - | - | - "
+                          "| - |\n\n");
+  EXPECT_FALSE(contains(md, "## Compared with"));
+}
+
+TEST_F(ReportFixture, ComputeBoundUsesAMeasuredComputeCeilingOnly) {
+  test_support::TempDir other;
+  const std::string db2 = other.file("fma.db");
+  fill_fixture(db2, 4.0, 10000, /*compute_ceiling=*/true);
+  write_report({db2, out.string(), std::nullopt, "shapetune-no-such-gnuplot"});
+  const std::string md = read(out / "README.md");
+  // 13.74 TFLOP/s over min(50 TFLOP/s, 4.096 TB/s * 682.7 FLOP/B) = 27.5%.
+  EXPECT_CONTAINS(md, "| 10000.0 us | 13.7 TFLOP/s | 27.5% | cublas 9000.0 us |");
+  EXPECT_CONTAINS(md, "| `fp32_fma_peak` | 50.0 TFLOP/s | FMA chain kernel |");
+  EXPECT_FALSE(contains(md, "no compute ceiling measured"));
+}
+
+TEST_F(ReportFixture, DataFilesAndScripts) {
+  const ReportResult result = report("shapetune-no-such-gnuplot");
+  EXPECT_EQ(read(out / "data" / "roofline_softmax_winners.dat"),
+            "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
+            "0.625 1.28e+12 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
+  EXPECT_EQ(read(out / "data" / "roofline_softmax_baselines.dat"),
+            "# intensity_flops_per_byte achieved_flops_per_s problem baseline\n"
+            "0.625 1.024e+12 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
+  // The NaN-cost gemm.nt has no point.
+  EXPECT_EQ(read(out / "data" / "roofline_gemm_winners.dat"),
+            "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
+            "682.667 1.37439e+13 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n");
+  EXPECT_EQ(read(out / "data" / "speedup.dat"),
+            "# index speedup problem baseline\n"
+            "0 0.9 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"cublas\"\n"
+            "1 1.25 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
+  EXPECT_EQ(read(out / "data" / "winner_map.dat"),
+            "# variant_index problem_index problem variant\n"
+            "0 0 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n"
+            "0 1 \"gemm.nt/f32/m=64,n=64,k=64\" \"tiled\"\n"
+            "1 2 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
+  for (const char* name : {"roofline_gemm", "roofline_softmax", "speedup", "winner_map"}) {
+    const fs::path script = out / "plots" / (std::string(name) + ".gp");
+    ASSERT_TRUE(fs::exists(script)) << script;
+    const std::string text = read(script);
+    EXPECT_CONTAINS(text, "set terminal svg");
+    EXPECT_CONTAINS(text, std::string("set output here . \"") + name + ".svg\"");
+    EXPECT_FALSE(fs::exists(out / "plots" / (std::string(name) + ".svg")));
+  }
+  EXPECT_CONTAINS(read(out / "plots" / "roofline_softmax.gp"), "4.096e+12 * x with lines");
+  EXPECT_EQ(result.scripts.size(), 4u);
+  EXPECT_FALSE(result.gnuplot_found);
+  EXPECT_TRUE(result.svgs.empty());
+  const std::string md = read(out / "README.md");
+  EXPECT_CONTAINS(md, "gnuplot was not on PATH");
+  EXPECT_CONTAINS(md, "`gnuplot " + (out / "plots").string() + "/*.gp`");
+  EXPECT_CONTAINS(md, "![Roofline: softmax](plots/roofline_softmax.svg)");
+  EXPECT_CONTAINS(md, "![Speedup over the best baseline](plots/speedup.svg)");
+  EXPECT_CONTAINS(md, "![Winner map](plots/winner_map.svg)");
+}
+
+bool gnuplot_on_path() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+TEST_F(ReportFixture, SvgsWhenGnuplotIsPresent) {
+  if (!gnuplot_on_path()) GTEST_SKIP() << "gnuplot is not on PATH here (Debian: apt-get install gnuplot-nox)";
+  const ReportResult result = report();
+  EXPECT_TRUE(result.gnuplot_found);
+  EXPECT_EQ(result.plots_failed, 0);
+  EXPECT_EQ(result.svgs.size(), 4u);
+  for (const char* name : {"roofline_gemm", "roofline_softmax", "speedup", "winner_map"}) {
+    const fs::path svg = out / "plots" / (std::string(name) + ".svg");
+    ASSERT_TRUE(fs::exists(svg)) << svg;
+    EXPECT_CONTAINS(read(svg), "<svg");
+  }
+  EXPECT_FALSE(contains(read(out / "README.md"), "gnuplot was not on PATH"));
+  // The scripts find their data relative to themselves: rendering from another directory works.
+  fs::remove(out / "plots" / "speedup.svg");
+  const std::string command = "cd / && gnuplot '" + (out / "plots" / "speedup.gp").string() + "' 2>/dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  EXPECT_TRUE(fs::exists(out / "plots" / "speedup.svg"));
+}
+
+TEST_F(ReportFixture, CompareVerdicts) {
+  const std::string other = tmp.file("other.db");
+  {
+    // The other database is 10% faster on softmax (a planted regression here) and 0.3% slower on
+    // the GEMM (inside the 1% band); it lacks gemm.nt and has a problem of its own.
+    auto store = Store::open(other);
+    store->upsert_device(h200());
+    store->store_winner(winner("softmax", kSoftmaxShape, "register_row", Config({{"block_size", 128}}), 4.0 / 1.1, 0.004));
+    store->store_winner(winner("gemm.nn", kGemmShape, "tiled", Config({{"tile_m", 128}, {"tile_n", 128}}), 10030, 0.002));
+    store->store_winner(winner("layernorm", Shape({{"rows", 8}, {"cols", 8}}), "register_row", Config(), 2.0, 0.01));
+  }
+  report("shapetune-no-such-gnuplot", other);
+  const std::string md = read(out / "README.md");
+  EXPECT_CONTAINS(md, "## Compared with `" + other + "`");
+  EXPECT_CONTAINS(md, "Summary: 2 problems in both: 0 faster, 1 slower, 1 same within noise; 1 only here, 1 only in "
+                      "the other.\n");
+  EXPECT_CONTAINS(md, "| problem | this | other | change | noise band | verdict |\n|---|---|---|---|---|---|\n"
+                      "| `gemm.nn/f32/m=4096,n=4096,k=4096` | 10000.0 us | 10030.0 us | -0.3% | 1.0% | same |\n"
+                      "| `softmax/f32/rows=1024,cols=1000` | 4.00 us | 3.64 us | +10.0% | 1.0% | slower |\n");
+}
+
+TEST(ReportVerdict, NoiseBandIsTheLargerOfOnePercentAndEitherCi) {
+  EXPECT_EQ(compare_verdict(110, 0.005, 100, 0.004), "slower");
+  EXPECT_EQ(compare_verdict(90, 0.005, 100, 0.004), "faster");
+  EXPECT_EQ(compare_verdict(100.5, 0.001, 100, 0.001), "same");
+  EXPECT_EQ(compare_verdict(101.5, 0.001, 100, 0.001), "slower");  // outside 1%
+  EXPECT_EQ(compare_verdict(101.5, 0.02, 100, 0.001), "same");     // inside this one's CI
+  EXPECT_EQ(compare_verdict(97, 0.001, 100, 0.05), "same");        // inside the other's CI
+  EXPECT_EQ(compare_verdict(101.5, std::nan(""), 100, std::nan("")), "slower");
+  EXPECT_EQ(compare_verdict(std::nan(""), 0.01, 100, 0.01), "n/a");
+}
+
+TEST(ReportErrors, MissingDatabase) {
+  test_support::TempDir tmp;
+  try {
+    write_report({tmp.file("nope.db"), tmp.file("out"), std::nullopt, "gnuplot"});
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "nope.db does not exist");
+  }
+  EXPECT_FALSE(fs::exists(tmp.path() / "out"));
+}
+
+TEST(ReportErrors, MissingCompareDatabase) {
+  test_support::TempDir tmp;
+  fill_fixture(tmp.file("a.db"));
+  EXPECT_THROW(write_report({tmp.file("a.db"), tmp.file("out"), tmp.file("nope.db"), "gnuplot"}), ReportError);
+}
+
+TEST(ReportErrors, UnwritableDirectory) {
+  test_support::TempDir tmp;
+  fill_fixture(tmp.file("a.db"));
+  std::ofstream(tmp.file("plain-file")) << "x";
+  // A file where a directory must go: fails even as root, unlike a permission bit.
+  try {
+    write_report({tmp.file("a.db"), tmp.file("plain-file") + "/report", std::nullopt, "gnuplot"});
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "cannot create directory");
+  }
+}
+
+TEST(ReportErrors, NoWinnersSaysSo) {
+  test_support::TempDir tmp;
+  {
+    auto store = Store::open(tmp.file("empty.db"));
+    store->upsert_device(h200());
+  }
+  const ReportResult result = write_report({tmp.file("empty.db"), tmp.file("out"), std::nullopt, "gnuplot"});
+  EXPECT_EQ(result.winners, 0);
+  EXPECT_TRUE(result.scripts.empty());
+  const std::string md = read(tmp.path() / "out" / "README.md");
+  EXPECT_CONTAINS(md, "No winners in this database yet");
+  EXPECT_CONTAINS(md, "No ceilings measured");
+  EXPECT_CONTAINS(md, "NVIDIA H200");
+  EXPECT_FALSE(contains(md, "## Plots"));
+}
+
+TEST(ReportSmoke, CommittedMemoryBoundDatabase) {
+  const fs::path db = test_support::source_dir() / "reports" / "h200" / "2026-11-30-memory-bound" / "h200.db";
+  ASSERT_TRUE(fs::exists(db)) << db;
+  test_support::TempDir tmp;
+  const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "gnuplot"});
+  EXPECT_GT(result.winners, 0);
+  const std::string md = read(tmp.path() / "out" / "README.md");
+  EXPECT_CONTAINS(md, "### layernorm\n");
+  EXPECT_CONTAINS(md, "`layernorm/");
+  EXPECT_CONTAINS(md, "| `dram_copy_best` | 4.26 TB/s |");
+  EXPECT_CONTAINS(md, "| `dram_copy_memcpy` | 4.26 TB/s |");
+  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "plots" / "roofline_layernorm.gp"));
+  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "data" / "roofline_layernorm_winners.dat"));
+}
+
+// An older schema is read through a migrated temporary copy; the file itself is not touched,
+// and its rows (stored without a cost) show "-" for achieved and roofline.
+TEST(ReportSmoke, OlderSchemaIsReadWithoutChangingTheFile) {
+  const fs::path db = test_support::source_dir() / "reports" / "h200" / "2026-11-30-foundation-softmax" / "h200.db";
+  ASSERT_TRUE(fs::exists(db)) << db;
+  const std::string before = read(db);
+  test_support::TempDir tmp;
+  const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"});
+  EXPECT_GT(result.winners, 0);
+  const std::string md = read(tmp.path() / "out" / "README.md");
+  EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v4)");
+  EXPECT_CONTAINS(md, " | - | - | cudnn ");
+  EXPECT_EQ(read(db), before);
+}
+
+}  // namespace
+}  // namespace shapetune
