@@ -1,0 +1,16 @@
+# Written by `shapetune report`. Render: gnuplot DIR/plots/roofline_adam.gp (from any directory).
+here = ARG0[1:strlen(ARG0) - strlen("roofline_adam.gp")]
+data = here . "../data/"
+reset
+set terminal svg size 900,600 dynamic noenhanced font "sans,11" background rgb "white"
+set output here . "roofline_adam.svg"
+set title "roofline: adam (measured ceilings only)"
+set logscale xy
+set xlabel "arithmetic intensity (FLOP/byte)"
+set ylabel "achieved FLOP/s"
+set grid
+set key top left
+set xrange [0.142857:2.28571]
+set yrange [1.30637e+11:3.89616e+13]
+plot data . "roofline_adam_winners.dat" using 1:2 with points pt 7 ps 1.2 title "winner", \
+     4.26142e+12 * x with lines lw 2 title "DRAM copy ceiling (4.26 TB/s)"

@@ -1,0 +1,17 @@
+# Written by `shapetune report`. Render: gnuplot DIR/plots/roofline_gemm.gp (from any directory).
+here = ARG0[1:strlen(ARG0) - strlen("roofline_gemm.gp")]
+data = here . "../data/"
+reset
+set terminal svg size 900,600 dynamic noenhanced font "sans,11" background rgb "white"
+set output here . "roofline_gemm.svg"
+set title "roofline: gemm (measured ceilings only)"
+set logscale xy
+set xlabel "arithmetic intensity (FLOP/byte)"
+set ylabel "achieved FLOP/s"
+set grid
+set key top left
+set xrange [17.5196:10922.7]
+set yrange [3.44187e+12:1.85889e+17]
+plot data . "roofline_gemm_winners.dat" using 1:2 with points pt 7 ps 1.2 title "winner", \
+     data . "roofline_gemm_baselines.dat" using 1:2 with points pt 6 ps 1.2 title "best baseline", \
+     4.25467e+12 * x with lines lw 2 title "DRAM copy ceiling (4.25 TB/s)"
