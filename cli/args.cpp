@@ -22,7 +22,11 @@ const OptionSpec* find_short(const CommandSpec& spec, char c) {
   return nullptr;
 }
 
-std::string see_help(const CommandSpec& spec) { return "; see `shapetune " + spec.name + " --help`"; }
+std::string invocation(const CommandSpec& spec) {
+  return spec.name.starts_with("shapetune") ? spec.name : "shapetune " + spec.name;
+}
+
+std::string see_help(const CommandSpec& spec) { return "; see `" + invocation(spec) + " --help`"; }
 
 }  // namespace
 
@@ -79,10 +83,10 @@ ParsedArgs parse(const CommandSpec& spec, const std::vector<std::string>& args) 
         name = name.substr(0, eq);
       }
       option = find_long(spec, name);
-      if (!option) throw UsageError("unknown option --" + name + " for `shapetune " + spec.name + "`" + see_help(spec));
+      if (!option) throw UsageError("unknown option --" + name + " for `" + invocation(spec) + "`" + see_help(spec));
     } else if (arg.size() == 2 && arg[0] == '-' && arg[1] != '-') {
       option = find_short(spec, arg[1]);
-      if (!option) throw UsageError("unknown option " + arg + " for `shapetune " + spec.name + "`" + see_help(spec));
+      if (!option) throw UsageError("unknown option " + arg + " for `" + invocation(spec) + "`" + see_help(spec));
     } else {
       parsed.positional.push_back(arg);
       continue;
@@ -104,16 +108,16 @@ ParsedArgs parse(const CommandSpec& spec, const std::vector<std::string>& args) 
   }
   if (parsed.has("help")) return parsed;
   if (parsed.positional.size() < spec.min_positional)
-    throw UsageError("`shapetune " + spec.name + "` needs " + spec.positionals + see_help(spec));
+    throw UsageError("`" + invocation(spec) + "` needs " + spec.positionals + see_help(spec));
   if (parsed.positional.size() > spec.max_positional)
-    throw UsageError("unexpected argument '" + parsed.positional[spec.max_positional] + "' for `shapetune " +
-                     spec.name + "`" + see_help(spec));
+    throw UsageError("unexpected argument '" + parsed.positional[spec.max_positional] + "' for `" + invocation(spec) +
+                     "`" + see_help(spec));
   return parsed;
 }
 
 std::string help_text(const CommandSpec& spec) {
   std::ostringstream s;
-  s << "usage: shapetune " << spec.name;
+  s << "usage: " << invocation(spec);
   if (!spec.positionals.empty()) s << " " << spec.positionals;
   if (!spec.options.empty()) s << " [options]";
   s << "\n\n" << spec.summary << "\n\noptions:\n";

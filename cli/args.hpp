@@ -24,6 +24,8 @@ struct OptionSpec {
 };
 
 struct CommandSpec {
+  // Invoked as `shapetune NAME`, or as NAME alone where it is a program of its own
+  // (a name starting with "shapetune", e.g. "shapetune-bench").
   std::string name;
   std::string summary;
   std::string positionals;  // usage text for positional arguments: "FILE.yaml"

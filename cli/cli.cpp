@@ -1,6 +1,7 @@
 #include "cli/cli.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -11,13 +12,16 @@
 
 #include "cli/args.hpp"
 #include "cli/table.hpp"
+#include "cli/train.hpp"
 #include "core/build_info.hpp"
+#include "core/counters.hpp"
 #include "core/format.hpp"
 #include "db/export.hpp"
 #include "db/report.hpp"
 #include "db/store.hpp"
 #include "harness/ceilings.hpp"
 #include "harness/device.hpp"
+#include "tuner/check.hpp"
 #include "tuner/shape_file.hpp"
 #include "tuner/sweep.hpp"
 #include "variants/catalogue.hpp"
@@ -194,11 +198,29 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   o.verbose = a.has("verbose");
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
   if (a.has("seed")) o.seed = static_cast<std::uint64_t>(a.integer("seed", 0, 0, INT64_MAX));
+  if (const auto mode = a.value("counters")) {
+    const auto parsed = parse_counter_mode(*mode);
+    if (!parsed) throw UsageError("--counters must be " + std::string(kCounterModeNames) + ", got '" + *mode + "'");
+    o.counters = *parsed;
+  }
+  o.extra_metrics = split_list(a.values("metrics"));
+  if (!o.extra_metrics.empty() && o.counters == CounterMode::none)
+    throw UsageError("--metrics names counters to collect, but --counters none collects none");
   o.command_line = join_args(all_args);
   return run_sweep(o, out, err);
 }
 
 // ---- winners / export ----------------------------------------------------------------------
+// "DRAM 1.02x model" where the winner was profiled: measured bytes over the cost model's (the
+// stored one; rows from before schema 4 have none, so the catalogue's), "-" where it was not.
+std::string winner_counters_text(const Store& store, const WinnerRecord& w, const Cost& catalogue_cost) {
+  const auto values = store.counter_values(w.sweep_id, w.problem.key(), w.variant, w.config.key());
+  if (values.empty()) return "-";
+  const double model_bytes = std::isfinite(w.cost.bytes) ? w.cost.bytes : catalogue_cost.bytes;
+  const std::string dram = counters::dram_vs_model_text(values, model_bytes);
+  return dram.empty() ? "profiled" : "DRAM " + dram;
+}
+
 int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
   auto store = open_store(require_db(a), OpenMode::read_only);
   const auto winners = store->winners(a.value("device-key").value_or(""));
@@ -208,7 +230,7 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
   }
   std::string device;
   cli::Table table({"problem", "winner", "median", "p10..p90", "mode", "achieved", "baseline", "speedup", "runner-up",
-                    "margin"});
+                    "margin", "counters"});
   for (const auto& w : winners) {
     if (w.device_key != device) {
       if (!table.empty()) {
@@ -226,7 +248,8 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
                w.best_baseline.empty() ? "-" : w.best_baseline + " " + fmt_us(w.baseline_us),
                w.best_baseline.empty() ? "-" : fmt_fixed(w.speedup_vs_baseline, 2) + "x",
                w.runner_up_variant.empty() ? "-" : w.runner_up_variant,
-               w.runner_up_variant.empty() ? "-" : (w.tie ? "tie " : "") + fmt_fixed(100 * w.margin_rel, 1) + "%"});
+               w.runner_up_variant.empty() ? "-" : (w.tie ? "tie " : "") + fmt_fixed(100 * w.margin_rel, 1) + "%",
+               winner_counters_text(*store, w, cost)});
   }
   out << table.render();
   return 0;
@@ -275,13 +298,57 @@ int cmd_ceilings(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   store->upsert_device(device.fingerprint);
   Measurer measurer(device, MeasureOptions{});
   const auto bytes = static_cast<std::int64_t>(a.number("bytes", 1 << 30, 1 << 20, 1e12));
-  cli::Table table({"ceiling", "value", "median time", "samples", "method"});
-  for (const auto& c : measure_memory_ceilings(measurer, bytes)) {
+  const std::int64_t gemm_n = a.integer("gemm-n", 8192, 256, 32768);
+  const int launches = static_cast<int>(a.integer("launches", 1000, 10, 100000));
+  std::vector<std::string> skipped;
+  std::vector<MeasuredCeiling> measured = measure_memory_ceilings(measurer, bytes);
+  measured.push_back(measure_fma_ceiling(measurer));
+  for (auto& c : measure_gemm_ceilings(measurer, gemm_n, skipped)) measured.push_back(std::move(c));
+  for (auto& c : measure_launch_ceilings(measurer, launches)) measured.push_back(std::move(c));
+  cli::Table table({"ceiling", "value", "median sample", "samples", "method"});
+  for (const auto& c : measured) {
     store->store_ceiling({device.fingerprint.key(), c.name, c.value, c.unit, c.method, build_git_sha(), utc_now_iso8601()});
-    table.add({c.name, fmt_rate(c.value), fmt_us(c.timing.median_us), std::to_string(c.timing.samples), c.method});
+    table.add({c.name, fmt_quantity(c.value, c.unit), fmt_us(c.timing.median_us), std::to_string(c.timing.samples), c.method});
   }
   out << "device " << device.fingerprint.key() << "\n" << table.render();
+  for (const auto& why : skipped) out << "not measured: " << why << "\n";
   return 0;
+}
+
+// ---- check ---------------------------------------------------------------------------------
+int cmd_check(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  CheckOptions o;
+  o.db_path = require_db(a);
+  if (!a.positional.empty()) o.shape_file = a.positional[0];
+  o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
+  o.rule.threshold = a.number("threshold", o.rule.threshold, 0, 100);
+  if (a.has("seed")) o.seed = static_cast<std::uint64_t>(a.integer("seed", 0, 0, INT64_MAX));
+  const bool strict = a.has("strict");
+  CheckRun run;
+  try {
+    run = run_check(o, out);
+  } catch (const CheckSetupError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  cli::Table table({"problem", "winner", "accuracy", "stored", "now", "change", "verdict"});
+  for (const CheckRow& r : run.rows) {
+    const WinnerRecord* w = r.stored ? &*r.stored : nullptr;
+    std::string change = "-";
+    if (r.compared())
+      change = std::string(r.change_rel >= 0 ? "+" : "") + fmt_fixed(100 * r.change_rel, 1) + "% (limit " +
+               fmt_fixed(100 * r.limit_rel, 1) + "%)";
+    table.add({r.problem.key(),
+               !w ? "-" : w->config.values().empty() ? w->variant : w->variant + "{" + w->config.key() + "}",
+               check_accuracy_text(r), w ? fmt_us(w->timing.median_us) : "-",
+               r.compared() ? fmt_us(r.fresh->timing->median_us) : "-", change, std::string(check_verdict_name(r.verdict))});
+  }
+  out << "\n" << table.render();
+  for (const CheckRow& r : run.rows)
+    if (r.verdict != CheckVerdict::ok && r.verdict != CheckVerdict::not_tuned)
+      out << "  " << r.problem.key() << ": " << check_verdict_name(r.verdict) << ": " << r.detail << "\n";
+  out << check_summary(run.rows, strict) << "\n";
+  return check_exit_code(run.rows, strict);
 }
 
 // ---- report --------------------------------------------------------------------------------
@@ -343,7 +410,13 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"dry-run", 0, "", "list problems and candidate counts; measures nothing, needs no GPU"},
          {"device", 0, "N", "CUDA device ordinal (default 0)"},
          {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
-         {"verbose", 'v', "", "one line per candidate"}},
+         {"verbose", 'v', "", "one line per candidate"},
+         {"counters", 0, "all|winners|none",
+          "read hardware counters (CUPTI) of each problem's winner (default), every accurate candidate, or none"},
+         {"metrics", 0, "M",
+          "CUPTI metrics to collect besides the default set (repeatable, or a comma list), e.g. "
+          "lts__t_sectors_srcunit_tex_op_read.sum; checked before anything is measured",
+          true}},
         "Search strategies (per matrix in the shape file as search: {...}, or --strategy for all):\n"
         "  exhaustive  every candidate that supports() accepts, each fully measured (the default)\n"
         "  random      every baseline and variant default, then a uniform sample of the rest up to the matrix's\n"
@@ -354,12 +427,18 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "Constraints prune before any launch: strategies only choose among supported candidates.\n"
         "Progress: one line per problem with its winner, the best baseline, how many of the supported candidates\n"
         "were fully measured (\"measured 5/312 (halving: raced 300 in 5 rungs)\") and the candidate counts.\n"
+        "Counters: after a problem's timing, the chosen candidates are profiled once each with CUPTI's range profiler\n"
+        "(kernel replay, L2 flushed first): DRAM bytes read and written, duration, achieved occupancy, L2 hit rate,\n"
+        "DRAM and SM throughput %, FP32/FP16 add, mul and fma instructions (FLOPs = add + mul + 2 fma), tensor-pipe\n"
+        "instructions, and --metrics. The progress line shows the winner's DRAM bytes against the cost model's\n"
+        "(\"counters: DRAM 1.02x model\"). Where profiling is not possible (no privileges, MIG, another profiler\n"
+        "attached) the sweep says \"counters unavailable: REASON\" once, records it, and goes on.\n"
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
         "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
   list.push_back({{"winners",
-                   "Show the dispatch table: per device and problem, the winner, its time, the best baseline and the "
-                   "runner-up.",
+                   "Show the dispatch table: per device and problem, the winner, its time, the best baseline, the "
+                   "runner-up and, where the sweep profiled it, its DRAM bytes against the cost model's.",
                    "",
                    0,
                    0,
@@ -379,15 +458,52 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                     return cmd_export(a, out, err, all_args);
                   }});
   list.push_back({{"ceilings",
-                   "Measure the device's copy-bandwidth ceilings (cudaMemcpy and copy kernels) and store them; reports "
-                   "compare achieved bandwidth with these.",
+                   "Measure the device's empirical ceilings and store them: DRAM copy bandwidth, FP32 FMA rate, "
+                   "tensor-core rate per dtype (cuBLAS GEMM) and launch overhead; reports use these, never datasheet "
+                   "numbers.",
                    "",
                    0,
                    0,
                    {kDbOption, {"device", 0, "N", "CUDA device ordinal (default 0)"},
-                    {"bytes", 0, "N", "bytes copied per sample (default 1 GiB)"}},
-                   ""},
+                    {"bytes", 0, "N", "bytes copied per sample (default 1 GiB)"},
+                    {"gemm-n", 0, "N", "GEMM size n (n x n x n) of the tensor-core and SGEMM ceilings (default 8192)"},
+                    {"launches", 0, "N", "empty-kernel launches per launch-overhead sample (default 1000)"}},
+                   "Ceilings (name, unit, how):\n"
+                   "  dram_copy_memcpy, dram_copy_kernel_vec16, dram_copy_kernel_scalar  B/s  cudaMemcpyAsync device to\n"
+                   "      device and two grid-stride copy kernels; bytes read + bytes written per second\n"
+                   "  dram_copy_best       B/s     the best copy: the bandwidth roof in reports\n"
+                   "  fp32_fma             FLOP/s  a kernel of independent FMA chains (2 FLOPs per FMA): the f32 roof\n"
+                   "  tensor_f16, tensor_bf16, tensor_tf32  FLOP/s  cuBLAS GEMM n^3 with fp32 accumulation (2 n^3\n"
+                   "      FLOPs): the roof of that dtype; left out where the device has no tensor cores for it\n"
+                   "  sgemm_fp32           FLOP/s  cublasSgemm n^3 on CUDA cores, for reference\n"
+                   "  launch_overhead_stream, launch_overhead_graph  s  per empty-kernel launch, back to back on a\n"
+                   "      stream, and as nodes of one CUDA graph\n"
+                   "Every figure is the median of cold samples timed like the kernels (CUDA events, L2 evicted before\n"
+                   "each sample). About 10-30 s on an H200."},
                   cmd_ceilings});
+  list.push_back({{"check",
+                   "Re-verify every stored winner of this device (or the problems of FILE.yaml) on fresh random "
+                   "inputs with its recorded tolerance, time it again and compare with the stored median; exits "
+                   "non-zero on an accuracy violation or a performance regression. What CI calls.",
+                   "[FILE.yaml]",
+                   0,
+                   1,
+                   {kDbOption,
+                    {"threshold", 0, "FRACTION", "smallest slowdown that is a regression (default 0.10)"},
+                    {"strict", 0, "", "a problem of FILE.yaml without a winner on this device is a failure too"},
+                    {"device", 0, "N", "CUDA device ordinal (default 0)"},
+                    {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"}},
+                   "Each winner is verified as a sweep verifies (outputs poisoned, every element compared with the\n"
+                   "float64 reference: |out-ref| <= atol OR <= rtol*|ref|, with the atol/rtol stored beside the winner)\n"
+                   "and timed with the measurement options of the sweep that chose it (cold or hot, samples, CI target,\n"
+                   "time cap). With c_stored and c_now the medians' relative 95% CI half-widths:\n"
+                   "  limit = max(threshold, 2 * (c_stored + c_now))\n"
+                   "  REGRESSION when now > stored * (1 + limit); faster when now < stored * (1 - limit); else ok.\n"
+                   "A winner that cannot run (variant gone, refused, CUDA error) is an ERROR. Problems of FILE.yaml\n"
+                   "without a winner on this device are listed as not tuned. The database is only read.\n"
+                   "Exit codes: 0 all accurate and within the limit; 1 an accuracy violation, a regression or an error\n"
+                   "(the last line says which); 2 bad usage, no CUDA device, or no winners for this device."},
+                  cmd_check});
   list.push_back({{"report",
                    "Write a report directory from the database alone: README.md (devices, ceilings, per-family "
                    "winner tables with achieved rate and % of the measured roofline), gnuplot plots (SVG) and, with "
@@ -400,6 +516,9 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "written and README.md says how to render them (gnuplot DIR/plots/*.gp). Compare verdicts: faster,\n"
                    "slower, or same when the change is within max(1%, both medians' recorded 95% CI)."},
                   cmd_report});
+  list.push_back({cli::train_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+                    return cli::run_train(a, out, err, join_args(all_args));
+                  }});
   return list;
 }
 

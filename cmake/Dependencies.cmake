@@ -52,6 +52,12 @@ else()
   set_target_properties(shapetune::yaml-cpp PROPERTIES INTERFACE_LINK_LIBRARIES yaml-cpp)
 endif()
 
+# zlib: the model runners read gzipped IDX datasets.
+find_package(ZLIB QUIET)
+if(NOT ZLIB_FOUND)
+  shapetune_missing("zlib" "zlib1g-dev")
+endif()
+
 find_package(SQLite3 QUIET)
 if(NOT SQLite3_FOUND)
   shapetune_missing("SQLite 3 headers and library" "libsqlite3-dev")
@@ -76,4 +82,23 @@ endif()
 find_package(benchmark QUIET)
 if(NOT benchmark_FOUND)
   shapetune_missing("Google Benchmark" "libbenchmark-dev")
+endif()
+# shapetune-bench's. Static where a libbenchmark.a exists; Debian's libbenchmark-dev ships only
+# the shared library, so a carried build (SHAPETUNE_STATIC_DEPS) instead finds it beside the
+# binary ($ORIGIN, see shapetune-bench in CMakeLists.txt): scripts/build-for-gpu-box.sh packs it.
+add_library(shapetune::benchmark INTERFACE IMPORTED)
+set(SHAPETUNE_BENCHMARK_SHARED ON)
+if(SHAPETUNE_STATIC_DEPS)
+  find_library(BENCHMARK_STATIC libbenchmark.a)
+endif()
+if(SHAPETUNE_STATIC_DEPS AND BENCHMARK_STATIC)
+  get_target_property(_benchmark_inc benchmark::benchmark INTERFACE_INCLUDE_DIRECTORIES)
+  set_target_properties(shapetune::benchmark PROPERTIES
+    INTERFACE_LINK_LIBRARIES "${BENCHMARK_STATIC};Threads::Threads")
+  if(_benchmark_inc)
+    set_target_properties(shapetune::benchmark PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_benchmark_inc}")
+  endif()
+  set(SHAPETUNE_BENCHMARK_SHARED OFF)
+else()
+  set_target_properties(shapetune::benchmark PROPERTIES INTERFACE_LINK_LIBRARIES benchmark::benchmark)
 endif()

@@ -29,6 +29,17 @@ std::string fmt_achieved(double bytes, double flops, double us) {
   return bytes > 0 ? fmt_rate(bytes / seconds) : "";
 }
 
+std::string fmt_quantity(double value, const std::string& unit) {
+  if (unit == "B/s") return fmt_rate(value);
+  if (unit == "s") return fmt_us(value * 1e6);
+  char text[48];
+  if (unit == "FLOP/s")
+    std::snprintf(text, sizeof text, "%.1f TFLOP/s", value / 1e12);
+  else
+    std::snprintf(text, sizeof text, "%g", value);
+  return unit == "FLOP/s" || unit.empty() ? text : text + (" " + unit);
+}
+
 std::string fmt_fixed(double v, int decimals) {
   char text[32];
   std::snprintf(text, sizeof text, "%.*f", decimals, v);

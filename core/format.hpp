@@ -12,5 +12,8 @@ std::string fmt_fixed(double v, int decimals);
 // problem does at least kComputeBoundIntensity FLOPs a byte (GEMM), else the bandwidth.
 inline constexpr double kComputeBoundIntensity = 16;  // about the H200's fp32 ridge point
 std::string fmt_achieved(double bytes, double flops, double us);
+// A measured ceiling in its unit: "B/s" as fmt_rate, "FLOP/s" as "66.9 TFLOP/s", "s" as
+// fmt_us; any other as "%g unit".
+std::string fmt_quantity(double value, const std::string& unit);
 
 }  // namespace shapetune

@@ -16,6 +16,7 @@
 
 #include <stdlib.h>  // mkdtemp
 
+#include "core/counters.hpp"
 #include "core/format.hpp"
 #include "core/records.hpp"
 #include "db/store.hpp"
@@ -77,11 +78,7 @@ std::string file_stem(std::string_view text) {
   return out;
 }
 
-std::string ceiling_value_text(const CeilingRecord& c) {
-  if (c.unit == "B/s") return fmt_rate(c.value);
-  if (c.unit == "FLOP/s") return printf_text("%.1f TFLOP/s", c.value / 1e12);
-  return printf_text("%g", c.value) + (c.unit.empty() ? "" : " " + c.unit);
-}
+std::string ceiling_value_text(const CeilingRecord& c) { return fmt_quantity(c.value, c.unit); }
 
 bool is_compute_bound(const Cost& cost) {
   return cost.flops > 0 && (cost.bytes <= 0 || cost.flops / cost.bytes >= kComputeBoundIntensity);
@@ -92,15 +89,17 @@ struct Ceilings {
   std::optional<double> copy_bytes_per_s;            // dram_copy_best
   std::vector<const CeilingRecord*> compute;         // fp32_fma*, tensor_* in FLOP/s
 
-  // The compute ceiling that bounds a problem of this type: fp32_fma* for f32, tensor_* for
-  // the types tensor cores take (the largest when several match).
+  // Whether a compute ceiling bounds problems of this type: fp32_fma* for f32, tensor_<dtype>
+  // (tensor_f16, tensor_bf16, tensor_tf32) for the types tensor cores take.
+  static bool bounds(const CeilingRecord& c, DType dtype) {
+    if (dtype == DType::f32) return c.name.rfind("fp32_fma", 0) == 0;
+    return c.name == "tensor_" + std::string(dtype_name(dtype));
+  }
+  // The compute ceiling that bounds a problem of this type (the largest when several match).
   std::optional<double> compute_for(DType dtype) const {
     std::optional<double> best;
-    for (const CeilingRecord* c : compute) {
-      const bool fp32 = c->name.rfind("fp32_fma", 0) == 0;
-      if (fp32 != (dtype == DType::f32)) continue;
-      if (!best || c->value > *best) best = c->value;
-    }
+    for (const CeilingRecord* c : compute)
+      if (bounds(*c, dtype) && (!best || c->value > *best)) best = c->value;
     return best;
   }
 };
@@ -155,10 +154,17 @@ struct DbContents {
   std::vector<DeviceFingerprint> devices;
   std::vector<WinnerRecord> winners;
   std::vector<CeilingRecord> ceilings;
+  std::vector<counters::Values> winner_counters;        // beside winners; empty where not profiled
+  std::vector<std::pair<std::int64_t, std::string>> counters_unavailable;  // sweep id, reason
 };
 
 DbContents contents_of(const Store& store, int schema_found) {
-  return {store.schema_version(), schema_found, store.devices(), store.winners(), store.ceilings()};
+  DbContents db{store.schema_version(), schema_found, store.devices(), store.winners(), store.ceilings(), {}, {}};
+  for (const auto& w : db.winners)
+    db.winner_counters.push_back(store.counter_values(w.sweep_id, w.problem.key(), w.variant, w.config.key()));
+  for (const auto& sweep : store.sweeps())
+    if (auto reason = store.counters_unavailable(sweep.id)) db.counters_unavailable.emplace_back(sweep.id, *reason);
+  return db;
 }
 
 // The schema version recorded in the file (SQLite's user_version, bytes 60..63 of the header).
@@ -278,6 +284,13 @@ void roofline_plot(Plotter& plotter, const std::string& family, const std::vecto
   plotter.data(stem + "_winners.dat", won);
   if (base_points) plotter.data(stem + "_baselines.dat", base);
   if (ceilings.copy_bytes_per_s) yhi = std::max(yhi, *ceilings.copy_bytes_per_s * hi * 4);
+  // Horizontal roofs: the compute ceilings of the dtypes this family's winners have.
+  std::vector<const CeilingRecord*> roofs;
+  for (const CeilingRecord* c : ceilings.compute)
+    if (std::any_of(winners.begin(), winners.end(), [&](const WinnerRecord* w) { return Ceilings::bounds(*c, w->problem.dtype); })) {
+      roofs.push_back(c);
+      yhi = std::max(yhi, c->value);
+    }
   std::string s = gp_preamble(stem, 900, 600);
   s += "set title " + gp_string("roofline: " + family + " (measured ceilings only)") + "\n";
   s += "set logscale xy\n";
@@ -291,7 +304,7 @@ void roofline_plot(Plotter& plotter, const std::string& family, const std::vecto
   if (ceilings.copy_bytes_per_s)
     plot += ", \\\n     " + num(*ceilings.copy_bytes_per_s) + " * x with lines lw 2 title " +
             gp_string("DRAM copy ceiling (" + fmt_rate(*ceilings.copy_bytes_per_s) + ")");
-  for (const CeilingRecord* c : ceilings.compute)
+  for (const CeilingRecord* c : roofs)
     plot += ", \\\n     " + num(c->value) + " with lines dt 2 title " + gp_string(c->name + " (" + ceiling_value_text(*c) + ")");
   s += plot + "\n";
   plotter.script(stem, "Roofline: " + family, s);
@@ -362,7 +375,8 @@ std::string devices_section(const std::vector<DeviceFingerprint>& devices) {
 std::string ceilings_section(const std::vector<CeilingRecord>& ceilings, bool several_devices) {
   std::string s = "## Ceilings\n\n";
   if (ceilings.empty())
-    return s + "No ceilings measured (`shapetune ceilings --db FILE` measures the copy bandwidth); the roofline "
+    return s + "No ceilings measured (`shapetune ceilings --db FILE` measures copy bandwidth, FP32 FMA and tensor-core "
+               "rates and launch overhead); the roofline "
                "column says so.\n\n";
   std::vector<std::string> head = {"name", "value", "method"};
   if (several_devices) head.insert(head.begin(), "device");
@@ -382,7 +396,7 @@ std::string winners_section(const std::vector<WinnerRecord>& winners, const std:
        printf_text("%g", kComputeBoundIntensity) +
        " FLOPs a byte, else the FLOP rate. Roofline: achieved bandwidth over the measured `dram_copy_best` ceiling "
        "for memory-bound problems; for compute-bound ones, the FLOP rate over the lower of a measured compute "
-       "ceiling (`fp32_fma*` for f32, `tensor_*` otherwise) and the copy ceiling times the intensity. No datasheet "
+       "ceiling (`fp32_fma` for f32, `tensor_<dtype>` for f16, bf16 and tf32) and the copy ceiling times the intensity. No datasheet "
        "numbers are used. Margin: the runner-up's time over the winner's, minus 1; a tie is within the noise. "
        "\"-\": not recorded (rows stored before schema 4 have no cost).\n\n";
   std::vector<std::string> devices;
@@ -416,6 +430,53 @@ std::string winners_section(const std::vector<WinnerRecord>& winners, const std:
     }
   }
   return s;
+}
+
+// Hardware counters of the winners that were profiled (sweep --counters): measured DRAM bytes
+// against the cost model's minimum, so excess traffic shows per variant.
+std::string counters_section(const DbContents& db) {
+  std::string s;
+  for (const auto& [sweep, reason] : db.counters_unavailable)
+    s += "- sweep #" + std::to_string(sweep) + ": counters unavailable: " + cell(reason) + "\n";
+  auto value = [](const counters::Values& values, std::string_view metric) -> std::optional<double> {
+    const auto it = values.find(std::string(metric));
+    if (it == values.end() || !std::isfinite(it->second)) return std::nullopt;
+    return it->second;
+  };
+  auto shown = [&](const counters::Values& values, std::string_view metric, double scale, const char* format) {
+    const auto v = value(values, metric);
+    return v ? printf_text(format, *v * scale) : std::string("-");
+  };
+  std::string table;
+  for (std::size_t i = 0; i < db.winners.size(); ++i) {
+    const WinnerRecord& w = db.winners[i];
+    const counters::Values& values = db.winner_counters[i];
+    if (values.empty()) continue;
+    const std::string dram = counters::dram_vs_model_text(values, w.cost.bytes);
+    table += table_row({code(w.problem.key()), code(variant_text(w.variant, w.config)),
+                        shown(values, counters::kDramBytesRead, 1e-6, "%.1f MB"),
+                        shown(values, counters::kDramBytesWrite, 1e-6, "%.1f MB"),
+                        positive(w.cost.bytes) ? printf_text("%.1f MB", w.cost.bytes * 1e-6) : "-",
+                        dram.empty() ? "-" : "**" + dram + "**", shown(values, counters::kDuration, 1e-3, "%.2f us"),
+                        shown(values, counters::kOccupancy, 1, "%.1f%%"), shown(values, counters::kL2HitRate, 1, "%.1f%%"),
+                        shown(values, counters::kDramThroughput, 1, "%.1f%%"),
+                        shown(values, counters::kSmThroughput, 1, "%.1f%%"),
+                        shown(values, counters::kFp32Flops, 1, "%.4g"), shown(values, counters::kFp16Flops, 1, "%.4g"),
+                        shown(values, counters::kTensorInstructions, 1, "%.4g"), shown(values, counters::kKernels, 1, "%.0f")});
+  }
+  if (table.empty() && s.empty()) return "";
+  std::string out = "## Counters\n\n";
+  out += "Hardware counters of the profiled winners (CUPTI range profiler, kernel replay, one cold launch). DRAM vs "
+         "model: bytes read plus written over the bytes the cost model says the problem must move; above 1, the "
+         "kernel re-reads or moves partial sectors. FP32/FP16 FLOPs: add + mul + 2 fma instructions. Several "
+         "kernels in one launch: counters summed, ratios and percentages left out (\"-\").\n\n";
+  out += s;
+  if (!s.empty()) out += "\n";
+  if (!table.empty())
+    out += table_head({"problem", "winner", "DRAM read", "DRAM written", "model bytes", "DRAM vs model", "duration",
+                       "occupancy", "L2 hit", "DRAM %", "SM %", "FP32 FLOPs", "FP16 FLOPs", "tensor inst", "kernels"}) +
+           table + "\n";
+  return out;
 }
 
 std::string compare_section(const std::vector<WinnerRecord>& mine, const std::string& other_path,
@@ -510,6 +571,7 @@ ReportResult write_report(const ReportOptions& options) {
           "`); nothing to plot.\n\n";
   } else {
     md += winners_section(winners, ceilings, several_devices);
+    md += counters_section(db);
     // Plots: roofline per family (with the first device's ceilings), speedup, winner map.
     const std::string first_device = winners.front().device_key;
     std::map<std::string, std::vector<const WinnerRecord*>> families;

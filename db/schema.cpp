@@ -150,11 +150,29 @@ ALTER TABLE winners ADD COLUMN bytes REAL;
 ALTER TABLE winners ADD COLUMN flops REAL;
 )sql";
 
+constexpr std::string_view kMigration5 = R"sql(
+-- Hardware counters (CUPTI range profiler) of profiled candidates, one row per metric. Besides
+-- CUPTI's metrics (names with "__"), the derived fp32_flops, fp16_flops and kernels.
+CREATE TABLE counters (
+  sweep_id    INTEGER NOT NULL REFERENCES sweeps(id),
+  problem_key TEXT NOT NULL,
+  variant     TEXT NOT NULL,
+  config_key  TEXT NOT NULL,
+  metric      TEXT NOT NULL,
+  value       REAL,
+  PRIMARY KEY (sweep_id, problem_key, variant, config_key, metric)
+);
+-- Why a sweep collected no counters ("insufficient privileges: ..."); NULL when it did, or was
+-- not asked to.
+ALTER TABLE sweeps ADD COLUMN counters_unavailable TEXT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "devices, sweeps, candidates, sweep problems and winners", kMigration1},
     {2, "ceilings", kMigration2},
     {3, "state_restored flag on timings", kMigration3},
     {4, "cost model (bytes, flops) of each winner", kMigration4},
+    {5, "hardware counters of profiled candidates", kMigration5},
 };
 
 }  // namespace

@@ -89,6 +89,12 @@ class Statement {
     while (step()) {
     }
   }
+  // For running the statement again with new values (every parameter must be bound again).
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    bound_.assign(bound_.size(), false);
+  }
 
   bool is_null(std::string_view name) const { return sqlite3_column_type(stmt_, column(name)) == SQLITE_NULL; }
   std::int64_t integer(std::string_view name) const { return sqlite3_column_int64(stmt_, column(name)); }
@@ -691,6 +697,82 @@ std::vector<CeilingRecord> Store::ceilings(const std::string& device_key) const 
   std::vector<CeilingRecord> out;
   while (query.step()) out.push_back(read_ceiling(query));
   return out;
+}
+
+void Store::record_counters(const CounterRecord& record) {
+  const std::string doing = "recording the counters of " + record.variant + " [" + record.config_key + "] for " +
+                            record.problem_key;
+  Transaction transaction(db_, path_, doing);
+  Statement remove(db_, path_, doing, R"sql(
+      DELETE FROM counters
+      WHERE sweep_id = :sweep_id AND problem_key = :problem_key AND variant = :variant AND config_key = :config_key)sql");
+  remove.bind_int(":sweep_id", record.sweep_id)
+      .bind_text(":problem_key", record.problem_key)
+      .bind_text(":variant", record.variant)
+      .bind_text(":config_key", record.config_key)
+      .run();
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT INTO counters (sweep_id, problem_key, variant, config_key, metric, value)
+      VALUES (:sweep_id, :problem_key, :variant, :config_key, :metric, :value))sql");
+  for (const auto& [metric, value] : record.values) {
+    insert.bind_int(":sweep_id", record.sweep_id)
+        .bind_text(":problem_key", record.problem_key)
+        .bind_text(":variant", record.variant)
+        .bind_text(":config_key", record.config_key)
+        .bind_text(":metric", metric)
+        .bind_real(":value", value);
+    insert.run();
+    insert.reset();
+  }
+  transaction.commit();
+}
+
+counters::Values Store::counter_values(std::int64_t sweep_id, const std::string& problem_key,
+                                       const std::string& variant, const std::string& config_key) const {
+  Statement query(db_, path_, "reading the counters of " + variant + " for " + problem_key, R"sql(
+      SELECT metric, value FROM counters
+      WHERE sweep_id = :sweep_id AND problem_key = :problem_key AND variant = :variant AND config_key = :config_key)sql");
+  query.bind_int(":sweep_id", sweep_id)
+      .bind_text(":problem_key", problem_key)
+      .bind_text(":variant", variant)
+      .bind_text(":config_key", config_key);
+  counters::Values values;
+  while (query.step()) values[query.text("metric")] = query.real("value");
+  return values;
+}
+
+std::vector<CounterRecord> Store::counter_records(std::int64_t sweep_id) const {
+  Statement query(db_, path_, "reading the counters of sweep #" + std::to_string(sweep_id), R"sql(
+      SELECT * FROM counters WHERE sweep_id = :sweep_id
+      ORDER BY problem_key, variant, config_key, metric)sql");
+  query.bind_int(":sweep_id", sweep_id);
+  std::vector<CounterRecord> out;
+  while (query.step()) {
+    const std::string problem = query.text("problem_key"), variant = query.text("variant"),
+                      config = query.text("config_key");
+    if (out.empty() || out.back().problem_key != problem || out.back().variant != variant ||
+        out.back().config_key != config)
+      out.push_back({sweep_id, problem, variant, config, {}});
+    out.back().values[query.text("metric")] = query.real("value");
+  }
+  return out;
+}
+
+void Store::set_counters_unavailable(std::int64_t sweep_id, const std::string& reason) {
+  const std::string doing = "recording why sweep #" + std::to_string(sweep_id) + " has no counters";
+  Transaction transaction(db_, path_, doing);
+  Statement update(db_, path_, doing, "UPDATE sweeps SET counters_unavailable = :reason WHERE id = :id");
+  update.bind_text(":reason", reason).bind_int(":id", sweep_id).run();
+  if (sqlite3_changes(db_) == 0) throw StoreError(path_ + " has no sweep #" + std::to_string(sweep_id));
+  transaction.commit();
+}
+
+std::optional<std::string> Store::counters_unavailable(std::int64_t sweep_id) const {
+  Statement query(db_, path_, "reading sweep #" + std::to_string(sweep_id),
+                  "SELECT counters_unavailable FROM sweeps WHERE id = :id");
+  query.bind_int(":id", sweep_id);
+  if (!query.step() || query.is_null("counters_unavailable")) return std::nullopt;
+  return query.text("counters_unavailable");
 }
 
 std::string utc_now_iso8601() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/counters.hpp"
 #include "core/records.hpp"
 #include "core/types.hpp"
 
@@ -50,6 +51,15 @@ struct CeilingRecord {
   std::string method;  // how it was measured, one line
   std::string git_sha;
   std::string measured_at;
+};
+
+// The hardware counters of one profiled candidate (CUPTI metric name -> value).
+struct CounterRecord {
+  std::int64_t sweep_id = 0;
+  std::string problem_key;
+  std::string variant;
+  std::string config_key;
+  counters::Values values;
 };
 
 enum class OpenMode { read_write, read_only };
@@ -99,6 +109,17 @@ class Store {
 
   void store_ceiling(const CeilingRecord&);  // replaces (device, name)
   std::vector<CeilingRecord> ceilings(const std::string& device_key = "") const;
+
+  // Replaces the candidate's earlier counters, in one transaction.
+  void record_counters(const CounterRecord&);
+  // One candidate's counters; empty when it was never profiled.
+  counters::Values counter_values(std::int64_t sweep_id, const std::string& problem_key, const std::string& variant,
+                                  const std::string& config_key) const;
+  // Every profiled candidate of a sweep, ordered by problem, variant and config.
+  std::vector<CounterRecord> counter_records(std::int64_t sweep_id) const;
+  // "counters unavailable: <reason>" for a sweep: recorded once, the latest reason kept.
+  void set_counters_unavailable(std::int64_t sweep_id, const std::string& reason);
+  std::optional<std::string> counters_unavailable(std::int64_t sweep_id) const;
 
  private:
   Store(sqlite3* db, std::string path);

@@ -26,4 +26,20 @@ std::vector<MeasuredCeiling> measure_memory_ceilings(Measurer&, std::int64_t byt
 // The best of the memory ceilings: what "% of copy bandwidth" is measured against.
 constexpr const char* kCopyCeilingName = "dram_copy_best";
 
+// The FP32 FMA rate (FLOP/s, 2 per FMA) of a kernel of independent FMA chains, four blocks of
+// 256 threads per SM: `fp32_fma`, the roof of f32 problems in reports.
+MeasuredCeiling measure_fma_ceiling(Measurer&);
+
+// cuBLAS GEMM at n x n x n (FLOP/s, 2 n^3 per GEMM), through the same wrapper as the cuBLAS
+// baseline: `tensor_f16`, `tensor_bf16` (cublasGemmEx, fp32 accumulation) and `tensor_tf32`
+// (fp32 tensors, TF32 products), the roofs of those dtypes in reports; and `sgemm_fp32`
+// (cublasSgemm, CUDA cores), a reference only. A dtype the device has no tensor cores for, or
+// that cuBLAS refuses, is left out with a line in `skipped`.
+std::vector<MeasuredCeiling> measure_gemm_ceilings(Measurer&, std::int64_t n, std::vector<std::string>& skipped);
+
+// Seconds per launch of an empty kernel (unit "s"): `launch_overhead_stream`, `launches`
+// launches back to back on a stream between two events; `launch_overhead_graph`, the same
+// launches captured into one CUDA graph and replayed.
+std::vector<MeasuredCeiling> measure_launch_ceilings(Measurer&, int launches);
+
 }  // namespace shapetune

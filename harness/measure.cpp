@@ -293,6 +293,19 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
   return out;
 }
 
+std::function<void(cudaStream_t)> Measurer::single_launch(const Variant& variant, const Config& config,
+                                                          ProblemData& data) {
+  const Problem& problem = data.problem();
+  const std::size_t workspace_bytes = variant.workspace_bytes ? variant.workspace_bytes(problem, config) : 0;
+  void* workspace = workspace_for(workspace_bytes);
+  data.prepare(0, stream_);
+  return [this, &variant, config, &data, workspace, workspace_bytes, pointers = data.pointers(0)](cudaStream_t stream) {
+    const LaunchArgs args{data.problem(), config, pointers, stream, libraries_, workspace, workspace_bytes,
+                          data.scalars()};
+    require(variant.launch(args));
+  };
+}
+
 TimingStats Measurer::time_launch(const std::function<void(cudaStream_t)>& fn) {
   Launch launch = [&](int) {
     fn(stream_);

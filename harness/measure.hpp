@@ -66,6 +66,15 @@ class Measurer {
   // Times an arbitrary launch with the same method (for ceilings): cold or hot per options.
   TimingStats time_launch(const std::function<void(cudaStream_t)>& launch);
 
+  // For the counter session: one launch of a verified candidate on input set 0, prepared as
+  // for verification (outputs poisoned, in-place state restored) when this is called. The
+  // returned launch throws CudaError, LibraryError, or std::runtime_error when the variant
+  // reports a failure; it stays valid while the measurer and `data` live and no other
+  // candidate is measured.
+  std::function<void(cudaStream_t)> single_launch(const Variant&, const Config&, ProblemData&);
+  // Evicts L2 on the measurer's stream, as cold timing does before each sample.
+  void flush_l2() { evict_l2(); }
+
   const DeviceInfo& device() const { return device_; }
   const MeasureOptions& options() const { return options_; }
   cudaStream_t stream() const { return stream_; }

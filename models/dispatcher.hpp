@@ -24,6 +24,8 @@ class Dispatcher {
 
   DispatchChoice lookup(const Problem&) const;
   std::size_t tuned_problems() const { return table_.size(); }
+  const DispatchTable& table() const { return table_; }
+  const DeviceLimits& limits() const { return limits_; }
   const Variant& variant_of(const Problem&, const DispatchChoice&) const;
 
  private:

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Everything a GPU box should prove, in one call: device, GPU and CPU tests, the copy ceiling,
-# the quick sweep (plus any shape files given as arguments), winners and exports, the PyTorch
+# Everything a GPU box should prove, in one call: device, GPU and CPU tests, the ceilings,
+# the quick sweep and its `shapetune check` (plus any shape files given as arguments), winners and exports, the PyTorch
 # peer numbers measured on the same GPU in the same run, and the issues' targets judged from
 # all of it (bench/targets.py). Prints a short summary last; full logs and the database go to
 # $OUT (default ./gpu-check-out).
 #
 #   scripts/gpu-check.sh [--no-tests] [--no-quick] [--peers softmax,memory_bound] [--sweep-timeout S]
-#                        [--budget S] [--halving shapes/RACE.yaml] [shapes/FILE.yaml ...]
+#                        [--budget S] [--halving shapes/RACE.yaml] [--mlp] [shapes/FILE.yaml ...]
 # (--budget: `shapetune sweep --budget` for each FILE; --sweep-timeout kills a FILE's sweep;
 # --halving: sweep RACE.yaml exhaustively, then with --strategy halving, and compare the two
-# with bench/strategy_check.py.)
+# with bench/strategy_check.py. --mlp: sweep shapes/mlp.yaml, train the MLP 15 epochs with the
+# tuned and the library dispatch, run bench/peers/mlp_torch.py, judge with bench/mlp_targets.py;
+# the data comes from data/fashion-mnist (carry it) or Debian's package.)
 #
 # A device call is limited to 10 minutes, so a long run is split over calls: e.g. one call with
 # the tests and the quick sweep, one with `--no-tests --no-quick shapes/memory_bound_targets.yaml`.
@@ -22,7 +24,7 @@
 # to use a local build instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tests=1 quick=1 peers=softmax sweep_timeout=300 budget=() files=() halving=()
+tests=1 quick=1 mlp=0 peers=softmax sweep_timeout=300 budget=() files=() halving=()
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --sweep-timeout) sweep_timeout=$2; shift ;;
     --budget) budget=(--budget "$2"); shift ;;
     --halving) halving+=("$2"); shift ;;
+    --mlp) mlp=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) files+=("$1") ;;
@@ -46,6 +49,9 @@ fi
 work="$out/work"
 mkdir -p "$work"
 export SHAPETUNE_SOURCE_DIR=$PWD
+# Fashion-MNIST for the MLP runner and its GPU tests: carried beside the tree, else Debian's.
+[ -f data/fashion-mnist/train-images-idx3-ubyte.gz ] && export SHAPETUNE_FASHION_MNIST=${SHAPETUNE_FASHION_MNIST:-$PWD/data/fashion-mnist}
+mnist=${SHAPETUNE_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 db="$work/h200.db"
 summary="$work/summary.txt"
 : >"$summary"
@@ -70,6 +76,8 @@ if [ $tests = 1 ]; then
 fi
 run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
 [ $quick = 1 ] && run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
+# What a user's CI would run next: the quick sweep's winners verified and timed again.
+[ $quick = 1 ] && run_step check-quick 240 "$build/shapetune" check shapes/quick.yaml --db "$db"
 for extra in "${files[@]}"; do
   run_step "sweep-$(basename "$extra" .yaml)" "$sweep_timeout" "$build/shapetune" sweep "$extra" --db "$db" "${budget[@]}"
 done
@@ -79,6 +87,17 @@ for race in "${halving[@]}"; do
   run_step "sweep-$name-halving" "$sweep_timeout" "$build/shapetune" sweep "$race" --db "$db" --strategy halving
   run_step "strategy-$name" 60 python3 bench/strategy_check.py "$db"
 done
+if [ $mlp = 1 ]; then
+  run_step sweep-mlp "$sweep_timeout" "$build/shapetune" sweep shapes/mlp.yaml --db "$db"
+  for dispatch in tuned library; do
+    run_step "train-mlp-$dispatch" 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --dispatch $dispatch \
+      --results "$work/train-mlp-$dispatch.json"
+  done
+  python3 -c 'import torch' 2>/dev/null &&
+    run_step peers-mlp 400 python3 bench/peers/mlp_torch.py --data "$mnist" --epochs 15 --json "$work/peers-mlp.json"
+  run_step mlp-targets 60 python3 bench/mlp_targets.py "$work/train-mlp-tuned.json" "$work/train-mlp-library.json" \
+    "$work/peers-mlp.json"
+fi
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"
 run_step export-csv 60 "$build/shapetune" export --db "$db" --format csv -o "$work/winners.csv"
@@ -101,6 +120,7 @@ python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM IN
   fi
   echo "== ceilings"
   tail -n +2 "$work/ceilings.log"
+  [ -f "$work/check-quick.log" ] && { echo "== check (quick)"; tail -n 1 "$work/check-quick.log"; }
   echo "== winners"
   cat "$work/winners.log"
   for log in "$work"/peers-*.log; do
@@ -111,6 +131,9 @@ python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM IN
   done
   echo "== targets"
   cat "$work/targets.log"
+  for log in "$work"/train-mlp-*.log "$work/mlp-targets.log"; do
+    [ -f "$log" ] && { echo "== $(basename "$log" .log)"; cat "$log"; }
+  done
 } >>"$summary"
 cp "$summary" "$out/summary.txt"
 # At most a few files come back from the GPU box: the logs travel as one archive.

@@ -4,7 +4,7 @@
 # says what to install, but does not add that repository itself.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libsqlite3-dev libgtest-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libsqlite3-dev libgtest-dev libbenchmark-dev zlib1g-dev)
 
 missing=()
 for p in "${packages[@]}"; do

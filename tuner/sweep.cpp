@@ -11,8 +11,10 @@
 #include <sstream>
 
 #include "core/build_info.hpp"
+#include "core/counters.hpp"
 #include "core/format.hpp"
 #include "db/store.hpp"
+#include "harness/counters.hpp"
 #include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
 #include "tuner/choose.hpp"
@@ -169,6 +171,9 @@ class Sweep {
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
                       double seconds, const std::string& search_summary, std::size_t skipped_for_budget);
   void print_candidate(const CandidateRecord&);
+  std::string collect_counters(const PlannedProblem&, ProblemData&, const std::optional<WinnerRecord>&,
+                               const std::vector<CandidateRecord>&);
+  void report_counters_unavailable();
 
   const SweepOptions& options_;
   std::ostream& out_;
@@ -176,6 +181,8 @@ class Sweep {
   std::unique_ptr<Store> store_;
   std::optional<DeviceInfo> device_;
   std::unique_ptr<Measurer> measurer_;
+  std::unique_ptr<CounterSession> counters_;  // null with --counters none
+  bool counters_reported_ = false;            // "counters unavailable" is said once a sweep
   std::int64_t sweep_id_ = 0;
   std::uint64_t seed_ = 0;
   std::size_t index_ = 0, count_ = 0;
@@ -199,7 +206,22 @@ int Sweep::run() {
     err_ << "error: " << *why << "\n";
     return 2;
   }
-  if (options_.dry_run) return dry_run(selected, options_, out_);
+  const std::vector<std::string> metrics = counters::with_extra(counters::default_metrics(), options_.extra_metrics);
+  if (options_.dry_run) {
+    // No device to ask for its chip: the user's metric names are checked against the GH100
+    // (H100/H200) the dry run's nominal limits describe.
+    if (options_.counters != CounterMode::none && !options_.extra_metrics.empty()) {
+      try {
+        CounterConfig check("GH100", metrics);
+      } catch (const UnknownMetricError& e) {
+        err_ << "error: --metrics: " << e.what() << "\n";
+        return 2;
+      } catch (const CounterError& e) {
+        err_ << "note: metric names not checked (" << e.what() << ")\n";
+      }
+    }
+    return dry_run(selected, options_, out_);
+  }
 
   if (auto why = cuda_unavailable_reason()) {
     err_ << "error: `shapetune sweep` needs a CUDA device, and none is usable here: " << *why << ".\n"
@@ -218,6 +240,15 @@ int Sweep::run() {
   try {
     device_ = use_device(options_.device);
     measurer_ = std::make_unique<Measurer>(*device_, options_.measure);
+    // Before the sweep is recorded: a metric this device's chip does not have stops it here.
+    if (options_.counters != CounterMode::none) {
+      try {
+        counters_ = std::make_unique<CounterSession>(metrics);
+      } catch (const UnknownMetricError& e) {
+        err_ << "error: --metrics: " << e.what() << "\n";
+        return 2;
+      }
+    }
     store_->upsert_device(device_->fingerprint);
     const SweepInfo info{device_->fingerprint.key(), options_.command_line, build_git_sha(), options_.shape_file,
                          file.sha256, result_affecting_options(options_)};
@@ -230,6 +261,10 @@ int Sweep::run() {
          << (options_.strategy ? ", " + std::string(search_strategy_name(*options_.strategy)) + " search (--strategy)" : "")
          << ", input seed " << seed_ << ", build "
          << build_git_sha() << "\n";
+    if (counters_ && counters_->available())
+      out_ << "Counters: " << counter_mode_name(options_.counters) << ", " << counters_->metrics().size()
+           << " metrics in " << counters_->passes() << " replay passes on " << counters_->chip() << "\n";
+    report_counters_unavailable();
   } catch (const std::exception& e) {
     err_ << "error: " << e.what() << "\n";
     return 1;
@@ -426,10 +461,95 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   }
   if (report.skipped_for_budget)
     summary += "; budget: " + std::to_string(report.skipped_for_budget) + " candidates not measured";
+  try {
+    const std::string counted = collect_counters(planned, *data, winner, records);
+    if (!counted.empty()) progress += ", " + counted;
+  } catch (const EndProblem& end) {
+    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
+  }
   store_->record_problem(sweep_id_, key, "done", summary);
   report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
                  report.skipped_for_budget);
   return ProblemResult::done;
+}
+
+// Profiles what --counters asks for, once each, after all of the problem's timing (the
+// profiler is enabled only meanwhile). Returns the progress line's part, e.g.
+// "counters: DRAM 1.02x model". Runs before the problem is recorded as done, so an interrupted
+// sweep resumes here; what is stored already is not profiled again.
+std::string Sweep::collect_counters(const PlannedProblem& planned, ProblemData& data,
+                                   const std::optional<WinnerRecord>& winner,
+                                   const std::vector<CandidateRecord>& records) {
+  if (!counters_ || !counters_->available()) return "";
+  std::vector<std::pair<std::string, Config>> targets;
+  if (options_.counters == CounterMode::winners && winner) targets.emplace_back(winner->variant, winner->config);
+  if (options_.counters == CounterMode::all)
+    for (const auto& r : records)
+      if (r.status == CandidateStatus::ok && r.timing) targets.emplace_back(r.variant, r.config);
+  if (targets.empty()) return "";
+
+  const std::string key = planned.problem.key();
+  int profiled = 0;
+  std::string first_error;
+  std::optional<counters::Values> winner_values;
+  for (const auto& [variant_name, config] : targets) {
+    if (g_interrupted) break;
+    const bool is_winner = winner && winner->variant == variant_name && winner->config == config;
+    counters::Values values = store_->counter_values(sweep_id_, key, variant_name, config.key());
+    if (values.empty()) {
+      const Variant* variant = catalogue().find_variant(planned.problem.primitive, variant_name);
+      if (!variant) continue;
+      CounterProfile profile;
+      try {
+        // Always cold: measured DRAM bytes are compared with what the cost model says must move.
+        profile = counters_->profile(measurer_->single_launch(*variant, config, data), measurer_->stream(),
+                                     [&] { measurer_->flush_l2(); });
+      } catch (const CudaError& e) {
+        if (e.context_lost()) throw EndProblem{true};
+        profile.error = e.what();
+      } catch (const std::exception& e) {
+        profile.error = e.what();
+      }
+      if (!counters_->available()) break;
+      if (!profile.ok()) {
+        if (options_.verbose) out_ << "    " << describe(variant_name, config) << ": no counters: " << profile.error << "\n";
+        if (first_error.empty()) first_error = profile.error;
+        continue;
+      }
+      values = std::move(profile.values);
+      store_->record_counters({sweep_id_, key, variant_name, config.key(), values});
+    }
+    ++profiled;
+    if (is_winner) winner_values = values;
+  }
+  counters_->disable();
+  if (!counters_->available()) {
+    report_counters_unavailable();
+    return "counters unavailable";
+  }
+  if (g_interrupted) throw EndProblem{};
+
+  const bool all = options_.counters == CounterMode::all;
+  std::vector<std::string> parts;
+  if (all) parts.push_back(std::to_string(profiled) + "/" + std::to_string(targets.size()) + " profiled");
+  if (winner_values) {
+    const std::string dram = counters::dram_vs_model_text(*winner_values, winner->cost.bytes);
+    parts.push_back(std::string(all ? "winner " : "") + (dram.empty() ? "profiled" : "DRAM " + dram));
+  } else if (!all) {
+    parts.push_back("none (" + (first_error.empty() ? std::string("not profiled") : first_error) + ")");
+  }
+  std::string text = "counters:";
+  for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : " ") + parts[i];
+  return text;
+}
+
+// Once per sweep, on the progress stream and in the database; the sweep goes on without.
+void Sweep::report_counters_unavailable() {
+  if (!counters_ || counters_->available() || counters_reported_) return;
+  counters_reported_ = true;
+  const std::string reason = *counters_->unavailable_reason();
+  out_ << "counters unavailable: " << reason << " (the sweep goes on without them)\n";
+  store_->set_counters_unavailable(sweep_id_, reason);
 }
 
 void Sweep::print_candidate(const CandidateRecord& record) {
@@ -478,6 +598,22 @@ void Sweep::report_problem(const PlannedProblem& planned, const std::vector<Cand
 }
 
 }  // namespace
+
+std::optional<CounterMode> parse_counter_mode(const std::string& text) {
+  if (text == "none") return CounterMode::none;
+  if (text == "winners") return CounterMode::winners;
+  if (text == "all") return CounterMode::all;
+  return std::nullopt;
+}
+
+const char* counter_mode_name(CounterMode mode) {
+  switch (mode) {
+    case CounterMode::none: return "none";
+    case CounterMode::winners: return "winners";
+    case CounterMode::all: return "all";
+  }
+  return "?";
+}
 
 std::string result_affecting_options(const SweepOptions& o) {
   std::ostringstream s;

@@ -12,6 +12,12 @@
 
 namespace shapetune {
 
+// Which candidates get their hardware counters read (once each, after their timing).
+enum class CounterMode { none, winners, all };
+inline constexpr const char* kCounterModeNames = "all, winners or none";
+std::optional<CounterMode> parse_counter_mode(const std::string&);
+const char* counter_mode_name(CounterMode);
+
 struct SweepOptions {
   std::string shape_file;
   std::string db_path;
@@ -22,6 +28,10 @@ struct SweepOptions {
   // keeps its settings (eta, samples, ...), the others get the strategy's defaults.
   std::optional<SearchStrategy> strategy;
   MeasureOptions measure;
+  // Profiled with CUPTI after timing: each problem's winner (default), every accurate
+  // candidate, or none. Not result-affecting: profiling happens after all of a problem's timing.
+  CounterMode counters = CounterMode::winners;
+  std::vector<std::string> extra_metrics;  // --metrics: collected besides the default set
   bool fresh = false;                   // start a new sweep even if an unfinished one matches
   bool dry_run = false;                 // list problems and candidates; no GPU needed
   bool verbose = false;                 // one line per candidate

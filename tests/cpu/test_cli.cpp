@@ -100,6 +100,31 @@ TEST(Cli, DryRunNeedsNoGpu) {
   EXPECT_TRUE(contains(r.out, "Dry run: nothing measured"));
 }
 
+TEST(Cli, CounterOptionsAreCheckedBeforeAnythingRuns) {
+  const Result bad_mode = run({"sweep", quick_yaml(), "--dry-run", "--counters", "some"});
+  EXPECT_EQ(bad_mode.code, 2);
+  EXPECT_TRUE(contains(bad_mode.err, "--counters must be all, winners or none, got 'some'")) << bad_mode.err;
+
+  // Without a GPU the names are checked against GH100 (H100/H200), on the host.
+  const Result bad_metric =
+      run({"sweep", quick_yaml(), "--dry-run", "--metrics", "dram__bytes_read.sum,dram__bytes_teleported.sum"});
+  EXPECT_EQ(bad_metric.code, 2);
+  EXPECT_TRUE(contains(bad_metric.err, "'dram__bytes_teleported.sum'")) << bad_metric.err;
+  EXPECT_FALSE(contains(bad_metric.out, "Dry run")) << "refused before the dry run";
+
+  const Result good = run({"sweep", quick_yaml(), "--dry-run", "--counters", "all", "--metrics", "lts__t_sectors.sum"});
+  EXPECT_EQ(good.code, 0) << good.err;
+
+  const Result none = run({"sweep", quick_yaml(), "--dry-run", "--counters", "none", "--metrics", "lts__t_sectors.sum"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_TRUE(contains(none.err, "--counters none")) << none.err;
+
+  const Result help = run({"sweep", "--help"});
+  for (const char* text : {"--counters all|winners|none", "--metrics M", "counters unavailable: REASON",
+                           "counters: DRAM 1.02x model"})
+    EXPECT_TRUE(contains(help.out, text)) << text;
+}
+
 TEST(Cli, SweepHelpDescribesTheStrategies) {
   const Result help = run({"sweep", "--help"});
   EXPECT_EQ(help.code, 0);
@@ -236,6 +261,25 @@ TEST(Cli, ExportFormatsAndUnwritablePaths) {
   EXPECT_TRUE(contains(table.out, "softmax/f32/rows=4096,cols=4096"));
   EXPECT_TRUE(contains(table.out, "2.00x"));
   EXPECT_TRUE(contains(table.out, "3.36 TB/s"));  // 2*4096*4096*4 bytes in 40 us
+  EXPECT_TRUE(contains(table.out, "counters")) << table.out;
+  EXPECT_FALSE(contains(table.out, "DRAM")) << "not profiled: no counters to show";
+  {
+    auto store = Store::open(db);
+    store->upsert_device(DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{140} << 30, "580.0", "13.0",
+                                           "13.1.0", "9.14.0"});
+    const std::int64_t sweep = store->begin_sweep({"NVIDIA H200|sm_90|132SM|140GiB", "shapetune sweep", "abc", "q.yaml",
+                                                   "feed", "l2=cold"});
+    // The winner row above has sweep_id 0; point it at the sweep that profiled it.
+    WinnerRecord w = store->winners().at(0);
+    w.sweep_id = sweep;
+    store->store_winner(w);
+    // 2*4096*4096*4 = 134217728 bytes in the model (catalogue's, the row has no stored cost); 5% more measured.
+    store->record_counters({sweep, w.problem.key(), w.variant, w.config.key(),
+                            {{"dram__bytes_read.sum", 134217728 * 0.55}, {"dram__bytes_write.sum", 134217728 * 0.5}}});
+  }
+  const Result profiled = run({"winners", "--db", db});
+  EXPECT_EQ(profiled.code, 0) << profiled.err;
+  EXPECT_TRUE(contains(profiled.out, "DRAM 1.05x model")) << profiled.out;
 
   const Result json = run({"export", "--db", db, "--format", "json"});
   EXPECT_EQ(json.code, 0);

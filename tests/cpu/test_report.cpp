@@ -108,7 +108,7 @@ TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
   EXPECT_EQ(result.winners, 3);
   const std::string md = read(out / "README.md");
-  EXPECT_CONTAINS(md, "(schema v4): 3 winners, 1 ceilings.");
+  EXPECT_CONTAINS(md, "(schema v5): 3 winners, 1 ceilings.");
   EXPECT_CONTAINS(md, "| `NVIDIA H200\\|sm_90\\|132SM\\|140GiB` | NVIDIA H200 | 9.0 | 132 | 60 MiB | 140.0 GiB | 580.0 | 13.0 "
                       "| 13.1.0 | 9.14.0 |\n");
   EXPECT_CONTAINS(md, "| name | value | method |\n|---|---|---|\n| `dram_copy_best` | 4.10 TB/s | best of the copies |\n");
@@ -131,6 +131,47 @@ TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
                           "| `gemm.nt/f32/m=64,n=64,k=64` | `tiled{tile_m=64,tile_n=64}` | 3.00 us | - | - | - | - | - "
                           "| - |\n\n");
   EXPECT_FALSE(contains(md, "## Compared with"));
+  EXPECT_FALSE(contains(md, "## Counters")) << "nothing profiled, nothing unavailable: no section";
+}
+
+// Winners profiled by `sweep --counters`: measured DRAM bytes against the cost model's, and the
+// reason a sweep had no counters.
+TEST_F(ReportFixture, CountersOfProfiledWinners) {
+  {
+    auto store = Store::open(db);
+    const SweepInfo info{kDevice, "shapetune sweep q.yaml", "abc1234", "q.yaml", "feed", "l2=cold"};
+    const std::int64_t profiled = store->begin_sweep(info);  // #1: the fixture's winners name it
+    ASSERT_EQ(profiled, 1);
+    const std::int64_t refused = store->begin_sweep(info);
+    store->set_counters_unavailable(refused, "insufficient privileges: run as root");
+    // Softmax's model moves 8192000 bytes; 2% more measured.
+    store->record_counters({profiled, "softmax/f32/rows=1024,cols=1000", "register_row", "block_size=128",
+                            {{"dram__bytes_read.sum", 4300000},
+                             {"dram__bytes_write.sum", 4055840},
+                             {"gpu__time_duration.sum", 3900},
+                             {"sm__warps_active.avg.pct_of_peak_sustained_active", 81.3},
+                             {"lts__t_sector_hit_rate.pct", 12.5},
+                             {"dram__throughput.avg.pct_of_peak_sustained_elapsed", 55},
+                             {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 20},
+                             {"fp32_flops", 5120000},
+                             {"sm__inst_executed_pipe_tensor.sum", 0},
+                             {"kernels", 1}}});
+    // A candidate that is not the winner does not show.
+    store->record_counters({profiled, "softmax/f32/rows=1024,cols=1000", "warp_row", "block_size=64",
+                            {{"dram__bytes_read.sum", 1}, {"dram__bytes_write.sum", 1}}});
+  }
+  report("shapetune-no-such-gnuplot");
+  const std::string md = read(out / "README.md");
+  EXPECT_CONTAINS(md, "## Counters\n\n");
+  EXPECT_CONTAINS(md, "- sweep #2: counters unavailable: insufficient privileges: run as root\n");
+  EXPECT_CONTAINS(md, "| problem | winner | DRAM read | DRAM written | model bytes | DRAM vs model | duration | occupancy "
+                      "| L2 hit | DRAM % | SM % | FP32 FLOPs | FP16 FLOPs | tensor inst | kernels |\n");
+  EXPECT_CONTAINS(md, "| `softmax/f32/rows=1024,cols=1000` | `register_row{block_size=128}` | 4.3 MB | 4.1 MB | 8.2 MB | "
+                      "**1.02x model** | 3.90 us | 81.3% | 12.5% | 55.0% | 20.0% | 5.12e+06 | - | 0 | 1 |\n");
+  EXPECT_FALSE(contains(md, "`warp_row{block_size=64}` | 0.0 MB")) << md;
+  // The GEMM winners were not profiled: no row for them in the section.
+  EXPECT_EQ(md.find("| `gemm.nn/f32/m=4096,n=4096,k=4096` | `tiled{tile_m=128,tile_n=128}` | ", md.find("## Counters")),
+            std::string::npos);
 }
 
 TEST_F(ReportFixture, ComputeBoundUsesAMeasuredComputeCeilingOnly) {
@@ -310,7 +351,7 @@ TEST(ReportSmoke, OlderSchemaIsReadWithoutChangingTheFile) {
   const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"});
   EXPECT_GT(result.winners, 0);
   const std::string md = read(tmp.path() / "out" / "README.md");
-  EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v4)");
+  EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v5)");
   EXPECT_CONTAINS(md, " | - | - | cudnn ");
   EXPECT_EQ(read(db), before);
 }

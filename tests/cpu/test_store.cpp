@@ -295,10 +295,10 @@ TEST(StoreOpen, CreatesDatabaseAtLatestSchema) {
     EXPECT_EQ(store->path(), path);
     EXPECT_EQ(store->schema_version(), Store::latest_schema_version());
   }
-  EXPECT_EQ(Store::latest_schema_version(), 4);
+  EXPECT_EQ(Store::latest_schema_version(), 5);
   RawDatabase raw(path);
   EXPECT_EQ(raw.value("PRAGMA application_id"), std::to_string(kApplicationId));
-  EXPECT_EQ(raw.value("PRAGMA user_version"), "4");
+  EXPECT_EQ(raw.value("PRAGMA user_version"), "5");
   EXPECT_EQ(raw.value("PRAGMA journal_mode"), "wal");
 }
 
@@ -453,6 +453,65 @@ TEST(StoreMigration, UpgradesVersion1DatabaseKeepingItsRows) {
   const auto ceilings = store->ceilings(a100.key());
   ASSERT_EQ(ceilings.size(), 1u);
   expect_same_ceiling(ceilings[0], copy);
+
+  // Migration 5: no counters then, and none unavailable; both can be written now.
+  EXPECT_TRUE(store->counter_values(1, "softmax/f32/rows=64,cols=64", "naive", "block_size=64").empty());
+  EXPECT_TRUE(store->counter_records(1).empty());
+  EXPECT_FALSE(store->counters_unavailable(1).has_value());
+  store->record_counters({1, "softmax/f32/rows=64,cols=64", "naive", "block_size=64", {{"dram__bytes_read.sum", 32768}}});
+  EXPECT_EQ(store->counter_values(1, "softmax/f32/rows=64,cols=64", "naive", "block_size=64").at("dram__bytes_read.sum"),
+            32768);
+}
+
+// ---- counters ------------------------------------------------------------------------------
+
+TEST(StoreCounters, RoundTripReplaceAndSelect) {
+  TempDir dir;
+  auto store = Store::open(dir.file("c.db"));
+  store->upsert_device(h200());
+  const std::int64_t sweep = store->begin_sweep(sweep_info());
+  const std::string key = softmax(64, 4097).key();
+  const counters::Values first{{"dram__bytes_read.sum", 1048576.0},
+                               {"dram__bytes_write.sum", 1.0 / 3.0},
+                               {"lts__t_sector_hit_rate.pct", std::numeric_limits<double>::quiet_NaN()},
+                               {"fp32_flops", 4.0e9}};
+  store->record_counters({sweep, key, "warp_online", "block_size=128", first});
+  store->record_counters({sweep, key, "cudnn", "", {{"dram__bytes_read.sum", 7.0}}});
+
+  const auto values = store->counter_values(sweep, key, "warp_online", "block_size=128");
+  ASSERT_EQ(values.size(), 4u);
+  EXPECT_EQ(values.at("dram__bytes_read.sum"), 1048576.0);
+  EXPECT_EQ(values.at("dram__bytes_write.sum"), 1.0 / 3.0);
+  EXPECT_TRUE(std::isnan(values.at("lts__t_sector_hit_rate.pct"))) << "NaN is stored as NULL and read back as NaN";
+  EXPECT_TRUE(store->counter_values(sweep, key, "warp_online", "block_size=256").empty());
+  EXPECT_TRUE(store->counter_values(sweep + 1, key, "warp_online", "block_size=128").empty());
+
+  // Profiling a candidate again replaces its whole set, metrics that are gone included.
+  store->record_counters({sweep, key, "warp_online", "block_size=128", {{"dram__bytes_read.sum", 2.0}}});
+  const auto replaced = store->counter_values(sweep, key, "warp_online", "block_size=128");
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_EQ(replaced.at("dram__bytes_read.sum"), 2.0);
+
+  const auto records = store->counter_records(sweep);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].variant, "cudnn");
+  EXPECT_EQ(records[0].config_key, "");
+  EXPECT_EQ(records[0].values.at("dram__bytes_read.sum"), 7.0);
+  EXPECT_EQ(records[1].variant, "warp_online");
+  EXPECT_EQ(records[1].problem_key, key);
+  EXPECT_EQ(records[1].sweep_id, sweep);
+}
+
+TEST(StoreCounters, UnavailableReasonPerSweep) {
+  TempDir dir;
+  auto store = Store::open(dir.file("c.db"));
+  store->upsert_device(h200());
+  const std::int64_t a = store->begin_sweep(sweep_info("a")), b = store->begin_sweep(sweep_info("b"));
+  store->set_counters_unavailable(a, "insufficient privileges");
+  store->set_counters_unavailable(a, "a MIG instance");  // the latest reason is kept
+  EXPECT_EQ(store->counters_unavailable(a), std::optional<std::string>("a MIG instance"));
+  EXPECT_FALSE(store->counters_unavailable(b).has_value());
+  EXPECT_THROW(store->set_counters_unavailable(b + 1, "x"), StoreError);
 }
 
 TEST(StoreMigration, ReadOnlyOpenDoesNotMigrate) {

@@ -1,0 +1,109 @@
+// The MLP runner: a 784 -> 256 -> 128 -> 10 ReLU network trained on Fashion-MNIST with
+// softmax cross-entropy and Adam, every GPU operation launched through the dispatch table
+// (or, with DispatchMode::library, through the cuBLAS/cuDNN baselines), one training step
+// captured once as a CUDA graph and replayed.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "models/idx.hpp"
+
+namespace shapetune {
+
+enum class DispatchMode { tuned, library };
+
+struct MlpOptions {
+  std::string db_path;        // empty: nothing tuned, every problem takes its default variant
+  int epochs = 15;
+  int batch = 128;
+  std::uint64_t seed = 1;
+  double lr = 1e-3;           // Adam (no weight decay), betas 0.9/0.999, eps 1e-8
+  DispatchMode dispatch = DispatchMode::tuned;
+  int device = 0;
+  std::int64_t train_limit = 0;  // > 0: train on the first this-many images only
+};
+
+// The layer widths, input to output.
+inline constexpr int kMlpWidths[] = {784, 256, 128, 10};
+// Parameters: W1 [784,256], b1, W2 [256,128], b2, W3 [128,10], b3, in that order in one flat
+// buffer (weights stored [in, out], so the forward pass is x W + b: gemm nn).
+inline constexpr std::int64_t kMlpParameters = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;
+
+// One GPU operation of the runner and the problem it is.
+struct MlpOp {
+  std::string name;  // "fc1 forward (bias+relu)"
+  Problem problem;
+};
+
+// Every operation of a training step at batch `batch` and of evaluating `eval_rows` test
+// images at once, in launch order. shapes/mlp.yaml holds exactly these problems at the defaults.
+std::vector<MlpOp> mlp_operations(int batch, std::int64_t eval_rows);
+
+// How one operation resolved: the variant it launches and why that one.
+struct OpResolution {
+  MlpOp op;
+  std::string variant;
+  std::string config;  // Config::key()
+  std::string source;  // "exact", "nearest (gemm.nn/f32/m=...)", "default", "library baseline ..."
+};
+
+struct EpochResult {
+  int epoch = 0;
+  double train_loss = 0;      // mean over the epoch's steps
+  double test_accuracy = 0;   // fraction of the test set
+  double train_seconds = 0;   // the epoch's training steps, graph replays, to the last one's end
+  double images_per_second = 0;
+  std::int64_t steps = 0;
+};
+
+struct GradientResult {
+  double loss = 0;
+  std::vector<float> gradients;  // flat, in the parameter layout
+};
+
+class MlpTrainer {
+ public:
+  // Loads the data, opens the dispatch table, resolves every operation, initialises the
+  // parameters from the seed. Throws DataError, StoreError or std::runtime_error.
+  MlpTrainer(const MlpOptions&, FashionMnist data);
+  // For tests that bring no dataset: resolution, parameters and gradients only.
+  explicit MlpTrainer(const MlpOptions&);
+  ~MlpTrainer();
+  MlpTrainer(const MlpTrainer&) = delete;
+  MlpTrainer& operator=(const MlpTrainer&) = delete;
+
+  const std::vector<OpResolution>& resolutions() const;
+  std::string device_name() const;
+
+  // One epoch: a fresh shuffle from the seed, every full batch (the last partial one is
+  // dropped), then the test accuracy.
+  EpochResult train_epoch();
+  double test_accuracy();
+
+  std::vector<float> parameters() const;
+  void set_parameters(const std::vector<float>&);
+  // Forward and backward, launched eagerly through the same operations, of `rows` images
+  // (x: rows x 784, already normalised) and labels; returns the mean loss and the gradients.
+  GradientResult gradients(const std::vector<float>& x, const std::vector<std::int32_t>& labels);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The float64 CPU implementation of the same network's loss and gradients (for the tests).
+GradientResult mlp_reference_gradients(const std::vector<float>& parameters, const std::vector<float>& x,
+                                       const std::vector<std::int32_t>& labels);
+
+// Pixels as the network sees them: p / 255, standardised with Fashion-MNIST's mean and std.
+std::vector<float> mlp_normalise(const std::vector<std::uint8_t>& pixels);
+
+// Writes the runner's banner and resolution table.
+void print_resolutions(const MlpTrainer&, std::ostream&);
+
+}  // namespace shapetune
