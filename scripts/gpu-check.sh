@@ -88,7 +88,8 @@ for race in "${halving[@]}"; do
   run_step "strategy-$name" 60 python3 bench/strategy_check.py "$db"
 done
 if [ $mlp = 1 ]; then
-  run_step sweep-mlp "$sweep_timeout" "$build/shapetune" sweep shapes/mlp.yaml --db "$db"
+  # --hot: in training the weights and activations stay in L2 from one launch to the next.
+  run_step sweep-mlp "$sweep_timeout" "$build/shapetune" sweep shapes/mlp.yaml --db "$db" --hot
   for dispatch in tuned library; do
     run_step "train-mlp-$dispatch" 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --dispatch $dispatch \
       --results "$work/train-mlp-$dispatch.json"
