@@ -261,7 +261,9 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
     const double estimate = estimate_us(launch);
     // In-place kernels are timed one launch at a time with their state restored before each
     // sample (outside the timed region): a batch would let repeated updates drift the state.
-    if (!in_place && estimate < options_.batch_below_us)
+    bool batched = !in_place && estimate < options_.batch_below_us;
+    if (steps.mode && !in_place) batched = *steps.mode == TimingMode::graph_batch || *steps.mode == TimingMode::batch;
+    if (batched)
       out.timing = time_graph_batch(launch, data, estimate, stop);
     else
       out.timing = time_single_launches(launch, restore, options_.flush_l2, stop);

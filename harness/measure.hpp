@@ -38,6 +38,10 @@ struct MeasureSteps {
   // options' caps say so: --max-samples, or --time-cap once --min-samples are in (a rung
   // never takes longer than a full measurement could).
   int fixed_samples = 0;
+  // Time in this mode instead of the one the hot estimate picks: `check` re-times a winner the
+  // way it was timed (an estimate near batch_below_us can fall either side from run to run).
+  // In-place candidates are always timed one launch at a time, state restored.
+  std::optional<TimingMode> mode;
 };
 
 struct CandidateOutcome {

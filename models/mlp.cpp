@@ -260,6 +260,9 @@ struct MlpTrainer::State {
   BoundOp adam;
   std::int64_t train_count = 0;
   DeviceBuffer train_pixels, train_labels, order, step_counter, loss_sum;
+  // The step graph and its executable. The graph outlives the executable's use: a node handle
+  // passed to cudaGraphExec*SetParams must belong to the graph the executable came from.
+  cudaGraph_t step_graph = nullptr;
   cudaGraphExec_t graph = nullptr;
   cudaGraphNode_t adam_node = nullptr;
   std::int64_t adam_steps = 0;  // Adam steps taken so far; the next one is adam_steps + 1
@@ -272,6 +275,7 @@ struct MlpTrainer::State {
 
   ~State() {
     if (graph) cudaGraphExecDestroy(graph);
+    if (step_graph) cudaGraphDestroy(step_graph);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -325,18 +329,17 @@ struct MlpTrainer::State {
                                                           static_cast<const float*>(train->loss.get()),
                                                           static_cast<double*>(loss_sum.get()), stream));
     });
-    cudaGraph_t parent = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
+    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&step_graph, 0));
+    cudaGraph_t parent = step_graph;
     cudaGraphNode_t body_node = nullptr, finish_node = nullptr;
     SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body));
     SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, adam_graph));
     SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&finish_node, parent, &adam_node, 1, finish));
     SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&graph, parent, 0));
-    // The parent holds clones of the children, and the executable graph its own copy.
+    // The parent holds clones of the children; it stays (see step_graph).
     cudaGraphDestroy(body);
     cudaGraphDestroy(adam_graph);
     cudaGraphDestroy(finish);
-    cudaGraphDestroy(parent);
   }
 
   void replay_step() {
@@ -345,6 +348,7 @@ struct MlpTrainer::State {
       cudaGraph_t g = capture_adam(t);
       const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph, adam_node, g);
       cudaGraphDestroy(g);
+      if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
       SHAPETUNE_CUDA_CHECK(e);
     }
     SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(graph, stream));

@@ -208,7 +208,9 @@ class Checker {
       Measurer& measurer = measurer_for(w.sweep_id);
       if (auto why = cannot_hold(footprint(*primitive, w.problem), measurer.reserved_device_bytes())) return not_run(w, *why);
       ProblemData data(*primitive, w.problem, seed_);
-      const CandidateOutcome outcome = measurer.measure(*variant, w.config, data, w.tolerance);
+      MeasureSteps steps;
+      steps.mode = w.timing.mode;  // as the winner was timed, so the two medians compare
+      const CandidateOutcome outcome = measurer.measure(*variant, w.config, data, w.tolerance, steps);
       context_lost_ = outcome.context_lost;
       return judge(w, outcome, options_.rule);
     } catch (const CudaError& e) {

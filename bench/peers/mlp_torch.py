@@ -72,6 +72,9 @@ def run(mode, train, test, epochs, batch, seed):
         order = torch.randperm(xtr.shape[0], device="cuda")
         loss_sum = torch.zeros((), device="cuda")
         for i in range(steps):
+            if mode == "compile":
+                # A new iteration for CUDA graph trees: the previous step's outputs may be reused.
+                torch.compiler.cudagraph_mark_step_begin()
             idx = order[i * batch:(i + 1) * batch]
             loss_sum += step(xtr.index_select(0, idx), ytr.index_select(0, idx))
         torch.cuda.synchronize()

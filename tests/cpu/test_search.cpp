@@ -156,6 +156,21 @@ TEST(ExhaustiveSearch, StopsStartingCandidatesOnceOverBudget) {
   EXPECT_FALSE(s.work_after_budget);
 }
 
+// A problem whose share of the budget is gone before it starts (counters or a slow reference
+// took it) still measures its baselines and defaults, so it gets the bar and a winner.
+TEST(ExhaustiveSearch, OverBudgetFromTheStartStillMeasuresBaselinesAndDefaults) {
+  Synthetic s(linear_times(30, 1000), 1);
+  s.candidates[0].baseline = true;
+  s.candidates[1].default_config = s.candidates[2].default_config = true;
+  s.budget_s = 0.0;
+  s.clock_s = 1.0;  // already over
+  const SearchReport r = run_search(strategy(SearchStrategy::exhaustive), s.candidates, s.hooks());
+  EXPECT_EQ(r.fully_measured, 3u);
+  EXPECT_EQ(r.skipped_for_budget, 27u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(s.full_calls[i], 1) << i;
+  for (std::size_t i = 3; i < 30; ++i) EXPECT_EQ(s.full_calls[i], 0) << i;
+}
+
 // ---- random -----------------------------------------------------------------------------
 
 // 300 candidates: two baselines first, then three variants' defaults, as the sweep orders them.
