@@ -5,7 +5,10 @@ measured on the same GPU in the same call. Epoch times are the median over epoch
 first holds graph capture or torch.compile's compilation). Prints a Markdown table; exit code 1
 if a target that could be judged is missed. A benchmark verdict, never a test.
 
-    bench/mlp_targets.py TUNED.json LIBRARY.json [TORCH.json]
+    bench/mlp_targets.py TUNED.json LIBRARY.json [TORCH.json] [--seed-run OTHER_SEED.json ...]
+
+--seed-run: tuned runs with other seeds, listed beside the default seed's final accuracy (the
+target is judged on the default run; the others show how much of a margin is seed noise).
 """
 import json
 import statistics
@@ -27,11 +30,19 @@ def steady(epochs):
 
 
 def main():
-    if len(sys.argv) < 3:
+    args, seed_runs = [], []
+    argv = sys.argv[1:]
+    while argv:
+        a = argv.pop(0)
+        if a == "--seed-run" and argv:
+            seed_runs.append(argv.pop(0))
+        else:
+            args.append(a)
+    if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    tuned, library = load(sys.argv[1]), load(sys.argv[2])
-    torch = load(sys.argv[3]) if len(sys.argv) > 3 else None
+    tuned, library = load(args[0]), load(args[1])
+    torch = load(args[2]) if len(args) > 2 else None
     rows, ok = [], True
 
     def add(target, measured, passed):
@@ -67,6 +78,13 @@ def main():
             t / t_tuned >= factor)
     print("## MLP runner (issue 6)\n\n| target | measured | verdict |\n|---|---|---|")
     print("\n".join(rows))
+    others = [r for r in map(load, seed_runs) if r]
+    if tuned and others:
+        finals = [(tuned["seed"], tuned["epochs"][-1]["test_accuracy"])] + [
+            (r["seed"], r["epochs"][-1]["test_accuracy"]) for r in others]
+        accs = [a for _, a in finals]
+        print("\nFinal test accuracy by seed (tuned): " + ", ".join(f"seed {s} {100 * a:.2f}%" for s, a in finals)
+              + f"; mean {100 * statistics.mean(accs):.2f}%, min {100 * min(accs):.2f}%, max {100 * max(accs):.2f}%")
     if torch:
         print("\nPyTorch " + torch.get("torch", "?") + ": " + "; ".join(
             f"{k} {1e3 * steady(v['epochs']):.1f} ms/epoch, {100 * v['final_test_accuracy']:.2f}%"

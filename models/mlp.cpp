@@ -273,10 +273,46 @@ struct MlpTrainer::State {
   std::vector<BoundOp> eval_ops;
   std::vector<std::uint8_t> test_labels;
 
+  // The backward pass's weight and bias gradients run beside the input-gradient chain: two side
+  // streams, each with its own library handles (a cuBLAS handle's workspace must not be shared
+  // by concurrent calls), forked from and joined back to `stream` by events.
+  cudaStream_t side[2] = {nullptr, nullptr};
+  LibraryHandles side_libraries[2];
+  cudaEvent_t fork_events[3] = {}, join_events[2] = {};
+
   ~State() {
     if (graph) cudaGraphExecDestroy(graph);
     if (step_graph) cudaGraphDestroy(step_graph);
+    for (cudaEvent_t e : fork_events)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : join_events)
+      if (e) cudaEventDestroy(e);
+    for (cudaStream_t st : side)
+      if (st) cudaStreamDestroy(st);
     if (stream) cudaStreamDestroy(stream);
+  }
+
+  // Forward, loss and backward of the batch in train->x: the chain dlogits -> dh2 -> dz2 -> dh1
+  // -> dz1 on `stream`; each layer's dW (side 0) and db (side 1) forked once its d is ready;
+  // both sides joined before returning, so what follows on `stream` sees every gradient.
+  // step_ops order (mlp_operations()): 0-3 forward and loss; per layer dW, db, dh, ReLU
+  // backward (4-7 layer 3, 8-11 layer 2); 12-13 layer 1's dW and db.
+  void enqueue_forward_backward() {
+    for (int i = 0; i < 4; ++i) step_ops[static_cast<std::size_t>(i)].launch(stream, libraries);
+    const int layers[3][4] = {{4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, -1, -1}};
+    for (int l = 0; l < 3; ++l) {
+      SHAPETUNE_CUDA_CHECK(cudaEventRecord(fork_events[l], stream));
+      for (int sd = 0; sd < 2; ++sd) {
+        SHAPETUNE_CUDA_CHECK(cudaStreamWaitEvent(side[sd], fork_events[l], 0));
+        step_ops[static_cast<std::size_t>(layers[l][sd])].launch(side[sd], side_libraries[sd]);
+      }
+      for (int k = 2; k < 4; ++k)
+        if (layers[l][k] >= 0) step_ops[static_cast<std::size_t>(layers[l][k])].launch(stream, libraries);
+    }
+    for (int sd = 0; sd < 2; ++sd) {
+      SHAPETUNE_CUDA_CHECK(cudaEventRecord(join_events[sd], side[sd]));
+      SHAPETUNE_CUDA_CHECK(cudaStreamWaitEvent(stream, join_events[sd], 0));
+    }
   }
 
   // The Adam step `t` as a graph of its own: the bias correction changes every step, and a
@@ -315,13 +351,16 @@ struct MlpTrainer::State {
     // One eager pass first, so that libraries do their lazy set-up (workspaces, heuristics)
     // outside the capture. It computes gradients only; the parameters are untouched.
     SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(step_counter.get(), 0, sizeof(std::int32_t), stream));
+    for (cudaStream_t& st : side) SHAPETUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : fork_events) SHAPETUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (cudaEvent_t& e : join_events) SHAPETUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     gather();
-    for (const auto& op : step_ops) op.launch(stream, libraries);
+    enqueue_forward_backward();
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
 
     cudaGraph_t body = capture([&] {
       gather();
-      for (const auto& op : step_ops) op.launch(stream, libraries);
+      enqueue_forward_backward();
     });
     cudaGraph_t adam_graph = capture_adam(1);
     cudaGraph_t finish = capture([&] {

@@ -94,10 +94,17 @@ if [ $mlp = 1 ]; then
     run_step "train-mlp-$dispatch" 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --dispatch $dispatch \
       --results "$work/train-mlp-$dispatch.json"
   done
+  # Other seeds: how much of the accuracy is seed noise (the target is judged on seed 1).
+  seed_runs=()
+  for seed in 2 3 4 5; do
+    run_step "seed-mlp-$seed" 120 "$build/shapetune" train mlp --db "$db" --data "$mnist" --seed $seed \
+      --results "$work/seed-mlp-$seed.json"
+    seed_runs+=(--seed-run "$work/seed-mlp-$seed.json")
+  done
   python3 -c 'import torch' 2>/dev/null &&
     run_step peers-mlp 400 python3 bench/peers/mlp_torch.py --data "$mnist" --epochs 15 --json "$work/peers-mlp.json"
   run_step mlp-targets 60 python3 bench/mlp_targets.py "$work/train-mlp-tuned.json" "$work/train-mlp-library.json" \
-    "$work/peers-mlp.json"
+    "$work/peers-mlp.json" "${seed_runs[@]}"
 fi
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"
