@@ -41,7 +41,8 @@ std::string results_json(const MlpOptions& o, const MlpTrainer& trainer, const D
     << json_string(device.fingerprint.key()) << ",\n  \"device_name\": " << json_string(device.fingerprint.name)
     << ",\n  \"dispatch\": " << json_string(o.dispatch == DispatchMode::tuned ? "tuned" : "library")
     << ",\n  \"db\": " << json_string(o.db_path) << ",\n  \"batch\": " << o.batch << ",\n  \"seed\": " << o.seed
-    << ",\n  \"lr\": " << o.lr << ",\n  \"train_limit\": " << o.train_limit << ",\n  \"measured_at\": "
+    << ",\n  \"lr\": " << o.lr << ",\n  \"adam_in_graph\": " << (o.adam_in_graph ? "true" : "false")
+    << ",\n  \"train_limit\": " << o.train_limit << ",\n  \"measured_at\": "
     << json_string(utc_now_iso8601()) << ",\n  \"resolutions\": [";
   const auto& res = trainer.resolutions();
   for (std::size_t i = 0; i < res.size(); ++i)
@@ -64,7 +65,8 @@ std::string results_json(const MlpOptions& o, const MlpTrainer& trainer, const D
 CommandSpec train_spec() {
   return {"train",
           "Train a model runner through the dispatch table: `mlp` (784-256-128-10 ReLU MLP on Fashion-MNIST, softmax "
-          "cross-entropy, Adam), one training step captured as a CUDA graph and replayed.",
+          "cross-entropy, Adam); a step's gather, forward and backward captured once as a CUDA graph and replayed, "
+          "Adam launched after each replay.",
           "mlp",
           1,
           1,
@@ -79,7 +81,9 @@ CommandSpec train_spec() {
            {"lr", 0, "X", "Adam's learning rate (default 0.001)"},
            {"train-limit", 0, "N", "train on the first N images only (default: all 60000)"},
            {"device", 0, "N", "CUDA device ordinal (default 0)"},
-           {"results", 0, "FILE", "also write the run (resolutions, every epoch) as JSON here"}},
+           {"results", 0, "FILE", "also write the run (resolutions, every epoch) as JSON here"},
+           {"adam-in-graph", 0, "",
+            "put Adam inside the step graph, a child graph swapped every step (slower on the host; for comparison)"}},
           "At start it prints which variant each operation of the step resolved to and why: exact (tuned for this\n"
           "problem), nearest (the nearest tuned shape), default (nothing tuned applies), or the library baseline.\n"
           "Per epoch: training loss (mean over the epoch's steps), test accuracy, training time and images/s (the\n"
@@ -98,6 +102,7 @@ int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   o.lr = a.number("lr", 1e-3, 1e-12, 10);
   o.train_limit = a.integer("train-limit", 0, 0, INT64_MAX);
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
+  o.adam_in_graph = a.has("adam-in-graph");
   const std::string dispatch = a.value("dispatch").value_or("tuned");
   if (dispatch == "tuned") o.dispatch = DispatchMode::tuned;
   else if (dispatch == "library") o.dispatch = DispatchMode::library;

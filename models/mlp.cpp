@@ -346,7 +346,12 @@ struct MlpTrainer::State {
         static_cast<std::int32_t*>(train->y.get()), stream));
   }
 
-  // The step graph: [gather, forward, backward] -> [Adam] -> [loss sum, step counter].
+  // The step graph: gather, forward, backward, then the loss sum and step counter; with
+  // adam_in_graph, Adam as a child graph after it. Otherwise Adam is launched right after each
+  // replay: its bias correction changes every step, a captured launch bakes its arguments, and
+  // swapping the child graph per step (a capture plus cudaGraphExecChildGraphNodeSetParams)
+  // cost more host time than the step's GPU work on the H200 (73 us per step in both dispatch
+  // modes, see reports/h200/2026-12-01-mlp).
   void build_graph() {
     // One eager pass first, so that libraries do their lazy set-up (workspaces, heuristics)
     // outside the capture. It computes gradients only; the parameters are untouched.
@@ -361,28 +366,30 @@ struct MlpTrainer::State {
     cudaGraph_t body = capture([&] {
       gather();
       enqueue_forward_backward();
-    });
-    cudaGraph_t adam_graph = capture_adam(1);
-    cudaGraph_t finish = capture([&] {
       SHAPETUNE_CUDA_CHECK(kernels::training::finish_step(static_cast<std::int32_t*>(step_counter.get()),
                                                           static_cast<const float*>(train->loss.get()),
                                                           static_cast<double*>(loss_sum.get()), stream));
     });
     SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&step_graph, 0));
-    cudaGraph_t parent = step_graph;
-    cudaGraphNode_t body_node = nullptr, finish_node = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body));
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, adam_graph));
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&finish_node, parent, &adam_node, 1, finish));
-    SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&graph, parent, 0));
-    // The parent holds clones of the children; it stays (see step_graph).
-    cudaGraphDestroy(body);
-    cudaGraphDestroy(adam_graph);
-    cudaGraphDestroy(finish);
+    cudaGraphNode_t body_node = nullptr;
+    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, step_graph, nullptr, 0, body));
+    cudaGraphDestroy(body);  // the parent holds a clone
+    if (options.adam_in_graph) {
+      cudaGraph_t adam_graph = capture_adam(1);
+      SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, step_graph, &body_node, 1, adam_graph));
+      cudaGraphDestroy(adam_graph);
+    }
+    SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&graph, step_graph, 0));
   }
 
   void replay_step() {
     const std::int64_t t = ++adam_steps;
+    if (!options.adam_in_graph) {
+      SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
+      adam.scalars = {options.lr, kBeta1, kBeta2, kAdamEps, 0.0, static_cast<double>(t)};
+      adam.launch(stream, libraries);
+      return;
+    }
     if (t > 1) {
       cudaGraph_t g = capture_adam(t);
       const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph, adam_node, g);

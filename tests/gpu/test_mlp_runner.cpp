@@ -79,14 +79,17 @@ void host_adam(std::vector<double>& p, std::vector<double>& m, std::vector<doubl
   }
 }
 
-// Training on exactly one batch: each epoch is one replay of the step graph, whose Adam child is
-// swapped for the next step's. The batch's order is shuffled, but the mean loss and its
+// Training on exactly one batch: each epoch is one replay of the step graph and one Adam step
+// (launched after it, or inside it as a child graph swapped for the next step's). The batch's order is shuffled, but the mean loss and its
 // gradients do not depend on the order, so a host Adam over gradients() predicts every step.
-TEST(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
+class MlpTraining : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
   SHAPETUNE_REQUIRE_GPU();
   REQUIRE_FASHION_MNIST();
   FashionMnist data = load_fashion_mnist(data_dir());
   MlpOptions o;
+  o.adam_in_graph = GetParam();
   o.batch = 64;
   o.train_limit = 64;
   const std::vector<std::uint8_t> pixels(data.train.pixels.begin(), data.train.pixels.begin() + 64 * 784);
@@ -123,7 +126,10 @@ TEST(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
   }
 }
 
-TEST(MlpTraining, OneEpochOnTenThousandImagesReaches75Percent) {
+INSTANTIATE_TEST_SUITE_P(Adam, MlpTraining, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "in_graph" : "after_graph"; });
+
+TEST(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
   SHAPETUNE_REQUIRE_GPU();
   REQUIRE_FASHION_MNIST();
   MlpOptions o;
