@@ -6,7 +6,7 @@ first holds graph capture or torch.compile's compilation). Prints a Markdown tab
 if a target that could be judged is missed. A benchmark verdict, never a test.
 
     bench/mlp_targets.py TUNED.json LIBRARY.json [TORCH.json] [--seed-run OTHER_SEED.json ...]
-                         [--adam-in-graph TUNED_ADAM_IN_GRAPH.json]
+                         [--adam-after-graph TUNED_ADAM_AFTER_GRAPH.json]
 
 --seed-run: tuned runs with other seeds, listed beside the default seed's final accuracy (the
 target is judged on the default run; the others show how much of a margin is seed noise).
@@ -31,14 +31,14 @@ def steady(epochs):
 
 
 def main():
-    args, seed_runs, in_graph_path = [], [], None
+    args, seed_runs, after_path = [], [], None
     argv = sys.argv[1:]
     while argv:
         a = argv.pop(0)
         if a == "--seed-run" and argv:
             seed_runs.append(argv.pop(0))
-        elif a == "--adam-in-graph" and argv:
-            in_graph_path = argv.pop(0)
+        elif a == "--adam-after-graph" and argv:
+            after_path = argv.pop(0)
         else:
             args.append(a)
     if len(args) < 2:
@@ -81,11 +81,11 @@ def main():
             t / t_tuned >= factor)
     print("## MLP runner (issue 6)\n\n| target | measured | verdict |\n|---|---|---|")
     print("\n".join(rows))
-    in_graph = load(in_graph_path) if in_graph_path else None
-    if t_tuned and in_graph:
-        t = steady(in_graph["epochs"])
-        print(f"\nAdam inside the step graph (a child graph swapped per step), tuned: {1e3 * t:.1f} ms per epoch "
-              f"vs {1e3 * t_tuned:.1f} ms with Adam launched after each replay ({t / t_tuned:.2f}x)")
+    after = load(after_path) if after_path else None
+    if t_tuned and after:
+        t = steady(after["epochs"])
+        print(f"\nAdam launched after each replay, tuned: {1e3 * t:.1f} ms per epoch vs {1e3 * t_tuned:.1f} ms with "
+              f"Adam a child graph swapped into the step graph ({t / t_tuned:.2f}x)")
     others = [r for r in map(load, seed_runs) if r]
     if tuned and others:
         finals = [(tuned["seed"], tuned["epochs"][-1]["test_accuracy"])] + [

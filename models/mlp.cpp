@@ -346,12 +346,12 @@ struct MlpTrainer::State {
         static_cast<std::int32_t*>(train->y.get()), stream));
   }
 
-  // The step graph: gather, forward, backward, then the loss sum and step counter; with
-  // adam_in_graph, Adam as a child graph after it. Otherwise Adam is launched right after each
-  // replay: its bias correction changes every step, a captured launch bakes its arguments, and
-  // swapping the child graph per step (a capture plus cudaGraphExecChildGraphNodeSetParams)
-  // cost more host time than the step's GPU work on the H200 (73 us per step in both dispatch
-  // modes, see reports/h200/2026-12-01-mlp).
+  // The step graph: gather, forward, backward, then the loss sum and step counter, captured
+  // once; then Adam as a child graph. Adam's bias correction changes every step and a captured
+  // launch bakes its arguments, so each step captures the next Adam launch and swaps it in
+  // (cudaGraphExecChildGraphNodeSetParams) while the GPU runs the current one. Without
+  // adam_in_graph, Adam is launched after each replay instead: on the H200 the two placements
+  // took the same epoch time within 2% (reports/h200/2026-12-01-mlp).
   void build_graph() {
     // One eager pass first, so that libraries do their lazy set-up (workspaces, heuristics)
     // outside the capture. It computes gradients only; the parameters are untouched.

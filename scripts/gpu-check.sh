@@ -94,8 +94,8 @@ if [ $mlp = 1 ]; then
     run_step "train-mlp-$dispatch" 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --dispatch $dispatch \
       --results "$work/train-mlp-$dispatch.json"
   done
-  run_step train-mlp-adam-in-graph 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --adam-in-graph \
-    --results "$work/train-mlp-adam-in-graph.json"
+  run_step train-mlp-adam-after-graph 300 "$build/shapetune" train mlp --db "$db" --data "$mnist" --adam-after-graph \
+    --results "$work/train-mlp-adam-after-graph.json"
   # Other seeds: how much of the accuracy is seed noise (the target is judged on seed 1).
   seed_runs=()
   for seed in 2 3 4 5; do
@@ -106,7 +106,7 @@ if [ $mlp = 1 ]; then
   python3 -c 'import torch' 2>/dev/null &&
     run_step peers-mlp 400 python3 bench/peers/mlp_torch.py --data "$mnist" --epochs 15 --json "$work/peers-mlp.json"
   run_step mlp-targets 60 python3 bench/mlp_targets.py "$work/train-mlp-tuned.json" "$work/train-mlp-library.json" \
-    "$work/peers-mlp.json" "${seed_runs[@]}" --adam-in-graph "$work/train-mlp-adam-in-graph.json"
+    "$work/peers-mlp.json" "${seed_runs[@]}" --adam-after-graph "$work/train-mlp-adam-after-graph.json"
 fi
 run_step winners 60 "$build/shapetune" winners --db "$db"
 run_step export-json 60 "$build/shapetune" export --db "$db" --format json -o "$work/winners.json"

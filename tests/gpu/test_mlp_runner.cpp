@@ -127,7 +127,7 @@ TEST_P(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Adam, MlpTraining, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "in_graph" : "after_graph"; });
+                         [](const auto& info) { return info.param ? "in_graph" : "after_graph"; });  // adam_in_graph
 
 TEST(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
   SHAPETUNE_REQUIRE_GPU();
