@@ -134,4 +134,15 @@ std::string help_text(const CommandSpec& spec) {
   return s.str();
 }
 
+std::vector<std::string> split_comma_lists(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    std::stringstream s(v);
+    std::string item;
+    while (std::getline(s, item, ','))
+      if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
 }  // namespace shapetune::cli

@@ -49,6 +49,10 @@ class ParsedArgs {
   std::map<std::string, std::vector<std::string>> values_;
 };
 
+// The values of a repeatable option that also takes comma lists ("--variant a,b --variant c"),
+// split and without empty items.
+std::vector<std::string> split_comma_lists(const std::vector<std::string>& values);
+
 // Parses args (after the subcommand name). "--help" is left to the caller via has("help").
 // Throws UsageError naming the command and the offending argument.
 ParsedArgs parse(const CommandSpec&, const std::vector<std::string>& args);

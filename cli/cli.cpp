@@ -146,17 +146,6 @@ int cmd_list(const ParsedArgs& a, std::ostream& out, std::ostream&) {
 }
 
 // ---- sweep -------------------------------------------------------------------------------
-std::vector<std::string> split_list(const std::vector<std::string>& values) {
-  std::vector<std::string> out;
-  for (const auto& v : values) {
-    std::stringstream s(v);
-    std::string item;
-    while (std::getline(s, item, ','))
-      if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 void check_variant_names(const std::vector<std::string>& variants, const std::vector<std::string>& primitives) {
   const Catalogue& cat = catalogue();
   for (const auto& name : variants) {
@@ -177,8 +166,8 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   o.shape_file = a.positional[0];
   o.dry_run = a.has("dry-run");
   if (!o.dry_run) o.db_path = require_db(a);
-  o.primitives = split_list(a.values("primitive"));
-  o.variants = split_list(a.values("variant"));
+  o.primitives = cli::split_comma_lists(a.values("primitive"));
+  o.variants = cli::split_comma_lists(a.values("variant"));
   for (const auto& p : o.primitives)
     if (!catalogue().find_primitive(p))
       throw UsageError("unknown primitive '" + p + "'; known: " + catalogue().primitive_names());
@@ -203,7 +192,7 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
     if (!parsed) throw UsageError("--counters must be " + std::string(kCounterModeNames) + ", got '" + *mode + "'");
     o.counters = *parsed;
   }
-  o.extra_metrics = split_list(a.values("metrics"));
+  o.extra_metrics = cli::split_comma_lists(a.values("metrics"));
   if (!o.extra_metrics.empty() && o.counters == CounterMode::none)
     throw UsageError("--metrics names counters to collect, but --counters none collects none");
   o.command_line = join_args(all_args);

@@ -68,17 +68,6 @@ cli::CommandSpec bench_spec() {
           "Exit codes: 0 every case run measured; 1 some case skipped with an error; 2 could not start."};
 }
 
-std::vector<std::string> split_list(const std::vector<std::string>& values) {
-  std::vector<std::string> out;
-  for (const auto& v : values) {
-    std::stringstream s(v);
-    std::string item;
-    while (std::getline(s, item, ','))
-      if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 bool is_benchmark_flag(std::string_view arg) {
   return arg.starts_with("--benchmark_") || arg.starts_with("-benchmark_") || arg == "--v" || arg.starts_with("--v=");
 }
@@ -148,8 +137,8 @@ int bench_main(int argc, char** argv) {
       std::cout << cli::help_text(spec);
       return 0;
     }
-    selection.primitives = split_list(args.values("primitive"));
-    selection.variants = split_list(args.values("variant"));
+    selection.primitives = cli::split_comma_lists(args.values("primitive"));
+    selection.variants = cli::split_comma_lists(args.values("variant"));
     selection.all_configs = args.has("all-configs");
     measure.flush_l2 = !args.has("hot");
     measure.stop.time_cap_s = args.number("time-cap", measure.stop.time_cap_s, 0.001, 3600);

@@ -17,7 +17,7 @@ namespace {
 // Not a real device's key, so the CLI finds no winners for whatever GPU the tests run on.
 const char* kDevice = "Fixture GPU|sm_90|1SM|1GiB";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test_support::contains;
 
 WinnerRecord winner(const std::string& primitive, DType dtype, Shape shape, double us, double ci_rel) {
   WinnerRecord w;

@@ -26,7 +26,7 @@ Result run(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test_support::contains;
 
 std::string quick_yaml() { return (test_support::source_dir() / "shapes" / "quick.yaml").string(); }
 

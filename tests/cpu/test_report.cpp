@@ -21,16 +21,8 @@ namespace fs = std::filesystem;
 
 const char* kDevice = "NVIDIA H200|sm_90|132SM|140GiB";
 
-std::string read(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream s;
-  s << file.rdbuf();
-  return s.str();
-}
+using test_support::contains;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-#define EXPECT_CONTAINS(text, part) EXPECT_TRUE(contains(text, part)) << "'" << (part) << "' not in:\n" << (text)
 
 DeviceFingerprint h200() {
   return DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{140} << 30, "580.0", "13.0", "13.1.0", "9.14.0"};
@@ -107,7 +99,7 @@ struct ReportFixture : ::testing::Test {
 TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
   EXPECT_EQ(result.winners, 3);
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "(schema v5): 3 winners, 1 ceilings.");
   EXPECT_CONTAINS(md, "| `NVIDIA H200\\|sm_90\\|132SM\\|140GiB` | NVIDIA H200 | 9.0 | 132 | 60 MiB | 140.0 GiB | 580.0 | 13.0 "
                       "| 13.1.0 | 9.14.0 |\n");
@@ -161,7 +153,7 @@ TEST_F(ReportFixture, CountersOfProfiledWinners) {
                             {{"dram__bytes_read.sum", 1}, {"dram__bytes_write.sum", 1}}});
   }
   report("shapetune-no-such-gnuplot");
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "## Counters\n\n");
   EXPECT_CONTAINS(md, "- sweep #2: counters unavailable: insufficient privileges: run as root\n");
   EXPECT_CONTAINS(md, "| problem | winner | DRAM read | DRAM written | model bytes | DRAM vs model | duration | occupancy "
@@ -179,7 +171,7 @@ TEST_F(ReportFixture, ComputeBoundUsesAMeasuredComputeCeilingOnly) {
   const std::string db2 = other.file("fma.db");
   fill_fixture(db2, 4.0, 10000, /*compute_ceiling=*/true);
   write_report({db2, out.string(), std::nullopt, "shapetune-no-such-gnuplot"});
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   // 13.74 TFLOP/s over min(50 TFLOP/s, 4.096 TB/s * 682.7 FLOP/B) = 27.5%.
   EXPECT_CONTAINS(md, "| 10000.0 us | 13.7 TFLOP/s | 27.5% | cublas 9000.0 us |");
   EXPECT_CONTAINS(md, "| `fp32_fma_peak` | 50.0 TFLOP/s | FMA chain kernel |");
@@ -188,21 +180,21 @@ TEST_F(ReportFixture, ComputeBoundUsesAMeasuredComputeCeilingOnly) {
 
 TEST_F(ReportFixture, DataFilesAndScripts) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
-  EXPECT_EQ(read(out / "data" / "roofline_softmax_winners.dat"),
+  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_softmax_winners.dat"),
             "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
             "0.625 1.28e+12 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
-  EXPECT_EQ(read(out / "data" / "roofline_softmax_baselines.dat"),
+  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_softmax_baselines.dat"),
             "# intensity_flops_per_byte achieved_flops_per_s problem baseline\n"
             "0.625 1.024e+12 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
   // The NaN-cost gemm.nt has no point.
-  EXPECT_EQ(read(out / "data" / "roofline_gemm_winners.dat"),
+  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_gemm_winners.dat"),
             "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
             "682.667 1.37439e+13 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n");
-  EXPECT_EQ(read(out / "data" / "speedup.dat"),
+  EXPECT_EQ(test_support::read_file(out / "data" / "speedup.dat"),
             "# index speedup problem baseline\n"
             "0 0.9 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"cublas\"\n"
             "1 1.25 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
-  EXPECT_EQ(read(out / "data" / "winner_map.dat"),
+  EXPECT_EQ(test_support::read_file(out / "data" / "winner_map.dat"),
             "# variant_index problem_index problem variant\n"
             "0 0 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n"
             "0 1 \"gemm.nt/f32/m=64,n=64,k=64\" \"tiled\"\n"
@@ -210,16 +202,16 @@ TEST_F(ReportFixture, DataFilesAndScripts) {
   for (const char* name : {"roofline_gemm", "roofline_softmax", "speedup", "winner_map"}) {
     const fs::path script = out / "plots" / (std::string(name) + ".gp");
     ASSERT_TRUE(fs::exists(script)) << script;
-    const std::string text = read(script);
+    const std::string text = test_support::read_file(script);
     EXPECT_CONTAINS(text, "set terminal svg");
     EXPECT_CONTAINS(text, std::string("set output here . \"") + name + ".svg\"");
     EXPECT_FALSE(fs::exists(out / "plots" / (std::string(name) + ".svg")));
   }
-  EXPECT_CONTAINS(read(out / "plots" / "roofline_softmax.gp"), "4.096e+12 * x with lines");
+  EXPECT_CONTAINS(test_support::read_file(out / "plots" / "roofline_softmax.gp"), "4.096e+12 * x with lines");
   EXPECT_EQ(result.scripts.size(), 4u);
   EXPECT_FALSE(result.gnuplot_found);
   EXPECT_TRUE(result.svgs.empty());
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "gnuplot was not on PATH");
   EXPECT_CONTAINS(md, "`gnuplot " + (out / "plots").string() + "/*.gp`");
   EXPECT_CONTAINS(md, "![Roofline: softmax](plots/roofline_softmax.svg)");
@@ -238,9 +230,9 @@ TEST_F(ReportFixture, SvgsWhenGnuplotIsPresent) {
   for (const char* name : {"roofline_gemm", "roofline_softmax", "speedup", "winner_map"}) {
     const fs::path svg = out / "plots" / (std::string(name) + ".svg");
     ASSERT_TRUE(fs::exists(svg)) << svg;
-    EXPECT_CONTAINS(read(svg), "<svg");
+    EXPECT_CONTAINS(test_support::read_file(svg), "<svg");
   }
-  EXPECT_FALSE(contains(read(out / "README.md"), "gnuplot was not on PATH"));
+  EXPECT_FALSE(contains(test_support::read_file(out / "README.md"), "gnuplot was not on PATH"));
   // The scripts find their data relative to themselves: rendering from another directory works.
   fs::remove(out / "plots" / "speedup.svg");
   const std::string command = "cd / && gnuplot '" + (out / "plots" / "speedup.gp").string() + "' 2>/dev/null";
@@ -260,7 +252,7 @@ TEST_F(ReportFixture, CompareVerdicts) {
     store->store_winner(winner("layernorm", Shape({{"rows", 8}, {"cols", 8}}), "register_row", Config(), 2.0, 0.01));
   }
   report("shapetune-no-such-gnuplot", other);
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "## Compared with `" + other + "`");
   EXPECT_CONTAINS(md, "Summary: 2 problems in both: 0 faster, 1 slower, 1 same within noise; 1 only here, 1 only in "
                       "the other.\n");
@@ -319,7 +311,7 @@ TEST(ReportErrors, NoWinnersSaysSo) {
   const ReportResult result = write_report({tmp.file("empty.db"), tmp.file("out"), std::nullopt, "gnuplot"});
   EXPECT_EQ(result.winners, 0);
   EXPECT_TRUE(result.scripts.empty());
-  const std::string md = read(tmp.path() / "out" / "README.md");
+  const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
   EXPECT_CONTAINS(md, "No winners in this database yet");
   EXPECT_CONTAINS(md, "No ceilings measured");
   EXPECT_CONTAINS(md, "NVIDIA H200");
@@ -332,7 +324,7 @@ TEST(ReportSmoke, CommittedMemoryBoundDatabase) {
   test_support::TempDir tmp;
   const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "gnuplot"});
   EXPECT_GT(result.winners, 0);
-  const std::string md = read(tmp.path() / "out" / "README.md");
+  const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
   EXPECT_CONTAINS(md, "### layernorm\n");
   EXPECT_CONTAINS(md, "`layernorm/");
   EXPECT_CONTAINS(md, "| `dram_copy_best` | 4.26 TB/s |");
@@ -346,14 +338,14 @@ TEST(ReportSmoke, CommittedMemoryBoundDatabase) {
 TEST(ReportSmoke, OlderSchemaIsReadWithoutChangingTheFile) {
   const fs::path db = test_support::source_dir() / "reports" / "h200" / "2026-11-30-foundation-softmax" / "h200.db";
   ASSERT_TRUE(fs::exists(db)) << db;
-  const std::string before = read(db);
+  const std::string before = test_support::read_file(db);
   test_support::TempDir tmp;
   const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"});
   EXPECT_GT(result.winners, 0);
-  const std::string md = read(tmp.path() / "out" / "README.md");
+  const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
   EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v5)");
   EXPECT_CONTAINS(md, " | - | - | cudnn ");
-  EXPECT_EQ(read(db), before);
+  EXPECT_EQ(test_support::read_file(db), before);
 }
 
 }  // namespace

@@ -17,16 +17,8 @@ namespace fs = std::filesystem;
 
 const char* kDevice = "Fixture GPU|sm_90|132SM|140GiB";
 
-std::string read(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream s;
-  s << file.rdbuf();
-  return s.str();
-}
+using test_support::contains;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-#define EXPECT_CONTAINS(text, part) EXPECT_TRUE(contains(text, part)) << "'" << (part) << "' not in:\n" << (text)
 
 WinnerRecord winner(const std::string& primitive, DType dtype, Shape shape, double us, Cost cost) {
   WinnerRecord w;
@@ -66,7 +58,7 @@ TEST(ReportCeilings, EveryCeilingListedAndEachDtypeGetsItsOwnRoof) {
   }
   const fs::path out = tmp.path() / "report";
   write_report({db, out.string(), std::nullopt, "shapetune-no-such-gnuplot"});
-  const std::string md = read(out / "README.md");
+  const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "| `fp32_fma` | 60.0 TFLOP/s | how fp32_fma |\n");
   EXPECT_CONTAINS(md, "| `tensor_f16` | 800.0 TFLOP/s | how tensor_f16 |\n");
   EXPECT_CONTAINS(md, "| `tensor_bf16` | 900.0 TFLOP/s | how tensor_bf16 |\n");
@@ -74,12 +66,12 @@ TEST(ReportCeilings, EveryCeilingListedAndEachDtypeGetsItsOwnRoof) {
   EXPECT_CONTAINS(md, "| `launch_overhead_stream` | 2.50 us | how launch_overhead_stream |\n");
   EXPECT_CONTAINS(md, "| 400.0 TFLOP/s | 50.0% |");
 
-  const std::string gemm = read(out / "plots" / "roofline_gemm.gp");
+  const std::string gemm = test_support::read_file(out / "plots" / "roofline_gemm.gp");
   EXPECT_CONTAINS(gemm, "8e+14 with lines dt 2 title \"tensor_f16 (800.0 TFLOP/s)\"");
   EXPECT_FALSE(contains(gemm, "tensor_bf16")) << gemm;
   EXPECT_FALSE(contains(gemm, "fp32_fma")) << gemm;
   EXPECT_FALSE(contains(gemm, "sgemm")) << gemm;
-  const std::string softmax = read(out / "plots" / "roofline_softmax.gp");
+  const std::string softmax = test_support::read_file(out / "plots" / "roofline_softmax.gp");
   EXPECT_CONTAINS(softmax, "6e+13 with lines dt 2 title \"fp32_fma (60.0 TFLOP/s)\"");
   EXPECT_CONTAINS(softmax, "4.096e+12 * x with lines");
   EXPECT_FALSE(contains(softmax, "tensor_")) << softmax;

@@ -35,7 +35,7 @@ CliResult run(const std::vector<std::string>& args) {
   return {code, out.str(), err.str()};
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test_support::contains;
 
 // One SQL statement on the database, as a user's tampering (or a stale file) would change it.
 void execute(const std::string& db, const std::string& sql) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/types.hpp"
@@ -48,7 +50,22 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The whole file as bytes ("" when it cannot be read: the assertions on it then say what is missing).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream s;
+  s << file.rdbuf();
+  return s.str();
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace shapetune::test_support
+
+// Expects `part` in `text`, printing the text when it is not there.
+#define EXPECT_CONTAINS(text, part)                                   \
+  EXPECT_TRUE(::shapetune::test_support::contains((text), (part)))   \
+      << "'" << (part) << "' not in:\n" << (text)
 
 // Skips (counted as skipped by CTest, not passed) where no CUDA device is usable.
 #define SHAPETUNE_REQUIRE_GPU()                                             \
