@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/args.hpp"
+#include "cli/measure_options.hpp"
 #include "cli/table.hpp"
 #include "cli/train.hpp"
 #include "core/build_info.hpp"
@@ -178,11 +179,7 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
     if (!o.strategy)
       throw UsageError("--strategy must be one of " + std::string(kSearchStrategyNames) + ", got '" + *strategy + "'");
   }
-  o.measure.flush_l2 = !a.has("hot");
-  o.measure.stop.time_cap_s = a.number("time-cap", o.measure.stop.time_cap_s, 0.001, 3600);
-  o.measure.stop.target_ci_rel = a.number("target-ci", o.measure.stop.target_ci_rel, 1e-5, 1);
-  o.measure.stop.min_samples = static_cast<int>(a.integer("min-samples", o.measure.stop.min_samples, 6, 1000000));
-  o.measure.stop.max_samples = static_cast<int>(a.integer("max-samples", o.measure.stop.max_samples, o.measure.stop.min_samples, 10000000));
+  cli::apply_measurement_options(a, o.measure);
   o.fresh = a.has("fresh");
   o.verbose = a.has("verbose");
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
@@ -390,11 +387,6 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"budget", 0, "SECONDS", "wall-clock budget for the whole sweep, shared out over the remaining problems"},
          {"strategy", 0, "NAME",
           "exhaustive, random or halving: the search for every problem, instead of the shape file's search:"},
-         {"hot", 0, "", "do not flush L2 between samples (default: cold, flushed)"},
-         {"time-cap", 0, "SECONDS", "sampling time cap per candidate (default 1)"},
-         {"target-ci", 0, "FRACTION", "stop sampling once the median's 95% CI is within this (default 0.01)"},
-         {"min-samples", 0, "N", "samples every candidate gets at least (default 10)"},
-         {"max-samples", 0, "N", "samples no candidate gets more of (default 1000)"},
          {"fresh", 0, "", "start a new sweep even if an unfinished matching one could be resumed"},
          {"dry-run", 0, "", "list problems and candidate counts; measures nothing, needs no GPU"},
          {"device", 0, "N", "CUDA device ordinal (default 0)"},
@@ -425,6 +417,11 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
         "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
+  {  // the shared measurement options, after --strategy in --help
+    auto& options = list.back().spec.options;
+    const auto shared = cli::measurement_option_specs("candidate");
+    options.insert(options.begin() + 5, shared.begin(), shared.end());
+  }
   list.push_back({{"winners",
                    "Show the dispatch table: per device and problem, the winner, its time, the best baseline, the "
                    "runner-up and, where the sweep profiled it, its DRAM bytes against the cost model's.",

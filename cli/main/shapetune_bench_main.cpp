@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/measure_options.hpp"
 #include "core/build_info.hpp"
 #include "core/format.hpp"
 #include "harness/device.hpp"
@@ -35,7 +36,7 @@ using namespace shapetune;
 constexpr std::uint64_t kDefaultSeed = 1;
 
 cli::CommandSpec bench_spec() {
-  return {"shapetune-bench",
+  cli::CommandSpec spec{"shapetune-bench",
           "Run every (problem, variant, config) of a YAML shape matrix as a Google Benchmark case, verified against "
           "the float64 reference and timed by the same measurement engine as `shapetune sweep`.",
           "SHAPES.yaml",
@@ -44,11 +45,6 @@ cli::CommandSpec bench_spec() {
           {{"primitive", 0, "P", "only this primitive (repeatable, or a comma list)", true},
            {"variant", 0, "V", "only this variant (repeatable, or a comma list); baselines are variants too", true},
            {"all-configs", 0, "", "every config of each variant's parameter space (default: its default config)"},
-           {"hot", 0, "", "do not flush L2 between samples (default: cold, flushed)"},
-           {"time-cap", 0, "SECONDS", "sampling time cap per measurement (default 1)"},
-           {"target-ci", 0, "FRACTION", "stop sampling once the median's 95% CI is within this (default 0.01)"},
-           {"min-samples", 0, "N", "samples every measurement gets at least (default 10)"},
-           {"max-samples", 0, "N", "samples no measurement gets more of (default 1000)"},
            {"device", 0, "N", "CUDA device ordinal (default 0)"},
            {"seed", 0, "N", "seed for the random inputs (default 1, so that runs compare)"}},
           "Cases are named PROBLEM_KEY/VARIANT{CONFIG}, e.g.\n"
@@ -66,6 +62,9 @@ cli::CommandSpec bench_spec() {
           "reference); the label names the timing mode and why sampling stopped. A case that fails verification, is\n"
           "refused by a library, or has no device is skipped with the reason (error_message in JSON).\n"
           "Exit codes: 0 every case run measured; 1 some case skipped with an error; 2 could not start."};
+  const auto shared = cli::measurement_option_specs("measurement");
+  spec.options.insert(spec.options.begin() + 3, shared.begin(), shared.end());  // after --all-configs
+  return spec;
 }
 
 bool is_benchmark_flag(std::string_view arg) {
@@ -140,12 +139,7 @@ int bench_main(int argc, char** argv) {
     selection.primitives = cli::split_comma_lists(args.values("primitive"));
     selection.variants = cli::split_comma_lists(args.values("variant"));
     selection.all_configs = args.has("all-configs");
-    measure.flush_l2 = !args.has("hot");
-    measure.stop.time_cap_s = args.number("time-cap", measure.stop.time_cap_s, 0.001, 3600);
-    measure.stop.target_ci_rel = args.number("target-ci", measure.stop.target_ci_rel, 1e-5, 1);
-    measure.stop.min_samples = static_cast<int>(args.integer("min-samples", measure.stop.min_samples, 6, 1000000));
-    measure.stop.max_samples =
-        static_cast<int>(args.integer("max-samples", measure.stop.max_samples, measure.stop.min_samples, 10000000));
+    cli::apply_measurement_options(args, measure);
     ordinal = static_cast<int>(args.integer("device", 0, 0, 1024));
     seed = static_cast<std::uint64_t>(args.integer("seed", kDefaultSeed, 0, INT64_MAX));
   } catch (const cli::UsageError& e) {
