@@ -93,6 +93,9 @@ struct WinnerRecord {
   // The primitive's cost model for this problem when it was measured (bytes moved, FLOPs), so
   // a report can place the winner on the roofline; NaN for rows stored before schema 4.
   Cost cost{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+  // The library's identity of the algorithm the winner ran, where its variant has one (cuBLASLt:
+  // describe_cublaslt_algo's text); dispatch replays it. Empty otherwise.
+  std::string library_algo;
   std::int64_t sweep_id = 0;
   std::string git_sha;
   std::string measured_at;  // UTC, ISO 8601

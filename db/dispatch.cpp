@@ -59,7 +59,7 @@ DispatchChoice DispatchTable::lookup(const Problem& problem, const SupportsFn& s
   const std::string key = problem.key();
   if (const auto exact = by_key_.find(key); exact != by_key_.end()) {
     const WinnerRecord& row = rows_[exact->second];
-    return DispatchChoice{row.variant, row.config, DispatchSource::exact, key};
+    return DispatchChoice{row.variant, row.config, DispatchSource::exact, key, row.library_algo};
   }
 
   // (distance, problem key, row): sorting the tuple applies the tie-break by key.
@@ -72,13 +72,13 @@ DispatchChoice DispatchTable::lookup(const Problem& problem, const SupportsFn& s
   std::sort(neighbours.begin(), neighbours.end());
   for (const auto& [distance, tuned_key, row] : neighbours)
     if (supports(problem, row->variant, row->config))
-      return DispatchChoice{row->variant, row->config, DispatchSource::nearest, tuned_key};
+      return DispatchChoice{row->variant, row->config, DispatchSource::nearest, tuned_key, ""};
 
   auto fallback = default_for(problem);
   if (!fallback)
     throw std::runtime_error("no variant for " + key + ": nothing tuned applies and primitive '" + problem.primitive +
                              "' has no default variant");
-  return DispatchChoice{std::move(fallback->first), std::move(fallback->second), DispatchSource::fallback, ""};
+  return DispatchChoice{std::move(fallback->first), std::move(fallback->second), DispatchSource::fallback, "", ""};
 }
 
 }  // namespace shapetune

@@ -29,6 +29,10 @@ struct DispatchChoice {
   Config config;
   DispatchSource source = DispatchSource::fallback;
   std::string tuned_problem;  // key of the winner row used; empty for fallback
+  // The library algorithm recorded with an exact match's winner (WinnerRecord::library_algo),
+  // to pass on as LaunchArgs::library_algo. Empty otherwise: an algorithm chosen for another
+  // shape need not run this one, so a nearest match replays by its config's rank.
+  std::string library_algo;
 };
 
 class DispatchTable {

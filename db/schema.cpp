@@ -167,12 +167,20 @@ CREATE TABLE counters (
 ALTER TABLE sweeps ADD COLUMN counters_unavailable TEXT;
 )sql";
 
+constexpr std::string_view kMigration6 = R"sql(
+-- The library's own identity of the algorithm a library winner ran (cuBLASLt: the algorithm's
+-- configuration attributes), so dispatch replays that kernel rather than whatever the
+-- heuristic ranks first on a later day or cuBLAS version. Empty for other winners.
+ALTER TABLE winners ADD COLUMN library_algo TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "devices, sweeps, candidates, sweep problems and winners", kMigration1},
     {2, "ceilings", kMigration2},
     {3, "state_restored flag on timings", kMigration3},
     {4, "cost model (bytes, flops) of each winner", kMigration4},
     {5, "hardware counters of profiled candidates", kMigration5},
+    {6, "library algorithm identity of a winner (cuBLASLt), replayed by dispatch", kMigration6},
 };
 
 }  // namespace

@@ -392,6 +392,7 @@ WinnerRecord read_winner(const Statement& row, const std::string& path) {
   winner.margin_rel = row.real("margin_rel");
   winner.tie = row.integer("tie") != 0;
   winner.cost = Cost{row.real("bytes"), row.real("flops")};
+  winner.library_algo = row.text("library_algo");
   winner.sweep_id = row.integer("sweep_id");
   winner.git_sha = row.text("git_sha");
   winner.measured_at = row.text("measured_at");
@@ -629,14 +630,14 @@ void Store::store_winner(const WinnerRecord& winner) {
         device_key, problem_key, primitive, dtype, shape_key, variant, config_key, baseline,
         median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample,
         input_sets, stop_reason, state_restored, atol, rtol, best_baseline, baseline_us, speedup_vs_baseline,
-        runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie, bytes, flops, sweep_id, git_sha,
-        measured_at)
+        runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie, bytes, flops, library_algo, sweep_id,
+        git_sha, measured_at)
       VALUES (
         :device_key, :problem_key, :primitive, :dtype, :shape_key, :variant, :config_key, :baseline,
         :median_us, :p10_us, :p90_us, :min_us, :median_ci_rel, :samples, :timing_mode, :launches_per_sample,
         :input_sets, :stop_reason, :state_restored, :atol, :rtol, :best_baseline, :baseline_us, :speedup_vs_baseline,
-        :runner_up_variant, :runner_up_config, :runner_up_us, :margin_rel, :tie, :bytes, :flops, :sweep_id, :git_sha,
-        :measured_at))sql");
+        :runner_up_variant, :runner_up_config, :runner_up_us, :margin_rel, :tie, :bytes, :flops, :library_algo,
+        :sweep_id, :git_sha, :measured_at))sql");
   insert.bind_text(":device_key", winner.device_key)
       .bind_text(":variant", winner.variant)
       .bind_text(":config_key", winner.config.key())
@@ -653,6 +654,7 @@ void Store::store_winner(const WinnerRecord& winner) {
       .bind_bool(":tie", winner.tie)
       .bind_real(":bytes", winner.cost.bytes)
       .bind_real(":flops", winner.cost.flops)
+      .bind_text(":library_algo", winner.library_algo)
       .bind_int(":sweep_id", winner.sweep_id)
       .bind_text(":git_sha", winner.git_sha)
       .bind_text(":measured_at", winner.measured_at);

@@ -54,13 +54,14 @@ struct BoundOp {
   OpResolution resolution;
   const Variant* variant = nullptr;
   Config config;
+  std::string library_algo;  // the tuned winner's recorded library algorithm (exact matches)
   std::vector<void*> tensors;
   std::vector<double> scalars;
   DeviceBuffer workspace;
 
   void launch(cudaStream_t stream, LibraryHandles& libraries) const {
     LaunchArgs args{resolution.op.problem, config,          tensors,           stream, libraries,
-                    workspace.get(),       workspace.bytes(), std::span<const double>(scalars)};
+                    workspace.get(),       workspace.bytes(), std::span<const double>(scalars), library_algo};
     check_launch(variant->launch(args), resolution.op.name + " (" + resolution.op.problem.key() + ", " +
                                             variant->name + ")");
   }
@@ -73,7 +74,7 @@ class Resolver {
       : dispatcher_(tuned ? std::move(*tuned) : Dispatcher(limits)), limits_(limits), mode_(mode) {}
 
   std::pair<const Variant*, OpResolution> resolve(const MlpOp& op) const {
-    OpResolution r{op, "", "", ""};
+    OpResolution r{op, "", "", "", ""};
     const Catalogue& cat = catalogue();
     const Variant* chosen = nullptr;
     Config config;
@@ -106,6 +107,8 @@ class Resolver {
         r.source = "nearest (" + choice.tuned_problem + ")";
       else
         r.source = std::string(dispatch_source_name(choice.source));
+      r.library_algo = choice.library_algo;
+      if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
     }
     if (Support s = chosen->supports(op.problem, config, limits_); !s.ok)
       throw std::runtime_error(op.name + ": " + chosen->name + " cannot run " + op.problem.key() + ": " + s.reason);
@@ -192,6 +195,7 @@ std::vector<BoundOp> bind_step(const std::vector<MlpOp>& ops, const Resolver& re
     b.resolution = resolution;
     b.variant = variant;
     b.config = Config::parse_key(resolution.config);
+    b.library_algo = resolution.library_algo;
     b.tensors = tensors[i];
     if (ops[i].problem.primitive.rfind("gemm", 0) == 0) b.scalars = {1.0, 0.0};  // alpha, beta
     if (variant->workspace_bytes)

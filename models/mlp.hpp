@@ -55,6 +55,7 @@ struct OpResolution {
   std::string variant;
   std::string config;  // Config::key()
   std::string source;  // "exact", "nearest (gemm.nn/f32/m=...)", "default", "library baseline ..."
+  std::string library_algo;  // the winner's recorded library algorithm, replayed (exact matches)
 };
 
 struct EpochResult {

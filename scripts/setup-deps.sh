@@ -38,6 +38,10 @@ if ! command -v gnuplot >/dev/null; then
   fi
 fi
 
+# Optional: Fashion-MNIST for `shapetune train mlp` (31 MB; the tests that need it skip without it).
+[ -d /usr/share/datasets/fashion-mnist ] ||
+  echo "setup-deps: optional: apt-get install dataset-fashion-mnist for \`shapetune train mlp\` (or its --data DIR)" >&2
+
 nvcc_path=$(command -v nvcc || true)
 [ -n "$nvcc_path" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc_path=/usr/local/cuda/bin/nvcc
 if [ -z "$nvcc_path" ]; then

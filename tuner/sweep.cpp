@@ -439,6 +439,16 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
     winner->git_sha = build_git_sha();
     winner->measured_at = utc_now_iso8601();
     winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
+    // A rank-picked library algorithm is stored by identity, for dispatch to replay.
+    if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner->variant);
+        v && v->describe_algorithm) {
+      try {
+        winner->library_algo = v->describe_algorithm(planned.problem, winner->config, measurer_->libraries());
+      } catch (const std::exception& e) {
+        err_ << "warning: " << key << ": the winner's algorithm could not be described (" << e.what()
+             << "); dispatch will replay its rank\n";
+      }
+    }
     store_->store_winner(*winner);
   }
 

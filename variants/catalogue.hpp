@@ -86,6 +86,9 @@ struct LaunchArgs {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   std::span<const double> scalars = {};  // the primitive's ScalarParams, in order
+  // A library algorithm recorded with the winner (Variant::describe_algorithm's text): the
+  // variant runs exactly that one where it still exists, else what its config says.
+  std::string_view library_algo = {};
 };
 
 // The tuning values of a primitive's scalars.
@@ -112,6 +115,10 @@ struct Variant {
   std::function<Support(const Problem&, const Config&, const DeviceLimits&)> supports;
   std::function<std::size_t(const Problem&, const Config&)> workspace_bytes;  // may be empty: none
   std::function<LaunchStatus(const LaunchArgs&)> launch;
+  // Library variants whose config picks an algorithm by rank (cuBLASLt's heuristic): the
+  // library's identity of the algorithm this config runs now, stored with a winner so that
+  // dispatch replays that kernel later. May be empty: nothing to record.
+  std::function<std::string(const Problem&, const Config&, LibraryHandles&)> describe_algorithm;
 };
 
 class Catalogue {

@@ -98,8 +98,19 @@ void add_cublaslt(Catalogue& cat, const Primitive* primitive, GemmKind kind) {
   };
   v.workspace_bytes = [](const Problem&, const Config&) { return kCublasLtWorkspaceBytes; };
   v.launch = [](const LaunchArgs& a) {
+    if (!a.library_algo.empty()) {
+      // The recorded kernel; refused where it no longer exists (another cuBLASLt, another
+      // device), and then the rank as the config says.
+      const LibraryCallResult recorded = cublaslt_gemm_recorded(a.libraries, a.stream, a.problem.dtype, gemm_args<void>(a),
+                                                                std::string(a.library_algo), a.workspace,
+                                                                a.workspace_bytes);
+      if (recorded.ok || !recorded.not_supported) return library_status(recorded);
+    }
     return library_status(cublaslt_gemm(a.libraries, a.stream, a.problem.dtype, gemm_args<void>(a),
                                         static_cast<int>(a.config.at("algo")), a.workspace, a.workspace_bytes));
+  };
+  v.describe_algorithm = [](const Problem& p, const Config& c, LibraryHandles& libraries) {
+    return describe_cublaslt_algo(p, static_cast<int>(c.at("algo")), libraries);
   };
   cat.add(v);
 }

@@ -80,6 +80,18 @@ TEST(DispatchLookup, ExactMatch) {
   EXPECT_EQ(choice.tuned_problem, softmax(4096, 1000).key());
 }
 
+// A recorded library algorithm travels with an exact match only: one chosen for another shape
+// need not run this one.
+TEST(DispatchLookup, RecordedLibraryAlgorithmOnlyForExactMatches) {
+  WinnerRecord tuned = winner(softmax(4096, 1000), "cublaslt", 0);
+  tuned.library_algo = "algo_id=6 tile_id=20";
+  const auto table = DispatchTable::from_winners({tuned});
+  EXPECT_EQ(table.lookup(softmax(4096, 1000), supports_everything, naive_default).library_algo, "algo_id=6 tile_id=20");
+  const DispatchChoice near = table.lookup(softmax(4000, 1000), supports_everything, naive_default);
+  EXPECT_EQ(near.source, DispatchSource::nearest);
+  EXPECT_EQ(near.library_algo, "");
+}
+
 TEST(DispatchLookup, NearestByLogDistance) {
   const auto table = DispatchTable::from_winners(
       {winner(softmax(4096, 4096), "block_per_row", 1024), winner(softmax(1024, 1000), "warp_per_row", 32)});

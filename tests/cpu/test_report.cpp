@@ -100,7 +100,7 @@ TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
   EXPECT_EQ(result.winners, 3);
   const std::string md = test_support::read_file(out / "README.md");
-  EXPECT_CONTAINS(md, "(schema v5): 3 winners, 1 ceilings.");
+  EXPECT_CONTAINS(md, "(schema v6): 3 winners, 1 ceilings.");
   EXPECT_CONTAINS(md, "| `NVIDIA H200\\|sm_90\\|132SM\\|140GiB` | NVIDIA H200 | 9.0 | 132 | 60 MiB | 140.0 GiB | 580.0 | 13.0 "
                       "| 13.1.0 | 9.14.0 |\n");
   EXPECT_CONTAINS(md, "| name | value | method |\n|---|---|---|\n| `dram_copy_best` | 4.10 TB/s | best of the copies |\n");
@@ -343,7 +343,7 @@ TEST(ReportSmoke, OlderSchemaIsReadWithoutChangingTheFile) {
   const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"});
   EXPECT_GT(result.winners, 0);
   const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
-  EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v5)");
+  EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v6)");
   EXPECT_CONTAINS(md, " | - | - | cudnn ");
   EXPECT_EQ(test_support::read_file(db), before);
 }

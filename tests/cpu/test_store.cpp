@@ -153,6 +153,7 @@ WinnerRecord full_winner(const std::string& device_key, const Problem& problem) 
   winner.margin_rel = 2.4 / (7.0 / 3.0) - 1;
   winner.tie = true;
   winner.cost = Cost{4096.0 * 1000 * 4 * 2, 4096.0 * 1000 * 5};
+  winner.library_algo = "cublasLt=130100 algo_id=6 tile_id=20 stages_id=8";
   winner.sweep_id = 42;
   winner.git_sha = "abc1234-dirty";
   winner.measured_at = "2026-11-30T19:18:14Z";
@@ -225,6 +226,7 @@ void expect_same_winner(const WinnerRecord& a, const WinnerRecord& b) {
   // NaN (not recorded) compares unequal to itself: compare the bits' meaning instead.
   EXPECT_TRUE(a.cost.bytes == b.cost.bytes || (std::isnan(a.cost.bytes) && std::isnan(b.cost.bytes)));
   EXPECT_TRUE(a.cost.flops == b.cost.flops || (std::isnan(a.cost.flops) && std::isnan(b.cost.flops)));
+  EXPECT_EQ(a.library_algo, b.library_algo);
   EXPECT_EQ(a.sweep_id, b.sweep_id);
   EXPECT_EQ(a.git_sha, b.git_sha);
   EXPECT_EQ(a.measured_at, b.measured_at);
@@ -295,10 +297,10 @@ TEST(StoreOpen, CreatesDatabaseAtLatestSchema) {
     EXPECT_EQ(store->path(), path);
     EXPECT_EQ(store->schema_version(), Store::latest_schema_version());
   }
-  EXPECT_EQ(Store::latest_schema_version(), 5);
+  EXPECT_EQ(Store::latest_schema_version(), 6);
   RawDatabase raw(path);
   EXPECT_EQ(raw.value("PRAGMA application_id"), std::to_string(kApplicationId));
-  EXPECT_EQ(raw.value("PRAGMA user_version"), "5");
+  EXPECT_EQ(raw.value("PRAGMA user_version"), "6");
   EXPECT_EQ(raw.value("PRAGMA journal_mode"), "wal");
 }
 

@@ -235,6 +235,36 @@ TEST_P(GemmCublas, BuffersOneElementOffAlignmentGetAlgorithmsThatRunOnThem) {
   RecordProperty("cublaslt_configs_verified_off_alignment", lt_verified);
 }
 
+// What dispatch does with a cuBLASLt winner: the variant describes the algorithm of its rank
+// (stored with the winner), and a launch given that description runs it; a description this
+// cuBLASLt does not have falls back to the rank instead of failing.
+TEST_P(GemmCublas, VariantLaunchReplaysItsDescribedAlgorithmOrFallsBackToTheRank) {
+  const DType dtype = GetParam();
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  const Primitive& gemm = *catalogue().find_primitive("gemm.nn");
+  const Variant& lt = *catalogue().find_variant("gemm.nn", "cublaslt");
+  ASSERT_TRUE(lt.describe_algorithm);
+  const Problem problem = gemm_problem("gemm.nn", dtype, {127, 129, 31});
+  ProblemData data(gemm, problem, seed_, {}, {1, 0});
+  const Tolerance tolerance = tolerance_for(gemm, problem);
+  const Config first({{"algo", 0}});
+  const std::string description = lt.describe_algorithm(problem, first, libraries());
+  ASSERT_FALSE(description.empty()) << problem.key();
+  const std::vector<void*> pointers = data.pointers(0);
+  for (const std::string& recorded :
+       {description, std::string("cublaslt=0.0.0 algo_id=999999 tile_id=0 stages_id=0 splitk_num=1 "
+                                 "reduction_scheme=0 cta_swizzling=0 custom_option=0 inner_shape_id=0 "
+                                 "cluster_shape_id=0")}) {
+    data.prepare(0, stream());
+    LaunchArgs a = args(lt, first, data, pointers);
+    a.library_algo = recorded;
+    const LaunchStatus status = lt.launch(a);
+    ASSERT_TRUE(status.ok) << recorded << ": " << status.message;
+    ASSERT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+    expect_accurate(data.check(0, tolerance, stream()), "launched with '" + recorded + "'");
+  }
+}
+
 // describe_cublaslt_algo names the algorithm of each rank; launching from that description
 // (what dispatch stores) computes the same product, without asking the heuristic.
 TEST_P(GemmCublas, RecordedAlgorithmsReplayAndMatchFloat64) {

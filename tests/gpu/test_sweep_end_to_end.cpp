@@ -148,5 +148,31 @@ TEST(SweepEndToEnd, SkipsWhatTheDeviceCannotHoldAndHonoursTheBudget) {
   EXPECT_LT(measured, 3u * 159u);
 }
 
+// A cuBLASLt winner is stored with its algorithm's identity, and dispatch hands it on for an
+// exact match: the kernel replayed later is the one that was timed.
+TEST(SweepEndToEnd, CublasLtWinnerIsStoredWithItsAlgorithm) {
+  SHAPETUNE_REQUIRE_GPU();
+  test_support::TempDir dir;
+  const std::string yaml = dir.file("lt.yaml"), db = dir.file("lt.db");
+  std::ofstream(yaml) << "matrices:\n  - primitive: gemm.nn\n    dtypes: [f32]\n    axes:\n"
+                         "      m: 96\n      n: 80\n      k: 64\n";
+  std::ostringstream out, err;
+  ASSERT_EQ(run_cli({"sweep", yaml, "--db", db, "--variant", "cublaslt", "--time-cap", "0.05", "--counters", "none"},
+                    out, err),
+            0)
+      << out.str() << err.str();
+  auto store = Store::open(db, OpenMode::read_only);
+  const auto winners = store->winners();
+  ASSERT_EQ(winners.size(), 1u) << out.str();
+  const WinnerRecord& w = winners[0];
+  EXPECT_EQ(w.variant, "cublaslt");
+  EXPECT_NE(w.library_algo.find("algo_id="), std::string::npos) << "'" << w.library_algo << "'";
+  const DeviceInfo device = use_device(0);
+  const Dispatcher dispatcher(db, device.fingerprint.key(), device.limits);
+  const DispatchChoice choice = dispatcher.lookup(w.problem);
+  EXPECT_EQ(choice.source, DispatchSource::exact);
+  EXPECT_EQ(choice.library_algo, w.library_algo);
+}
+
 }  // namespace
 }  // namespace shapetune
