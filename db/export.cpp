@@ -139,6 +139,7 @@ std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
       .add("achieved_bytes_per_s", json_number(winner.cost.bytes / (winner.timing.median_us * 1e-6)))
       .add("atol", json_number(winner.tolerance.atol))
       .add("rtol", json_number(winner.tolerance.rtol))
+      .add("library_algo", json_string(winner.library_algo))
       .add("git_sha", json_string(winner.git_sha))
       .add("measured_at", json_string(winner.measured_at))
       .add("sweep_id", json_integer(winner.sweep_id))
@@ -171,7 +172,7 @@ constexpr std::string_view kCsvColumns[] = {
     "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
     "median_us", "p10_us", "p90_us", "samples", "timing_mode", "speedup_vs_baseline", "best_baseline",
     "baseline_us", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel", "tie",
-    "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "git_sha", "measured_at",
+    "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "library_algo", "git_sha", "measured_at",
 };
 
 // In kCsvColumns' order.
@@ -203,6 +204,7 @@ std::vector<std::string> csv_values(const WinnerRecord& winner) {
       csv_number(winner.cost.bytes / (winner.timing.median_us * 1e-6)),
       csv_number(winner.tolerance.atol),
       csv_number(winner.tolerance.rtol),
+      winner.library_algo,
       winner.git_sha,
       winner.measured_at,
   };

@@ -135,7 +135,8 @@ TEST(ExportJson, WinnerFieldsInOrder) {
       "device_key", "problem", "primitive", "dtype", "shape", "variant", "config", "baseline",
       "median_us", "p10_us", "p90_us", "samples", "timing_mode", "state_restored", "best_baseline",
       "baseline_us", "speedup_vs_baseline", "runner_up_variant", "runner_up_config", "runner_up_us", "margin_rel",
-      "tie", "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "git_sha", "measured_at", "sweep_id",
+      "tie", "bytes", "flops", "achieved_bytes_per_s", "atol", "rtol", "library_algo", "git_sha", "measured_at",
+      "sweep_id",
   };
   std::size_t previous = 0;
   for (const std::string& name : order) {
@@ -192,7 +193,7 @@ TEST(ExportCsv, Header) {
   EXPECT_EQ(csv,
             "device_key,problem,primitive,dtype,shape,variant,config,baseline,median_us,p10_us,p90_us,samples,"
             "timing_mode,speedup_vs_baseline,best_baseline,baseline_us,runner_up_variant,runner_up_config,"
-            "runner_up_us,margin_rel,tie,bytes,flops,achieved_bytes_per_s,atol,rtol,git_sha,measured_at\n");
+            "runner_up_us,margin_rel,tie,bytes,flops,achieved_bytes_per_s,atol,rtol,library_algo,git_sha,measured_at\n");
 }
 
 TEST(ExportCsv, QuotesFieldsThatNeedIt) {
@@ -211,11 +212,12 @@ TEST(ExportCsv, ParsesBackToTheSameFields) {
   tricky.variant = "a,b \"c\"\nd";
   tricky.problem.shape = Shape({{"rows", 1}, {"cols", 7}});
   tricky.tie = false;
+  tricky.library_algo = "cublaslt=13.1.0 algo_id=55 tile_id=15";  // spaces, '=': a field as it is
   const std::vector<WinnerRecord> winners{sample_winner(), tricky};
   const auto rows = parse_csv(export_csv(winners));
   ASSERT_EQ(rows.size(), 3u);
   const std::vector<std::string>& header = rows[0];
-  ASSERT_EQ(header.size(), 28u);
+  ASSERT_EQ(header.size(), 29u);
   const auto column = [&](const std::string& name) {
     for (std::size_t i = 0; i < header.size(); ++i)
       if (header[i] == name) return i;
@@ -233,6 +235,7 @@ TEST(ExportCsv, ParsesBackToTheSameFields) {
     EXPECT_EQ(std::strtod(row[column("margin_rel")].c_str(), nullptr), winners[i].margin_rel);
     EXPECT_EQ(row[column("tie")], winners[i].tie ? "true" : "false");
     EXPECT_EQ(row[column("measured_at")], winners[i].measured_at);
+    EXPECT_EQ(row[column("library_algo")], winners[i].library_algo);
     EXPECT_EQ(std::strtod(row[column("bytes")].c_str(), nullptr), winners[i].cost.bytes);
     // The achieved rate is derived: bytes over the median time, in bytes per second.
     EXPECT_DOUBLE_EQ(std::strtod(row[column("achieved_bytes_per_s")].c_str(), nullptr),
