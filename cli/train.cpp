@@ -127,7 +127,7 @@ int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
     err << "error: " << e.what() << "\n";
     return 2;
   }
-  const DeviceInfo device = use_device(o.device);
+  const DeviceInfo& device = trainer->device();
   out << "mlp 784-256-128-10 on " << device.fingerprint.name << ", batch " << o.batch << ", " << o.epochs
       << " epochs, dispatch " << dispatch << (o.db_path.empty() ? " (no --db: defaults)" : " from " + o.db_path)
       << ", seed " << o.seed << "\n";

@@ -482,7 +482,7 @@ MlpTrainer::MlpTrainer(const MlpOptions& options, FashionMnist data) : state_(st
 MlpTrainer::~MlpTrainer() = default;
 
 const std::vector<OpResolution>& MlpTrainer::resolutions() const { return state_->resolutions; }
-std::string MlpTrainer::device_name() const { return state_->device.fingerprint.name; }
+const DeviceInfo& MlpTrainer::device() const { return state_->device; }
 
 EpochResult MlpTrainer::train_epoch() {
   State& s = *state_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/types.hpp"
+#include "harness/device.hpp"
 #include "models/idx.hpp"
 
 namespace shapetune {
@@ -84,7 +85,7 @@ class MlpTrainer {
   MlpTrainer& operator=(const MlpTrainer&) = delete;
 
   const std::vector<OpResolution>& resolutions() const;
-  std::string device_name() const;
+  const DeviceInfo& device() const;
 
   // One epoch: a fresh shuffle from the seed, every full batch (the last partial one is
   // dropped), then the test accuracy.
