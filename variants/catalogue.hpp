@@ -149,6 +149,7 @@ void register_activation(Catalogue&);    // activation.*, activation_backward.*,
 void register_softmax_xent(Catalogue&);
 void register_gemm(Catalogue&);          // gemm*.{nn,nt,tn}: the primitives and the CUDA-core ladder
 void register_gemm_tensor_core(Catalogue&);  // mma_sync, mma_sync_tf32 on every GEMM primitive
+void register_gemm_wgmma(Catalogue&);    // wgmma (sm_90a) on every GEMM primitive
 void register_gemm_cublas(Catalogue&);   // cublas, cublas_tf32, cublaslt on every GEMM primitive
 
 }  // namespace shapetune

@@ -13,6 +13,7 @@ const Catalogue& catalogue() {
     register_softmax_xent(c);
     register_gemm(c);
     register_gemm_tensor_core(c);
+    register_gemm_wgmma(c);
     register_gemm_cublas(c);
     return c;
   }();

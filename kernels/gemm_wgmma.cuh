@@ -1,0 +1,89 @@
+// Tensor-core GEMM through Hopper's warpgroup-level wgmma.mma_async (sm_90a only), for the
+// contract of kernels/gemm.cuh; f16 and bf16 with fp32 accumulation.
+// One kernel family, warp-specialised: a producer warp loads the A and B tiles of each K step with
+// TMA (cp.async.bulk.tensor) into 128-byte-swizzled shared memory, through a ring of `stages`
+// buffers guarded by full/empty mbarriers; two consumer warpgroups each multiply their half of the
+// block tile with wgmma straight from shared memory (both K-major and MN-major operands, so every
+// layout is read as it lies in global memory) and apply the epilogue from their accumulators.
+// TMA zero-fills what lies past a matrix edge, so any M, N, K >= 1 works, but it addresses global
+// memory in 16-byte units: lda and ldb must be multiples of 8 elements and A and B 16-byte
+// aligned (tma_addressable); mma_sync covers the rest.
+// Host-safe: the catalogue (compiled by g++) includes this header for the tile table.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gemm.cuh"
+
+namespace shapetune::kernels::gemm_wgmma {
+
+// Every block: one producer warpgroup (one thread of it issues the TMA loads; the warpgroup
+// gives its registers to the consumers) and two consumer warpgroups.
+inline constexpr int kConsumerWarpgroups = 2;
+inline constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+// K per pipeline stage: 64 16-bit elements are one 128-byte swizzle row.
+inline constexpr int kBlockK = 64;
+
+// A block tile of block_m x block_n outputs; consumer warpgroup g owns rows
+// [g * block_m / 2, (g + 1) * block_m / 2), all block_n columns, as m64 x n(block_n) wgmma tiles.
+struct TileShape {
+  int block_m;
+  int block_n;
+  constexpr int warpgroup_m() const { return block_m / kConsumerWarpgroups; }
+};
+
+// The curated tiles (the `tile` parameter indexes these), largest first:
+//   0: 128x256: each consumer 64x256 (m64n256k16, 128 fp32 accumulators a thread): the most
+//      reuse per byte loaded; 4 stages of 48 KiB fit an H100/H200's 227 KiB. The default.
+//   1: 256x128: each consumer 128x128 (two m64n128k16): the same reuse with the other aspect,
+//      for N-narrow problems where tile 0 would leave half its columns empty.
+//   2: 128x128: half the outputs of tile 0 a block: twice the blocks, for problems that would
+//      leave SMs idle with the larger tiles.
+//   3: 128x64: four times the blocks of tile 0, for small and N-narrow problems.
+inline constexpr std::array<TileShape, 4> kTiles = {{
+    {128, 256},
+    {256, 128},
+    {128, 128},
+    {128, 64},
+}};
+
+// At least three stages: the consumers' epilogue staging reuses the pipeline's buffers, and
+// with one tile in flight behind the one being multiplied TMA latency is not hidden anyway.
+inline constexpr int kMinStages = 3;
+inline constexpr int kMaxStages = 5;
+
+// Bytes of one pipeline stage: an A and a B tile of kBlockK 16-bit elements.
+constexpr std::size_t stage_bytes(const TileShape& t) {
+  return static_cast<std::size_t>(t.block_m + t.block_n) * kBlockK * 2;
+}
+
+// Dynamic shared memory of one block: the stages, 1 KiB of slack to align them to the
+// 128-byte swizzle's 1024-byte period, and a full and an empty mbarrier (8 bytes each) a stage.
+constexpr std::size_t shared_bytes(const TileShape& t, int stages) {
+  return static_cast<std::size_t>(stages) * (stage_bytes(t) + 16) + 1024;
+}
+
+// TMA needs every global row stride a multiple of 16 bytes: the leading dimensions of A and B
+// (kernels/gemm.cuh: lda is k in nn and nt, m in tn; ldb is n in nn and tn, k in nt).
+inline constexpr std::int64_t kLeadingDimensionMultiple = 8;
+constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const std::int64_t lda = layout == gemm::Layout::tn ? m : k;
+  const std::int64_t ldb = layout == gemm::Layout::nt ? k : n;
+  return lda % kLeadingDimensionMultiple == 0 && ldb % kLeadingDimensionMultiple == 0;
+}
+
+// C = epilogue(alpha * op(A) op(B) + beta * C + bias) with wgmma. T is __half or __nv_bfloat16;
+// `tile` indexes kTiles; stages in [kMinStages, kMaxStages].
+// Returns cudaErrorNotSupported unless the current device is compute capability 9.0 (sm_90a code
+// runs nowhere else); cudaErrorInvalidValue for a tile or stage count out of range, operands TMA
+// cannot address (see tma_addressable; A or B not 16-byte aligned), or shared memory past the
+// device's opt-in limit; cudaErrorInvalidConfiguration when the tiles exceed the grid; the
+// driver's error when it cannot encode a tensor map.
+template <typename T>
+cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream);
+
+}  // namespace shapetune::kernels::gemm_wgmma
