@@ -133,22 +133,34 @@ __global__ void vec4_kernel(Buffers tensor, Split split, Coefficients c) {
 }
 
 // ---- v3 ------------------------------------------------------------------------------------
-// The tensors of one launch. Passed by value (kernel parameter space, about 3 KiB): no device
-// allocation and no host-to-device copy, so the launch can be captured in a CUDA graph.
-struct ChunkTable {
-  std::int64_t first_chunk[kTensorsPerLaunch + 1];  // tensor k owns chunks [first_chunk[k], first_chunk[k + 1])
-  std::int64_t offset[kTensorsPerLaunch];           // where tensor k starts in the buffers
-  std::int64_t size[kTensorsPerLaunch];
+// The tensors of one launch, passed by value (kernel parameter space: no device allocation and no
+// host-to-device copy, so the launch can be captured in a CUDA graph). Every tensor's aligned
+// body packs are numbered consecutively across the tensors, and so are its scalar edges, so the
+// grid walks one flat range of packs as vec4 walks one tensor, finding each pack's tensor by a
+// binary search in the table: a few dozen instructions per 112 bytes moved, far inside the
+// issue budget, where per-tensor chunks cost each block a search and a serial prologue per chunk.
+// kCapacity: tensors per launch. Two sizes, because the whole table is copied at every launch:
+// a model's short list (the MLP's six) should not pay for 14 KiB of parameters.
+template <int kCapacity>
+struct PackTable {
+  std::int64_t first_pack[kCapacity + 1];  // tensor k's body packs are [first_pack[k], first_pack[k + 1])
+  std::int64_t body[kCapacity];            // element index of tensor k's first body pack
+  std::int64_t offset[kCapacity];          // element index of tensor k's first element
+  std::int32_t first_edge[kCapacity + 1];  // tensor k's edge elements are [first_edge[k], first_edge[k + 1])
   int tensors;
 };
+constexpr int kSmallTable = 32;
+constexpr int kLargeTable = kTensorsPerLaunch;
+static_assert(sizeof(PackTable<kLargeTable>) < 32000, "kernel parameters are limited to 32764 bytes");
 
-// The tensor that owns `chunk` (< first_chunk[tensors]): the last k with first_chunk[k] <= chunk,
-// which skips empty tensors.
-__device__ int tensor_of(const ChunkTable& table, std::int64_t chunk) {
-  int low = 0, high = table.tensors - 1;
+// The last k < tensors with first[k] <= i: the owner of item i, past any tensor without items
+// (whose first equals its successor's).
+template <typename Index, std::size_t kEntries>
+__device__ __forceinline__ int owner(const Index (&first)[kEntries], int tensors, std::int64_t i) {
+  int low = 0, high = tensors - 1;
   while (low < high) {
     const int mid = (low + high + 1) / 2;
-    if (table.first_chunk[mid] <= chunk)
+    if (first[mid] <= i)
       low = mid;
     else
       high = mid - 1;
@@ -156,32 +168,50 @@ __device__ int tensor_of(const ChunkTable& table, std::int64_t chunk) {
   return low;
 }
 
-// One block updates elements [begin, begin + length) of the buffers, each thread loading kPacks
-// packs of every buffer before it updates the first.
-template <int kPacks>
-__device__ void update_range(const Buffers& buffers, std::int64_t begin, std::int64_t length, const Coefficients& c) {
-  const Buffers range = shifted(buffers, begin);
-  const Split split = Split::of(range.params, length);
-  if (static_cast<int>(threadIdx.x) < split.edges()) update_element(range, split.edge_index(threadIdx.x), c);
-  const Buffers body = shifted(range, split.head);
-  for (std::int64_t first = threadIdx.x; first < split.packs; first += kPacks * blockDim.x)
-    update_packs<kPacks>(body, first, blockDim.x, split.packs, c);
-}
-
 // __grid_constant__: the table is read in place from parameter space, even at run-time indices
-// (without it, each thread would copy 3 KiB to local memory). kPacks is tunable because it sets the
-// register count (about 40 at 1, 68 at 2, 164 at 4 on sm_90): at 164 one 256-thread block fills
-// an SM's register file, and the SM idles between a block's last store and the next block.
-template <int kPacks>
-__global__ void multi_tensor_kernel(Buffers buffers, const __grid_constant__ ChunkTable table,
-                                    std::int64_t chunk_elements, Coefficients c) {
-  const std::int64_t chunks = table.first_chunk[table.tensors];
-  for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    const int t = tensor_of(table, chunk);
-    const std::int64_t start = (chunk - table.first_chunk[t]) * chunk_elements;
-    const std::int64_t remaining = table.size[t] - start;
-    const std::int64_t length = remaining < chunk_elements ? remaining : chunk_elements;
-    update_range<kPacks>(buffers, table.offset[t] + start, length, c);
+// (without it, each thread would copy the table to local memory). kPacks is tunable because it
+// sets the registers: every pack of all four buffers is loaded before the first is updated.
+template <int kPacks, int kCapacity>
+__global__ void multi_tensor_kernel(Buffers buffers, const __grid_constant__ PackTable<kCapacity> table,
+                                    Coefficients c) {
+  const int tensors = table.tensors;
+  // Edge elements: one thread each, the grid's first threads.
+  const std::int64_t thread = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (thread < table.first_edge[tensors]) {
+    const int t = owner(table.first_edge, tensors, thread);
+    const std::int64_t k = thread - table.first_edge[t];
+    const std::int64_t head = table.body[t] - table.offset[t];
+    const std::int64_t tail_start = table.body[t] + kFloatsPerPack * (table.first_pack[t + 1] - table.first_pack[t]);
+    update_element(buffers, k < head ? table.offset[t] + k : tail_start + (k - head), c);
+  }
+
+  const std::int64_t packs = table.first_pack[tensors];
+  const std::int64_t tile = static_cast<std::int64_t>(blockDim.x) * kPacks;
+  for (std::int64_t first = blockIdx.x * tile + threadIdx.x; first < packs; first += gridDim.x * tile) {
+    float4 p[kPacks], g[kPacks], m[kPacks], v[kPacks];
+    std::int64_t at[kPacks];  // element index of pack u
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const std::int64_t k = first + static_cast<std::int64_t>(u) * blockDim.x;
+      if (k < packs) {
+        const int t = owner(table.first_pack, tensors, k);
+        at[u] = table.body[t] + kFloatsPerPack * (k - table.first_pack[t]);
+        p[u] = *reinterpret_cast<const float4*>(buffers.params + at[u]);
+        g[u] = *reinterpret_cast<const float4*>(buffers.grads + at[u]);
+        m[u] = *reinterpret_cast<const float4*>(buffers.exp_avg + at[u]);
+        v[u] = *reinterpret_cast<const float4*>(buffers.exp_avg_sq + at[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPacks; ++u) {
+      const std::int64_t k = first + static_cast<std::int64_t>(u) * blockDim.x;
+      if (k < packs) {
+        update(p[u], g[u], m[u], v[u], c);
+        *reinterpret_cast<float4*>(buffers.params + at[u]) = p[u];
+        *reinterpret_cast<float4*>(buffers.exp_avg + at[u]) = m[u];
+        *reinterpret_cast<float4*>(buffers.exp_avg_sq + at[u]) = v[u];
+      }
+    }
   }
 }
 
@@ -250,17 +280,49 @@ cudaError_t launch_vec4(const Buffers& b, const std::vector<std::int64_t>& sizes
   return cudaSuccess;
 }
 
-// The table of tensors [first, first + count) of `sizes`.
-ChunkTable chunk_table(const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& offsets,
-                       std::size_t first, int count, std::int64_t chunk_elements) {
-  ChunkTable table{};
+// The table of tensors [first, first + count) of `sizes`; the four buffers share params' alignment.
+template <int kCapacity>
+PackTable<kCapacity> pack_table(const Buffers& b, const std::vector<std::int64_t>& sizes,
+                                const std::vector<std::int64_t>& offsets, std::size_t first, int count) {
+  PackTable<kCapacity> table{};
   table.tensors = count;
   for (int k = 0; k < count; ++k) {
-    table.offset[k] = offsets[first + k];
-    table.size[k] = sizes[first + k];
-    table.first_chunk[k + 1] = table.first_chunk[k] + (table.size[k] + chunk_elements - 1) / chunk_elements;
+    const std::int64_t offset = offsets[first + k];
+    const Split split = Split::of(b.params + offset, sizes[first + k]);
+    table.offset[k] = offset;
+    table.body[k] = offset + split.head;
+    table.first_pack[k + 1] = table.first_pack[k] + split.packs;
+    table.first_edge[k + 1] = table.first_edge[k] + split.edges();
   }
   return table;
+}
+
+template <int kPacks, int kCapacity>
+cudaError_t launch_multi_tensor(const Buffers& b, const std::vector<std::int64_t>& sizes, const Coefficients& c,
+                                int block_size, cudaStream_t stream) {
+  auto kernel = multi_tensor_kernel<kPacks, kCapacity>;
+  if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
+  const std::vector<std::int64_t> offsets = offsets_of(sizes);
+  for (std::size_t first = 0; first < sizes.size(); first += kCapacity) {
+    const int count = static_cast<int>(std::min<std::size_t>(kCapacity, sizes.size() - first));
+    const PackTable<kCapacity> table = pack_table<kCapacity>(b, sizes, offsets, first, count);
+    const std::int64_t packs = table.first_pack[count], edges = table.first_edge[count];
+    if (packs == 0 && edges == 0) continue;
+    // Blocks for the packs (grid-stride beyond kMaxBlocks), and at least enough threads for the edges.
+    const unsigned blocks =
+        std::max(blocks_for(packs, std::int64_t{block_size} * kPacks), blocks_for(edges, block_size));
+    kernel<<<blocks, block_size, 0, stream>>>(b, table, c);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+template <int kPacks>
+cudaError_t launch_multi_tensor(const Buffers& b, const std::vector<std::int64_t>& sizes, const Coefficients& c,
+                                int block_size, cudaStream_t stream) {
+  if (sizes.size() <= static_cast<std::size_t>(kSmallTable))
+    return launch_multi_tensor<kPacks, kSmallTable>(b, sizes, c, block_size, stream);
+  return launch_multi_tensor<kPacks, kLargeTable>(b, sizes, c, block_size, stream);
 }
 
 }  // namespace
@@ -321,28 +383,15 @@ cudaError_t vec4(const Buffers& b, const std::vector<std::int64_t>& sizes, const
 }
 
 cudaError_t multi_tensor(const Buffers& b, const std::vector<std::int64_t>& sizes, const Hyperparameters& h,
-                         int block_size, int chunk_elements, int packs_per_thread, cudaStream_t stream) {
+                         int block_size, int packs_per_thread, cudaStream_t stream) {
   if (cudaError_t e = check_vector_arguments(b, sizes, h, block_size); e != cudaSuccess) return e;
-  if (chunk_elements < 1) return cudaErrorInvalidValue;
-  void (*kernel)(Buffers, const ChunkTable, std::int64_t, Coefficients) = nullptr;
+  const Coefficients c = coefficients_of(h);
   switch (packs_per_thread) {
-    case 1: kernel = multi_tensor_kernel<1>; break;
-    case 2: kernel = multi_tensor_kernel<2>; break;
-    case 4: kernel = multi_tensor_kernel<4>; break;
+    case 1: return launch_multi_tensor<1>(b, sizes, c, block_size, stream);
+    case 2: return launch_multi_tensor<2>(b, sizes, c, block_size, stream);
+    case 4: return launch_multi_tensor<4>(b, sizes, c, block_size, stream);
     default: return cudaErrorInvalidValue;
   }
-  if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
-  const Coefficients c = coefficients_of(h);
-  const std::vector<std::int64_t> offsets = offsets_of(sizes);
-  for (std::size_t first = 0; first < sizes.size(); first += kTensorsPerLaunch) {
-    const int count = static_cast<int>(std::min<std::size_t>(kTensorsPerLaunch, sizes.size() - first));
-    const ChunkTable table = chunk_table(sizes, offsets, first, count, chunk_elements);
-    const std::int64_t chunks = table.first_chunk[count];
-    if (chunks == 0) continue;
-    kernel<<<blocks_for(chunks, 1), block_size, 0, stream>>>(b, table, chunk_elements, c);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
 }
 
 }  // namespace shapetune::kernels::adam

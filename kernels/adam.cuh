@@ -58,12 +58,13 @@ cudaError_t scalar(const Buffers&, const std::vector<std::int64_t>& sizes, const
 cudaError_t vec4(const Buffers&, const std::vector<std::int64_t>& sizes, const Hyperparameters&, int block_size,
                  int packs_per_thread, cudaStream_t);
 
-// v3: one launch for up to kTensorsPerLaunch tensors: tensors are cut into chunks of
-// `chunk_elements`, and blocks walk the chunks through a table passed by value as a kernel
-// parameter; vectorized as v2 within each chunk (`packs_per_thread` 1, 2 or 4). Small tensors
-// (biases) no longer cost a launch.
-inline constexpr int kTensorsPerLaunch = 128;
+// v3: one launch for up to kTensorsPerLaunch tensors: the 16-byte packs of every tensor's aligned
+// body are numbered consecutively and walked by one grid as v2 walks one tensor (each thread
+// loads `packs_per_thread`, 1, 2 or 4, packs of all four buffers before updating the first),
+// each pack's tensor found by a binary search in a table passed by value as a kernel parameter;
+// the tensors' scalar heads and tails go one per thread. Small tensors (biases) cost no launch.
+inline constexpr int kTensorsPerLaunch = 512;
 cudaError_t multi_tensor(const Buffers&, const std::vector<std::int64_t>& sizes, const Hyperparameters&,
-                         int block_size, int chunk_elements, int packs_per_thread, cudaStream_t);
+                         int block_size, int packs_per_thread, cudaStream_t);
 
 }  // namespace shapetune::kernels::adam

@@ -137,18 +137,18 @@ void add_multi_tensor_variant(Catalogue& cat) {
   Variant v3;
   v3.primitive = "adam";
   v3.name = "multi_tensor";
-  v3.description = "one launch for many tensors: blocks walk chunks through a table passed by value; float4 within";
+  v3.description =
+      "one launch for many tensors: their aligned bodies' float4 packs numbered as one range, each pack's tensor "
+      "found by binary search in a table passed by value; scalar heads and tails one per thread";
   v3.params = ParamSpace(
-      {kBlockSizeAxis, {"chunk_elements", {1024, 4096, 16384, 65536}, "parameters per chunk (one block at a time)"},
-       {"packs_per_thread", {1, 2, 4}, "16-byte packs of each buffer a thread loads before using (sets registers)"}},
-      [](const Config& c) { return c.at("chunk_elements") >= 4 * c.at("block_size"); },
-      "chunk_elements >= 4 * block_size (every thread has a pack of a full chunk)");
-  v3.default_config = Config({{"block_size", 256}, {"chunk_elements", 4096}, {"packs_per_thread", 2}});
+      {kBlockSizeAxis,
+       {"packs_per_thread", {1, 2, 4}, "16-byte packs of each buffer a thread loads before using (sets registers)"}});
+  v3.default_config = Config({{"block_size", 256}, {"packs_per_thread", 2}});
   v3.supports = any_problem;
   v3.launch = adam_launch([](const ka::Buffers& b, const std::vector<std::int64_t>& sizes,
                              const ka::Hyperparameters& h, const Config& c, cudaStream_t s) {
     return ka::multi_tensor(b, sizes, h, static_cast<int>(c.at("block_size")),
-                            static_cast<int>(c.at("chunk_elements")), static_cast<int>(c.at("packs_per_thread")), s);
+                            static_cast<int>(c.at("packs_per_thread")), s);
   });
   cat.add(v3);
 }
