@@ -282,7 +282,7 @@ std::string cpp_entry(const WinnerRecord& winner) {
   return "{" + cpp_string(winner.device_key) + ", " + cpp_string(winner.problem.primitive) + ", " +
          cpp_string(dtype_name(winner.problem.dtype)) + ", " + cpp_string(winner.problem.shape.key()) + ", " +
          cpp_string(winner.variant) + ", " + cpp_string(winner.config.key()) + ", " +
-         cpp_double(winner.timing.median_us) + ", " + cpp_double(winner.speedup_vs_baseline) + "}";
+         cpp_string(winner.library_algo) + ", " + cpp_double(winner.timing.median_us) + ", " + cpp_double(winner.speedup_vs_baseline) + "}";
 }
 
 }  // namespace
@@ -319,7 +319,8 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "// speedup_vs_baseline is the best baseline's time over the winner's. Both are -1 where the\n";
   out += "// database holds no finite value (NaN or infinity). find() matches device_key (as\n";
   out += "// `shapetune devices` prints it), primitive, dtype (\"f32\") and shape (\"rows=4096,cols=1000\")\n";
-  out += "// exactly and returns the first match, or nullptr.\n";
+  out += "// exactly and returns the first match, or nullptr. library_algo is the library algorithm\n";
+  out += "// recorded with a cuBLASLt winner (replay it rather than the heuristic's first), else \"\".\n";
   out += "#pragma once\n\n";
   out += "#include <cstddef>  // std::size_t\n";
   out += "#include <cstdint>\n\n";
@@ -331,6 +332,7 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "  const char* shape;\n";
   out += "  const char* variant;\n";
   out += "  const char* config;\n";
+  out += "  const char* library_algo;\n";
   out += "  double median_us;\n";
   out += "  double speedup_vs_baseline;\n";
   out += "};\n\n";
@@ -338,7 +340,7 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
     out += "// No winners. An array of length zero is ill-formed, so kWinners holds one sentinel entry\n";
     out += "// that kWinnerCount excludes and find() never returns.\n";
     out += "inline constexpr Entry kWinners[] = {\n";
-    out += "    {\"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n";
+    out += "    {\"\", \"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n";
     out += "};\n";
   } else {
     out += "inline constexpr Entry kWinners[] = {\n";

@@ -221,8 +221,8 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
     std::vector<std::vector<void*>> pointers;
     auto launch = [&](int set) {
       while (static_cast<int>(pointers.size()) < data.sets()) pointers.push_back(data.pointers(static_cast<int>(pointers.size())));
-      const LaunchArgs args{problem, config, pointers[set], stream_, libraries_, workspace, workspace_bytes,
-                            data.scalars()};
+      const LaunchArgs args{problem,         config,          pointers[set], stream_, libraries_,
+                            workspace,       workspace_bytes, data.scalars(), steps.library_algo};
       return variant.launch(args);
     };
 

@@ -42,6 +42,9 @@ struct MeasureSteps {
   // way it was timed (an estimate near batch_below_us can fall either side from run to run).
   // In-place candidates are always timed one launch at a time, state restored.
   std::optional<TimingMode> mode;
+  // A library algorithm recorded with a winner (LaunchArgs::library_algo): `check` verifies and
+  // re-times the kernel the winner was, not whatever the library's heuristic ranks first now.
+  std::string library_algo;
 };
 
 struct CandidateOutcome {

@@ -210,6 +210,7 @@ class Checker {
       ProblemData data(*primitive, w.problem, seed_);
       MeasureSteps steps;
       steps.mode = w.timing.mode;  // as the winner was timed, so the two medians compare
+      steps.library_algo = w.library_algo;
       const CandidateOutcome outcome = measurer.measure(*variant, w.config, data, w.tolerance, steps);
       context_lost_ = outcome.context_lost;
       return judge(w, outcome, options_.rule);

@@ -306,7 +306,8 @@ TEST(ExportHeader, TopCommentAndLayout) {
   expect_contains(header, "namespace shapetune_dispatch {");
   expect_contains(header,
                   "struct Entry {\n  const char* device_key;\n  const char* primitive;\n  const char* dtype;\n"
-                  "  const char* shape;\n  const char* variant;\n  const char* config;\n  double median_us;\n"
+                  "  const char* shape;\n  const char* variant;\n  const char* config;\n  const char* library_algo;\n"
+                  "  double median_us;\n"
                   "  double speedup_vs_baseline;\n};\n");
   expect_contains(header, "inline constexpr Entry kWinners[] = {\n");
   expect_contains(header, "inline constexpr std::size_t kWinnerCount = 1;\n");
@@ -318,7 +319,7 @@ TEST(ExportHeader, EntryFieldsInOrder) {
   const std::string header = export_header({sample_winner()}, header_source());
   EXPECT_EQ(line_with(header, "\"softmax\""),
             "    {\"NVIDIA H200|sm_90|132SM|141GiB\", \"softmax\", \"f32\", \"rows=4096,cols=1000\", "
-            "\"block_per_row\", \"block_size=256,vec=4\", 2.3333333333333335, 1.5},");
+            "\"block_per_row\", \"block_size=256,vec=4\", \"\", 2.3333333333333335, 1.5},");
 }
 
 TEST(ExportHeader, EntriesInTheGivenOrder) {
@@ -372,13 +373,16 @@ TEST(ExportHeader, IntegralAndNonFiniteNumbers) {
 
 TEST(ExportHeader, EmptyTableHasASentinelAndCountZero) {
   const std::string header = export_header({}, header_source());
-  expect_contains(header, "inline constexpr Entry kWinners[] = {\n    {\"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n};\n");
+  expect_contains(header,
+                  "inline constexpr Entry kWinners[] = {\n    {\"\", \"\", \"\", \"\", \"\", \"\", \"\", -1.0, -1.0},\n};\n");
   expect_contains(header, "inline constexpr std::size_t kWinnerCount = 0;\n");
   expect_contains(header, "\n// winners: 0\n");
 }
 
 TEST(ExportHeader, CompilesAsCxx17AndFindIsConstexpr) {
-  const std::string header = export_header({sample_winner(), tricky_winner()}, header_source());
+  WinnerRecord library = sample_winner();
+  library.library_algo = "id=21 tile=7 stages=3";
+  const std::string header = export_header({library, tricky_winner()}, header_source());
   const std::string body =
       "namespace sd = shapetune_dispatch;\n"
       "static_assert(sd::kWinnerCount == 2, \"count\");\n"
@@ -397,6 +401,8 @@ TEST(ExportHeader, CompilesAsCxx17AndFindIsConstexpr) {
       "static_assert(sd::kWinners[1].median_us == 0.1, \"0.1 reads back exactly\");\n"
       "static_assert(sd::kWinners[1].speedup_vs_baseline == -1.0, \"NaN is -1\");\n"
       "static_assert(sd::detail::equal(sd::kWinners[0].config, \"block_size=256,vec=4\"), \"config\");\n"
+      "static_assert(sd::detail::equal(sd::kWinners[0].library_algo, \"id=21 tile=7 stages=3\"), \"algo\");\n"
+      "static_assert(sd::detail::equal(sd::kWinners[1].library_algo, \"\"), \"no algo\");\n"
       "static_assert(sd::detail::equal(sd::kWinners[1].variant, " + kTrickyVariantLiteral + "), \"escapes\");\n"
       "static_assert(sizeof(" + kTrickyVariantLiteral + ") == " + std::to_string(kTrickyVariant.size() + 1) +
       ", \"one byte per escape\");\n";
