@@ -307,7 +307,7 @@ TEST(Cli, ExportFormatsAndUnwritablePaths) {
   EXPECT_TRUE(contains(header_text.str(), "#pragma once"));
   EXPECT_TRUE(contains(header_text.str(),
                        "{\"NVIDIA H200|sm_90|132SM|140GiB\", \"softmax\", \"f32\", \"rows=4096,cols=4096\", "
-                       "\"register_row\", \"threads_per_row=512,block_size=512,packs_per_thread=2\", 40.0, 2.0},"))
+                       "\"register_row\", \"threads_per_row=512,block_size=512,packs_per_thread=2\", \"\", 40.0, 2.0},"))
       << header_text.str();
   EXPECT_TRUE(contains(header_text.str(), "kWinnerCount = 1;"));
   const Result header_out = run({"export", "--db", db, "--format", "header"});
