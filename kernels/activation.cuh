@@ -60,4 +60,14 @@ template <typename T>
 cudaError_t bias_forward_flat_vec(Function, const T* x, const T* b, T* y, std::int64_t rows, int cols, int block_size,
                                   int packs_per_thread, cudaStream_t);
 
+// v4: columns: each thread owns one 16-byte column pack, holds its bias in registers and walks
+// rows, `rows_per_thread` (1, 2, 4, 8) rows loaded before the first is used; the block is
+// (column packs, rounded up to a power of two, at most block_size) x (the rest along rows). No
+// division per element or per thread. When cols is a multiple of the pack and x and y are
+// 16-byte aligned, 16-byte loads and stores; otherwise the same walk element by element (any
+// cols, any alignment, slower). block_size a multiple of 32, at most 1024.
+template <typename T>
+cudaError_t bias_forward_column_vec(Function, const T* x, const T* b, T* y, std::int64_t rows, int cols,
+                                    int block_size, int rows_per_thread, cudaStream_t);
+
 }  // namespace shapetune::kernels::activation

@@ -350,6 +350,22 @@ void add_bias_variants(Catalogue& cat, const FunctionInfo& f) {
     return ka::bias_forward_flat_vec(fn, x, b, y, rows, cols, cfg(c, "block_size"), cfg(c, "packs_per_thread"), s);
   });
   cat.add(flat_vec);
+
+  Variant column_vec;
+  column_vec.primitive = bias_name(f);
+  column_vec.name = "column_vec";
+  column_vec.description =
+      "each thread owns one 16-byte column pack, its bias in registers, and walks rows_per_thread rows at a time: no "
+      "index division, no bias reloads; element by element where rows are not 16-byte aligned";
+  column_vec.params = ParamSpace({{"block_size", {64, 128, 256, 512, 1024}, "threads per block"},
+                                  {"rows_per_thread", {1, 2, 4, 8}, "rows of a thread's column loaded before use"}});
+  column_vec.default_config = Config({{"block_size", 256}, {"rows_per_thread", 4}});
+  column_vec.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
+  column_vec.launch = bias_launch([fn](auto x, auto b, auto y, std::int64_t rows, int cols, const Config& c,
+                                       cudaStream_t s) {
+    return ka::bias_forward_column_vec(fn, x, b, y, rows, cols, cfg(c, "block_size"), cfg(c, "rows_per_thread"), s);
+  });
+  cat.add(column_vec);
 }
 
 }  // namespace

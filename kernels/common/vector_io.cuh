@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/numeric.cuh"
 
@@ -28,11 +29,42 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
   *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&pack);
 }
 
+// As store_pack, with the evict-first hint (st.global.cs): for outputs that nothing reads back
+// soon, whose lines then leave L2 before the ones still wanted there.
+template <typename T>
+__device__ __forceinline__ void store_pack_streaming(T* p, const Pack<T>& pack) {
+  __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&pack));
+}
+
 // A pack widened to floats (the arithmetic type of every kernel).
 template <typename T>
 __device__ __forceinline__ void to_floats(const Pack<T>& pack, float (&v)[Pack<T>::kCount]) {
 #pragma unroll
   for (int i = 0; i < Pack<T>::kCount; ++i) v[i] = to_float(pack.v[i]);
+}
+
+// Floats narrowed into a pack. 16-bit types convert two at a time (one cvt.rn.{f16x2,bf16x2}.f32
+// per pair on sm_80+, where one per element would be twice the instructions: enough to matter in
+// the 16-bit elementwise kernels, whose instruction budget per element is half of fp32's).
+template <typename T>
+__device__ __forceinline__ Pack<T> pack_of_floats(const float (&v)[Pack<T>::kCount]) {
+  Pack<T> pack;
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int i = 0; i < Pack<T>::kCount; i += 2) {
+      if constexpr (std::is_same_v<T, __half>) {
+        const __half2 pair = __floats2half2_rn(v[i], v[i + 1]);
+        pack.v[i] = pair.x, pack.v[i + 1] = pair.y;
+      } else {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(v[i], v[i + 1]);
+        pack.v[i] = pair.x, pack.v[i + 1] = pair.y;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Pack<T>::kCount; ++i) pack.v[i] = from_float<T>(v[i]);
+  }
+  return pack;
 }
 
 // A row of `cols` elements at `row`: [0, head) scalars, then `packs` 16-byte packs, then `tail`

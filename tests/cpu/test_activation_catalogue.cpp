@@ -123,7 +123,7 @@ TEST(ActivationCatalogue, ThreePrimitivesPerFunctionWithTheirLadders) {
         has_cudnn ? std::vector<std::string>{"scalar", "vec", "cudnn"} : std::vector<std::string>{"scalar", "vec"};
     EXPECT_EQ(variant_names("activation." + f), elementwise);
     EXPECT_EQ(variant_names("activation_backward." + f), elementwise);
-    EXPECT_EQ(variant_names("bias_activation." + f), (std::vector<std::string>{"scalar", "row_vec", "flat_vec"}));
+    EXPECT_EQ(variant_names("bias_activation." + f), (std::vector<std::string>{"scalar", "row_vec", "flat_vec", "column_vec"}));
     if (has_cudnn) {
       EXPECT_TRUE(catalogue().find_variant("activation." + f, "cudnn")->baseline);
       EXPECT_TRUE(catalogue().find_variant("activation_backward." + f, "cudnn")->baseline);

@@ -191,6 +191,22 @@ TEST_P(ActivationVariants, BiasActivationMatchesReferenceAtAwkwardShapes) {
           seed++);
 }
 
+// column_vec's grid stops at 65535 row blocks and strides past them: 64 threads over 256 f32
+// columns make one row per block, so 65540 rows leave 5 rows to the stride.
+TEST_P(ActivationVariants, ColumnVecStridesPastTheGridsRowLimit) {
+  const Problem problem{"bias_activation.relu", GetParam(), Shape({{"rows", 65540}, {"cols", 256}})};
+  const Primitive& primitive = *catalogue().find_primitive(problem.primitive);
+  const Variant& v = *catalogue().find_variant(problem.primitive, "column_vec");
+  const Config config({{"block_size", 64}, {"rows_per_thread", 1}});
+  ASSERT_TRUE(v.params.contains(config));
+  ProblemData data(primitive, problem, 31);
+  data.prepare(0, measurer_->stream());
+  const std::vector<void*> pointers = data.pointers(0);
+  ASSERT_TRUE(launch(v, config, problem, pointers, *measurer_, data).ok);
+  const AccuracyReport report = data.check(0, primitive.tolerance(problem.dtype), measurer_->stream());
+  EXPECT_EQ(report.mismatches, 0) << report.first_mismatch;
+}
+
 // Uniform draws almost never give exactly 0, where relu has its kink: force every x to 0
 // (draw_uniform gives low + u * (high - low)) and every variant must give the reference's
 // relu'(0) = 0, so dx = 0 whatever dy is.
