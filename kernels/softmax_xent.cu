@@ -1,5 +1,7 @@
 #include "kernels/softmax_xent.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "kernels/common/numeric.cuh"
@@ -98,24 +100,73 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int firs
 }
 
 // ---- the mean -------------------------------------------------------------------------------
-// One block, a fixed split of the rows over threads and a fixed tree: the same bits every run.
-// Double, so 65536 row losses add up without float's drift.
-__global__ void mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
-  __shared__ double partial[kMeanThreads];
+// A fixed split of the row losses over one block's threads and a fixed tree: the same bits every
+// run. Double, so 65536 row losses add up without float's drift.
+__device__ void store_mean(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
+  __shared__ double partial[32];
+  constexpr int kUnroll = 16;  // loads in flight per thread: the last block waits on these alone
   double sum = 0;
-  for (std::int64_t i = threadIdx.x; i < rows; i += kMeanThreads) sum += row_losses[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int stride = kMeanThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
+  const int threads = blockDim.x;
+  for (std::int64_t base = threadIdx.x; base < rows; base += kUnroll * threads) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = base + u * threads;
+      v[u] = i < rows ? __ldcg(row_losses + i) : 0.f;  // from L2: other SMs wrote them
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) sum += v[u];
   }
-  if (threadIdx.x == 0) *loss = static_cast<float>(partial[0] / static_cast<double>(rows));
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
+  const int warp = threadIdx.x / kWarpSize, warps = (threads + kWarpSize - 1) / kWarpSize;
+  if (threadIdx.x % kWarpSize == 0) partial[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0;
+  for (int w = 0; w < warps; ++w) total += partial[w];
+  *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
-cudaError_t launch_mean(const float* row_losses, std::int64_t rows, float* loss, cudaStream_t stream) {
-  mean_kernel<<<1, kMeanThreads, 0, stream>>>(row_losses, rows, loss);
-  return cudaGetLastError();
+// v1's fourth launch.
+__global__ void mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
+  store_mean(row_losses, rows, loss);
+}
+
+// The fused variants add the mean up in the launch that computes the row losses: the block that
+// finishes last (it takes the last ticket) reads them all, in row order whichever block that is,
+// so the bits do not depend on scheduling. That saves a launch: 2-3 us, most of a small problem.
+//
+// The ticket is a 32-bit counter in the workspace, zeroed by a memset queued before each launch
+// (reset_ticket: a graph captures it as a memset node). A ticket taken by atomicAdd is resolved
+// in L2 at full rate; a compare-and-swap loop that tried to work without the memset (telling a
+// tagged count from stale bytes) serialised the blocks on the H200, about 0.23 us each: 943 us
+// instead of ~140 at bf16 4096 x 32000.
+struct FusedWorkspace {
+  float* row_losses;
+  unsigned* ticket;
+
+  static FusedWorkspace of(void* workspace, std::int64_t rows) {
+    auto* bytes = static_cast<unsigned char*>(workspace);
+    return {static_cast<float*>(workspace), reinterpret_cast<unsigned*>(bytes + fused_ticket_offset(rows))};
+  }
+};
+
+cudaError_t reset_ticket(void* workspace, std::int64_t rows, cudaStream_t stream) {
+  return cudaMemsetAsync(FusedWorkspace::of(workspace, rows).ticket, 0, sizeof(unsigned), stream);
+}
+
+// Every thread of every block calls this once, after the block has stored its row losses.
+__device__ void store_mean_if_last_block(const FusedWorkspace& ws, std::int64_t rows, float* __restrict__ loss) {
+  __shared__ bool last;
+  __syncthreads();  // the block's row losses are stored...
+  if (threadIdx.x == 0) {
+    __threadfence();  // ...and visible device-wide before its ticket (cumulative after the barrier)
+    last = atomicAdd(ws.ticket, 1u) + 1 == gridDim.x;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // see the row losses of the blocks whose tickets came first
+  store_mean(ws.row_losses, rows, loss);
 }
 
 float inverse(std::int64_t rows) { return static_cast<float>(1.0 / static_cast<double>(rows)); }
@@ -171,30 +222,32 @@ __global__ void gradient_kernel(const float* __restrict__ probs, const std::int3
 // ---- v2 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void warp_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                T* __restrict__ dlogits, float* __restrict__ row_losses, std::int64_t rows, int classes,
-                                float inv_rows) {
+                                T* __restrict__ dlogits, FusedWorkspace ws, float* __restrict__ loss,
+                                std::int64_t rows, int classes, float inv_rows) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
-  if (row >= rows) return;  // warp-uniform, so the shuffles below see full warps
-  const T* in = logits + row * classes;
-  T* out = dlogits + row * classes;
-  const int label = clamp_label(labels[row], classes);
-  const float label_logit = to_float(in[label]);
-  MaxSum others;
-  for (int base = lane; base < classes; base += kLoadsInFlight * kWarpSize) {
-    float v[kLoadsInFlight];
+  if (row < rows) {  // warp-uniform, so the shuffles below see full warps
+    const T* in = logits + row * classes;
+    T* out = dlogits + row * classes;
+    const int label = clamp_label(labels[row], classes);
+    const float label_logit = to_float(in[label]);
+    MaxSum others;
+    for (int base = lane; base < classes; base += kLoadsInFlight * kWarpSize) {
+      float v[kLoadsInFlight];
 #pragma unroll
-    for (int u = 0; u < kLoadsInFlight; ++u) {
-      const int c = base + u * kWarpSize;
-      v[u] = c < classes ? to_float(in[c]) : -INFINITY;  // past the row: adds nothing
+      for (int u = 0; u < kLoadsInFlight; ++u) {
+        const int c = base + u * kWarpSize;
+        v[u] = c < classes ? to_float(in[c]) : -INFINITY;  // past the row: adds nothing
+      }
+      drop_label(v, base, kWarpSize, label);
+      add_values(others, v);
     }
-    drop_label(v, base, kWarpSize, label);
-    add_values(others, v);
+    others = lane_group_reduce(others, kWarpSize, MergeOp{});
+    const RowXent r = finish(others, label_logit, inv_rows);
+    if (lane == 0) ws.row_losses[row] = r.loss;
+    for (int c = lane; c < classes; c += kWarpSize) out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
   }
-  others = lane_group_reduce(others, kWarpSize, MergeOp{});
-  const RowXent r = finish(others, label_logit, inv_rows);
-  if (lane == 0) row_losses[row] = r.loss;
-  for (int c = lane; c < classes; c += kWarpSize) out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
+  store_mean_if_last_block(ws, rows, loss);
 }
 
 // ---- v3 and v4 -----------------------------------------------------------------------------
@@ -204,7 +257,8 @@ __global__ void warp_row_kernel(const T* __restrict__ logits, const std::int32_t
 // while the row is recent.
 template <typename T, bool kStaged>
 __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                 T* __restrict__ dlogits, float* __restrict__ row_losses, int classes, float inv_rows) {
+                                 T* __restrict__ dlogits, FusedWorkspace ws, float* __restrict__ loss,
+                                 std::int64_t rows, int classes, float inv_rows) {
   constexpr int kPack = Pack<T>::kCount;
   __shared__ MaxSum partials[32];
   extern __shared__ uint4 staged_bytes[];  // one type for every instantiation; used when kStaged
@@ -246,7 +300,7 @@ __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_
   }
   others = group_reduce(others, threads, partials, MergeOp{});
   const RowXent r = finish(others, label_logit, inv_rows);
-  if (threadIdx.x == 0) row_losses[row] = r.loss;
+  if (threadIdx.x == 0) ws.row_losses[row] = r.loss;
 
   for (int k = threadIdx.x; k < split.edges(); k += threads) {
     const int c = split.edge_index<T>(k);
@@ -265,9 +319,21 @@ __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_
       if (p < split.packs) store_pack(body_out + p * kPack, gradient_pack(packs[u], split.head + p * kPack, label, r));
     }
   }
+  store_mean_if_last_block(ws, rows, loss);
 }
 
-// ---- v5 ------------------------------------------------------------------------------------
+// ---- v5 and v6 -----------------------------------------------------------------------------
+// v5: a group of threads_per_row threads (a block, or part of one) holds a row body in
+// registers. v6: blocks_per_row blocks of one thread-block cluster (sm_90) hold it, each a
+// slice: a 32000-class f32 row (128 KB) then takes four 256-thread blocks of 32 KB instead of
+// one block that fills an SM, so several rows are in flight per SM, at different phases (one
+// reading while another reduces or writes) and the memory system never waits for a barrier.
+//
+// Each group first reduces its own slice: the max of its values other than the label, then
+// exp(x - that max) in place of each cached value and their sum. A cluster then merges its
+// blocks' (max, sum) pairs through distributed shared memory, in rank order in every block (the
+// same bits everywhere), and a block's cached values become gradients with one multiply by
+// exp(its max - the row's max) * scale: one exp per element, and one exchange per row.
 
 // The largest block each instantiation is built for: at most 64 registers per thread up to 32
 // cached floats, so that 1024 threads fit (a 32000-class f32 row is 1024 threads x 8 packs).
@@ -277,93 +343,151 @@ constexpr int register_row_max_threads() {
   return floats <= 32 ? 1024 : (floats <= 64 ? 512 : 256);
 }
 
-// Where a thread of a row's group holds the label among its cached body values (index
-// i * kPack + j of pack i, element j), or -1: one register to compare with compile-time slots
-// instead of a class index per cached value.
+// Which row a thread works on, and its place among the threads that share the row (all of a
+// cluster's blocks in v6). Threads past the last row (v5) are inactive but must still join the
+// block's barriers.
+struct RowSlice {
+  std::int64_t row;
+  int thread;   // 0 .. threads - 1
+  int threads;  // threads_per_row * blocks_per_row
+  bool active;
+
+  __device__ static RowSlice of(std::int64_t rows, int threads_per_row, int blocks_per_row) {
+    if (blocks_per_row == 1) {
+      const RowGroup g = RowGroup::of(rows, threads_per_row);
+      return {g.row, g.thread, threads_per_row, g.active};
+    }
+    const int rank = static_cast<int>(blockIdx.x % blocks_per_row);  // the block's rank in its cluster
+    return {blockIdx.x / blocks_per_row, rank * threads_per_row + static_cast<int>(threadIdx.x),
+            threads_per_row * blocks_per_row, true};
+  }
+};
+
+// Where a thread holds the label among its cached body values (index i * kPack + j of pack i,
+// element j), or -1: one register to compare with compile-time slots instead of a class index
+// per cached value.
 template <typename T>
-__device__ __forceinline__ int cached_label_slot(const RowSplit& split, int label, int thread, int threads_per_row) {
+__device__ __forceinline__ int cached_label_slot(const RowSplit& split, int label, int thread, int threads) {
   constexpr int kPack = Pack<T>::kCount;
   const int offset = label - split.head;
   if (offset < 0 || offset >= split.packs * kPack) return -1;
   const int pack = offset / kPack;
-  if (pack % threads_per_row != thread) return -1;
-  return pack / threads_per_row * kPack + offset % kPack;
+  if (pack % threads != thread) return -1;
+  return pack / threads * kPack + offset % kPack;
+}
+
+// The row's statistics from each block's: every thread of every block of the cluster calls this
+// once. It leaves this block's slot readable by the others; the caller must call
+// wait_until_cluster_has_read() before it exits.
+__device__ MaxSum merge_over_cluster(MaxSum mine, int blocks_per_row) {
+#if __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  __shared__ MaxSum slot;
+  const cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) slot = mine;
+  cluster.sync();
+  MaxSum row;
+  for (int rank = 0; rank < blocks_per_row; ++rank) row = merge(row, *cluster.map_shared_rank(&slot, rank));
+  cluster.barrier_arrive();  // done reading the others' slots; waited for at exit
+  return row;
+#else
+  __trap();  // unreachable: the launch refuses clusters below sm_90
+  return mine;
+#endif
+}
+
+__device__ void wait_until_cluster_has_read() {
+#if __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().barrier_wait();
+#endif
 }
 
 template <typename T, int kPacksPerThread>
 __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>())
     register_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
-                        float* __restrict__ row_losses, std::int64_t rows, int classes, int threads_per_row,
-                        float inv_rows) {
+                        FusedWorkspace ws, float* __restrict__ loss, std::int64_t rows, int classes,
+                        int threads_per_row, int blocks_per_row, float inv_rows) {
   constexpr int kPack = Pack<T>::kCount;
+  constexpr int kValues = kPacksPerThread * kPack;
   __shared__ float partials[32];
-  const RowGroup g = RowGroup::of(rows, threads_per_row);
-  const std::int64_t row = g.active ? g.row : 0;  // idle threads look at row 0 and write nothing
+  const RowSlice s = RowSlice::of(rows, threads_per_row, blocks_per_row);
+  const std::int64_t row = s.active ? s.row : 0;  // idle threads look at row 0 and write nothing
   const T* in = logits + row * classes;
+  T* out = dlogits + row * classes;
   const int label = clamp_label(labels[row], classes);
   const RowSplit split = RowSplit::of(in, classes);
 
   // The body's only trip through memory: every pack is requested before any is used.
-  Pack<T> cache[kPacksPerThread];
+  Pack<T> packs[kPacksPerThread];
 #pragma unroll
   for (int i = 0; i < kPacksPerThread; ++i) {
-    const int p = g.thread + i * threads_per_row;
-    if (g.active && p < split.packs) cache[i] = load_pack(in + split.head + p * kPack);
+    const int p = s.thread + i * s.threads;
+    if (s.active && p < split.packs) packs[i] = load_pack(in + split.head + p * kPack);
   }
   const float label_logit = to_float(in[label]);
-  const int label_slot = cached_label_slot<T>(split, label, g.thread, threads_per_row);
-
-  // With the row in registers, a max sweep and then a sum sweep cost no memory traffic and
-  // need no rescaling: fewer instructions per element than one online sweep, which matters
-  // here, where one block fills an SM and its arithmetic does not overlap its memory traffic.
-  // Edge elements (under 2 packs' worth) are read again, from cache, rather than held: that lets
-  // groups narrower than a row's edges (4 threads for a 17-class row) hold a row.
-  float max = -INFINITY;
-  if (g.active) {
-    for (int k = g.thread; k < split.edges(); k += threads_per_row)
-      max = fmaxf(max, to_float(in[split.edge_index<T>(k)]));
-#pragma unroll
-    for (int i = 0; i < kPacksPerThread; ++i) {
-      if (g.thread + i * threads_per_row < split.packs) {
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) max = fmaxf(max, to_float(cache[i].v[j]));
-      }
-    }
-  }
-  max = group_reduce(max, threads_per_row, partials, MaxOp{});
-
-  float sum = 0.f;  // of the elements other than the label
-  if (g.active) {
-    for (int k = g.thread; k < split.edges(); k += threads_per_row) {
-      const int c = split.edge_index<T>(k);
-      if (c != label) sum += __expf(to_float(in[c]) - max);
-    }
-#pragma unroll
-    for (int i = 0; i < kPacksPerThread; ++i) {
-      if (g.thread + i * threads_per_row < split.packs) {
-        float v[kPack];
-        to_floats(cache[i], v);
-        drop_label(v, i * kPack, 1, label_slot);
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) sum += __expf(v[j] - max);
-      }
-    }
-  }
-  sum = group_reduce(sum, threads_per_row, partials, SumOp{});
-  if (!g.active) return;
-  const RowXent r = finish(MaxSum{max, sum}, label_logit, inv_rows);
-  if (g.thread == 0) row_losses[g.row] = r.loss;
-
-  T* out = dlogits + row * classes;
-  for (int k = g.thread; k < split.edges(); k += threads_per_row) {
-    const int c = split.edge_index<T>(k);
-    out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
-  }
+  const int label_slot = cached_label_slot<T>(split, label, s.thread, s.threads);
+  float v[kValues];  // the cached values; -inf where a thread holds none (adds nothing below)
 #pragma unroll
   for (int i = 0; i < kPacksPerThread; ++i) {
-    const int p = g.thread + i * threads_per_row;
-    if (p < split.packs) store_pack(out + split.head + p * kPack, gradient_pack(cache[i], i * kPack, label_slot, r));
+    const bool held = s.active && s.thread + i * s.threads < split.packs;
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) v[i * kPack + j] = held ? to_float(packs[i].v[j]) : -INFINITY;
   }
+  drop_label(v, 0, 1, label_slot);  // its gradient comes from the statistics alone
+
+  // Edge elements (under 2 packs' worth) are read again, from cache, rather than held: that
+  // lets groups narrower than a row's edges (4 threads for a 17-class row) hold a row.
+  float max = -INFINITY;
+  for (int k = s.thread; s.active && k < split.edges(); k += s.threads) {
+    const int c = split.edge_index<T>(k);
+    if (c != label) max = fmaxf(max, to_float(in[c]));
+  }
+#pragma unroll
+  for (int k = 0; k < kValues; ++k) max = fmaxf(max, v[k]);
+  max = group_reduce(max, threads_per_row, partials, MaxOp{});
+  const float shift = max == -INFINITY ? 0.f : max;  // a slice with nothing in it: exp(-inf) = 0, no NaN
+
+  float sum = 0.f;
+  for (int k = s.thread; s.active && k < split.edges(); k += s.threads) {
+    const int c = split.edge_index<T>(k);
+    if (c != label) sum += __expf(to_float(in[c]) - shift);
+  }
+#pragma unroll
+  for (int k = 0; k < kValues; ++k) {
+    v[k] = __expf(v[k] - shift);
+    sum += v[k];
+  }
+  sum = group_reduce(sum, threads_per_row, partials, SumOp{});
+
+  MaxSum others{max, sum};
+  if (blocks_per_row > 1) others = merge_over_cluster(others, blocks_per_row);
+  const RowXent r = finish(others, label_logit, inv_rows);
+  if (s.active && s.thread == 0) ws.row_losses[s.row] = r.loss;
+
+  if (s.active) {
+    for (int k = s.thread; k < split.edges(); k += s.threads) {
+      const int c = split.edge_index<T>(k);
+      out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
+    }
+    const float cached_scale = rescale(max, r.max) * r.scale;  // from this slice's max to the row's
+#pragma unroll
+    for (int i = 0; i < kPacksPerThread; ++i) {
+      const int p = s.thread + i * s.threads;
+      if (p >= split.packs) continue;
+      float g[kPack];
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) g[j] = v[i * kPack + j] * cached_scale;
+      const int label_offset = label_slot - i * kPack;
+      if (label_offset >= 0 && label_offset < kPack) {
+#pragma unroll
+        for (int j = 0; j < kPack; ++j)
+          if (j == label_offset) g[j] = r.label_gradient;
+      }
+      store_pack(out + split.head + p * kPack, pack_of_floats<T>(g));
+    }
+  }
+  if (blocks_per_row > 1) wait_until_cluster_has_read();
+  store_mean_if_last_block(ws, rows, loss);
 }
 
 template <typename Kernel>
@@ -373,20 +497,39 @@ cudaError_t check_block_fits(Kernel kernel, int block_size) {
   return block_size > attributes.maxThreadsPerBlock ? cudaErrorLaunchOutOfResources : cudaSuccess;
 }
 
+// One launch path for v5 (blocks_per_row 1: rows of block_size / threads_per_row per block) and
+// v6 (a cluster of blocks_per_row blocks per row, threads_per_row == block_size).
 template <typename T, int kPacksPerThread>
-cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* dlogits, float* row_losses,
-                                std::int64_t rows, int classes, int threads_per_row, int block_size,
-                                cudaStream_t stream) {
+cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* dlogits, FusedWorkspace ws,
+                                float* loss, std::int64_t rows, int classes, int threads_per_row, int blocks_per_row,
+                                int block_size, cudaStream_t stream) {
   auto kernel = register_row_kernel<T, kPacksPerThread>;
   if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
-  kernel<<<grid_for(rows, block_size / threads_per_row), block_size, 0, stream>>>(
-      logits, labels, dlogits, row_losses, rows, classes, threads_per_row, inverse(rows));
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks_per_row > 1 ? static_cast<unsigned>(rows * blocks_per_row)
+                                           : grid_for(rows, block_size / threads_per_row));
+  config.blockDim = dim3(static_cast<unsigned>(block_size));
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(blocks_per_row);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  if (blocks_per_row > 1) {
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    // A cluster whose blocks cannot share a GPC is refused here rather than failing the launch.
+    int clusters = 0;
+    if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config); e != cudaSuccess) return e;
+    if (clusters == 0) return cudaErrorLaunchOutOfResources;
+  }
+  return cudaLaunchKernelEx(&config, kernel, logits, labels, dlogits, ws, loss, rows, classes, threads_per_row,
+                            blocks_per_row, inverse(rows));
 }
 
 template <typename T>
-using RegisterRowLaunch = cudaError_t (*)(const T*, const std::int32_t*, T*, float*, std::int64_t, int, int, int,
-                                          cudaStream_t);
+using RegisterRowLaunch = cudaError_t (*)(const T*, const std::int32_t*, T*, FusedWorkspace, float*, std::int64_t, int,
+                                          int, int, int, cudaStream_t);
 
 template <typename T>
 RegisterRowLaunch<T> register_row_launcher(int packs_per_thread) {
@@ -398,6 +541,18 @@ RegisterRowLaunch<T> register_row_launcher(int packs_per_thread) {
     case 16: return launch_register_row<T, 16>;
     default: return nullptr;
   }
+}
+
+template <typename T>
+cudaError_t register_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                         int classes, int threads_per_row, int blocks_per_row, int block_size, int packs_per_thread,
+                         void* workspace, cudaStream_t stream) {
+  if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
+  const auto launch = register_row_launcher<T>(packs_per_thread);
+  if (!launch) return cudaErrorInvalidValue;
+  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
+  return launch(logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, threads_per_row,
+                blocks_per_row, block_size, stream);
 }
 
 }  // namespace
@@ -418,28 +573,27 @@ cudaError_t unfused(const T* logits, const std::int32_t* labels, float* loss, T*
   gradient_kernel<<<grid, kGradientThreads, 0, stream>>>(probs, labels, complements, dlogits, rows, classes,
                                                          inverse(rows));
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return launch_mean(row_losses, rows, loss, stream);
+  mean_kernel<<<1, kMeanThreads, 0, stream>>>(row_losses, rows, loss);
+  return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t fused_warp_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int warps_per_block, void* workspace, cudaStream_t stream) {
-  float* row_losses = static_cast<float*>(workspace);
+  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
   warp_row_kernel<<<grid_for(rows, warps_per_block), warps_per_block * kWarpSize, 0, stream>>>(
-      logits, labels, dlogits, row_losses, rows, classes, inverse(rows));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return launch_mean(row_losses, rows, loss, stream);
+      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+  return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t fused_block_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                             int classes, int block_size, void* workspace, cudaStream_t stream) {
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
-  float* row_losses = static_cast<float*>(workspace);
+  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
   block_row_kernel<T, false><<<static_cast<unsigned>(rows), block_size, 0, stream>>>(
-      logits, labels, dlogits, row_losses, classes, inverse(rows));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return launch_mean(row_losses, rows, loss, stream);
+      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -453,24 +607,27 @@ cudaError_t fused_smem_row(const T* logits, const std::int32_t* labels, float* l
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in);
       e != cudaSuccess)
     return e;
-  float* row_losses = static_cast<float*>(workspace);
-  kernel<<<static_cast<unsigned>(rows), block_size, staged_bytes, stream>>>(logits, labels, dlogits, row_losses,
-                                                                            classes, inverse(rows));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return launch_mean(row_losses, rows, loss, stream);
+  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
+  kernel<<<static_cast<unsigned>(rows), block_size, staged_bytes, stream>>>(
+      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+  return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t fused_register_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                                int classes, int threads_per_row, int block_size, int packs_per_thread, void* workspace,
                                cudaStream_t stream) {
-  if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
-  const auto launch = register_row_launcher<T>(packs_per_thread);
-  if (!launch) return cudaErrorInvalidValue;
-  float* row_losses = static_cast<float*>(workspace);
-  const cudaError_t e = launch(logits, labels, dlogits, row_losses, rows, classes, threads_per_row, block_size, stream);
-  if (e != cudaSuccess) return e;
-  return launch_mean(row_losses, rows, loss, stream);
+  return register_row(logits, labels, loss, dlogits, rows, classes, threads_per_row, 1, block_size, packs_per_thread,
+                      workspace, stream);
+}
+
+template <typename T>
+cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                              int classes, int blocks_per_row, int block_size, int packs_per_thread, void* workspace,
+                              cudaStream_t stream) {
+  if (blocks_per_row < 2 || blocks_per_row > kMaxBlocksPerRow) return cudaErrorInvalidValue;
+  return register_row(logits, labels, loss, dlogits, rows, classes, block_size, blocks_per_row, block_size,
+                      packs_per_thread, workspace, stream);
 }
 
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \
@@ -481,6 +638,8 @@ cudaError_t fused_register_row(const T* logits, const std::int32_t* labels, floa
                                           cudaStream_t);                                                              \
   template cudaError_t fused_register_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int,  \
                                              int, void*, cudaStream_t);                                               \
+  template cudaError_t fused_cluster_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int,   \
+                                            int, void*, cudaStream_t);                                                \
   template cudaError_t fused_smem_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
                                          cudaStream_t);
 

@@ -7,9 +7,10 @@
 // Labels outside [0, classes) are the caller's bug; every kernel clamps them into range (so no
 // read or write leaves the row) and the float64 reference does the same.
 //
-// The mean is deterministic: every multi-block variant writes its per-row losses to the
-// workspace and a second one-block launch adds them in a fixed order (in double). No float
-// atomics anywhere, so the same inputs give the same bits on every run of a config.
+// The mean is deterministic: the per-row losses go to the workspace and are added up in a fixed
+// order (in double); the fused variants do it in their own launch (the last block to finish),
+// `unfused` in a fourth one. No float atomics anywhere, so the same inputs give the same bits on
+// every run of a config.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,10 +20,13 @@
 
 namespace shapetune::kernels::softmax_xent {
 
-// Workspace of the fused variants: one float per row (the row losses).
-inline std::size_t row_loss_workspace_bytes(std::int64_t rows) {
-  return static_cast<std::size_t>(rows) * sizeof(float);
+// Workspace of the fused variants: one float per row (the row losses), then an 8-byte slot for
+// the ticket counter that finds the last block (zeroed by a memset in each launch, so the
+// workspace may hold anything before).
+inline std::size_t fused_ticket_offset(std::int64_t rows) {
+  return (static_cast<std::size_t>(rows) * sizeof(float) + 7) / 8 * 8;
 }
+inline std::size_t fused_workspace_bytes(std::int64_t rows) { return fused_ticket_offset(rows) + 8; }
 
 // Workspace of `unfused`: the f32 probabilities, then the row losses, then each row's
 // 1 - p[label] (kept so that the gradient kernel need not subtract two nearly equal numbers).
@@ -41,7 +45,7 @@ cudaError_t unfused(const T* logits, const std::int32_t* labels, float* loss, T*
                     int classes, void* workspace, cudaStream_t);
 
 // v2: one warp per row: statistics with shuffles, then dlogits and the row loss in one more
-// pass over the row (which comes back from cache); then the mean launch.
+// pass over the row (which comes back from cache).
 template <typename T>
 cudaError_t fused_warp_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int warps_per_block, void* workspace, cudaStream_t);
@@ -67,7 +71,8 @@ inline std::size_t staged_row_bytes(std::int64_t classes, std::size_t element_by
 }
 
 // v5: `threads_per_row` threads (4..1024) per row, each keeping `packs_per_thread` (1, 2, 4,
-// 8, 16) 16-byte packs in registers: the row body is read from memory once. Needs
+// 8, 16) 16-byte packs in registers, as floats: the row body is read from memory once, and each
+// value's exp, computed once for the sum, becomes its gradient with one multiply. Needs
 // threads_per_row * packs_per_thread packs to cover the row body; returns
 // cudaErrorLaunchOutOfResources when the kernel's register use does not allow block_size
 // threads, cudaErrorNotSupported as v3 does.
@@ -75,5 +80,16 @@ template <typename T>
 cudaError_t fused_register_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                                int classes, int threads_per_row, int block_size, int packs_per_thread, void* workspace,
                                cudaStream_t);
+
+// v6 (sm_90): as v5, with a row split over a thread-block cluster of `blocks_per_row` (2..8)
+// blocks of block_size threads, each holding a slice in registers; the blocks merge their slices'
+// statistics through distributed shared memory. Smaller blocks than one holding a whole wide row,
+// so several rows are in flight per SM. Needs blocks_per_row * block_size * packs_per_thread
+// packs to cover the row body; a cluster the device cannot place fails at launch.
+inline constexpr int kMaxBlocksPerRow = 8;  // the portable cluster size
+template <typename T>
+cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                              int classes, int blocks_per_row, int block_size, int packs_per_thread, void* workspace,
+                              cudaStream_t);
 
 }  // namespace shapetune::kernels::softmax_xent

@@ -45,9 +45,8 @@ XentTensors<T> tensors_of(const LaunchArgs& a) {
 
 using WorkspaceBytes = std::function<std::size_t(const Problem&, const Config&)>;
 
-std::size_t row_loss_workspace(const Problem& p, const Config&) {
-  return kx::row_loss_workspace_bytes(p.shape.at("rows"));
-}
+// The row losses and the ticket that finds the block that adds them up.
+std::size_t fused_workspace(const Problem& p, const Config&) { return kx::fused_workspace_bytes(p.shape.at("rows")); }
 
 // Adapts `call(tensors, rows, classes, config, workspace, stream)` to the catalogue's launch
 // signature. A smaller workspace than the variant asked for is refused: the kernels would write
@@ -168,7 +167,7 @@ void add_fused_row_variants(Catalogue& cat) {
   v2.supports = [](const Problem& p, const Config& c, const DeviceLimits&) {
     return rows_per_block_fit(p, c.at("warps_per_block"));
   };
-  v2.workspace_bytes = row_loss_workspace;
+  v2.workspace_bytes = fused_workspace;
   v2.launch = xent_launch(v2.workspace_bytes,
                           [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
                             return kx::fused_warp_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes,
@@ -184,7 +183,7 @@ void add_fused_row_variants(Catalogue& cat) {
   v3.params = ParamSpace({{"block_size", {64, 128, 256, 512, 1024}, "threads per block (per row)"}});
   v3.default_config = Config({{"block_size", 256}});
   v3.supports = [](const Problem& p, const Config&, const DeviceLimits&) { return grid_fits(p.shape.at("rows")); };
-  v3.workspace_bytes = row_loss_workspace;
+  v3.workspace_bytes = fused_workspace;
   v3.launch = xent_launch(v3.workspace_bytes,
                           [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
                             return kx::fused_block_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes,
@@ -208,16 +207,16 @@ void add_fused_row_variants(Catalogue& cat) {
   cat.add(v4);
 }
 
-// The register variant holds the row body in packs_per_thread * threads_per_row packs.
-Support register_capacity(const Problem& p, const Config& c) {
+// The register variants hold the row body in `holders` (threads per row, times blocks per row
+// for the cluster variant) x packs_per_thread packs.
+Support register_capacity(const Problem& p, std::int64_t holders, std::int64_t per_thread) {
   const std::int64_t packs_needed = p.shape.at("classes") / pack_elements(p.dtype);  // worst-aligned row's body
-  const std::int64_t group = c.at("threads_per_row"), per_thread = c.at("packs_per_thread");
-  if (packs_needed > group * per_thread)
+  if (packs_needed > holders * per_thread)
     return Support::no("row needs " + std::to_string(packs_needed) + " packs; config holds " +
-                       std::to_string(group * per_thread));
-  if (per_thread > 1 && packs_needed <= group * (per_thread / 2))
+                       std::to_string(holders * per_thread));
+  if (per_thread > 1 && packs_needed <= holders * (per_thread / 2))
     return Support::no("half the packs per thread would hold the row (this config only wastes registers)");
-  return rows_per_block_fit(p, c.at("block_size") / group);
+  return Support::yes();
 }
 
 void add_register_row(Catalogue& cat) {
@@ -231,13 +230,46 @@ void add_register_row(Catalogue& cat) {
        {"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"}},
       [](const Config& c) { return c.at("threads_per_row") <= c.at("block_size"); }, "threads_per_row <= block_size");
   v.default_config = Config({{"threads_per_row", 32}, {"block_size", 256}, {"packs_per_thread", 4}});
-  v.supports = [](const Problem& p, const Config& c, const DeviceLimits&) { return register_capacity(p, c); };
-  v.workspace_bytes = row_loss_workspace;
-  v.launch = xent_launch(
-      v.workspace_bytes, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace, cudaStream_t s) {
-        return kx::fused_register_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "threads_per_row"),
-                                      cfg(c, "block_size"), cfg(c, "packs_per_thread"), workspace, s);
-      });
+  v.supports = [](const Problem& p, const Config& c, const DeviceLimits&) {
+    if (Support s = register_capacity(p, c.at("threads_per_row"), c.at("packs_per_thread")); !s.ok) return s;
+    return rows_per_block_fit(p, c.at("block_size") / c.at("threads_per_row"));
+  };
+  v.workspace_bytes = fused_workspace;
+  v.launch = xent_launch(fused_workspace, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace,
+                                cudaStream_t s) {
+    return kx::fused_register_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "threads_per_row"),
+                                  cfg(c, "block_size"), cfg(c, "packs_per_thread"), workspace, s);
+  });
+  cat.add(v);
+}
+
+void add_cluster_row(Catalogue& cat) {
+  Variant v;
+  v.primitive = kPrimitive;
+  v.name = "fused_cluster_row";
+  v.description =
+      "a row split over a thread-block cluster (sm_90), slices in registers, statistics merged through "
+      "distributed shared memory: more, smaller blocks per SM for wide rows";
+  v.params = ParamSpace({{"blocks_per_row", {2, 4, 8}, "blocks of a cluster sharing one row"},
+                         {"block_size", {128, 256, 512, 1024}, "threads per block"},
+                         {"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"}});
+  v.default_config = Config({{"blocks_per_row", 4}, {"block_size", 256}, {"packs_per_thread", 8}});
+  v.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    if (limits.compute_capability < 90) return Support::no("thread-block clusters need sm_90");
+    const std::int64_t blocks = c.at("blocks_per_row");
+    if (Support s = register_capacity(p, blocks * c.at("block_size"), c.at("packs_per_thread")); !s.ok) return s;
+    // A slice per block of at least a pack per thread: narrower rows are fused_register_row's.
+    const std::int64_t packs_needed = p.shape.at("classes") / pack_elements(p.dtype);
+    if (packs_needed <= (blocks - 1) * c.at("block_size"))
+      return Support::no("fewer blocks would hold the row (a block of the cluster would hold nothing)");
+    return grid_fits(p.shape.at("rows") * blocks);
+  };
+  v.workspace_bytes = fused_workspace;
+  v.launch = xent_launch(fused_workspace, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace,
+                                cudaStream_t s) {
+    return kx::fused_cluster_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "blocks_per_row"),
+                                 cfg(c, "block_size"), cfg(c, "packs_per_thread"), workspace, s);
+  });
   cat.add(v);
 }
 
@@ -248,6 +280,7 @@ void register_softmax_xent(Catalogue& cat) {
   add_unfused(cat);
   add_fused_row_variants(cat);
   add_register_row(cat);
+  add_cluster_row(cat);
 }
 
 }  // namespace shapetune

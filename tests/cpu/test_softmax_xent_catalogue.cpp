@@ -8,6 +8,7 @@
 
 #include "baselines/library_handles.hpp"
 #include "baselines/reference.hpp"
+#include "kernels/softmax_xent.cuh"
 #include "variants/catalogue.hpp"
 
 namespace shapetune {
@@ -184,8 +185,8 @@ TEST(SoftmaxXentVariantsCatalogue, LadderIsRegisteredWithTheUnfusedChainAsBaseli
     EXPECT_EQ(v->baseline, v->name == "unfused") << v->name;
     EXPECT_FALSE(v->description.empty()) << v->name;
   }
-  const std::vector<std::string> expected = {"unfused", "fused_warp_row", "fused_block_row", "fused_smem_row",
-                                             "fused_register_row"};
+  const std::vector<std::string> expected = {"unfused",        "fused_warp_row",     "fused_block_row",
+                                             "fused_smem_row", "fused_register_row", "fused_cluster_row"};
   EXPECT_EQ(names, expected);
   EXPECT_NE(catalogue().find_variant("softmax_xent", catalogue().find_primitive("softmax_xent")->default_variant),
             nullptr);
@@ -210,8 +211,57 @@ TEST(SoftmaxXentVariantsCatalogue, WorkspacesHoldWhatEachVariantKeeps) {
     return v.workspace_bytes ? v.workspace_bytes(problem, v.default_config) : 0;
   };
   EXPECT_EQ(bytes("unfused"), 4u * 4096 * (32000 + 2));  // f32 probabilities, row losses, complements
-  for (const char* name : {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row"})
-    EXPECT_EQ(bytes(name), 4u * 4096) << name;  // the row losses
+  for (const char* name :
+       {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row", "fused_cluster_row"})
+    EXPECT_EQ(bytes(name), 4u * 4096 + 8) << name;  // the row losses, the ticket that finds the last block
+}
+
+TEST(SoftmaxXentVariantsCatalogue, TheTicketFollowsTheRowLossesEightByteAligned) {
+  namespace kx = kernels::softmax_xent;
+  EXPECT_EQ(kx::fused_ticket_offset(1), 8u);  // one row loss, then padding
+  EXPECT_EQ(kx::fused_ticket_offset(2), 8u);
+  EXPECT_EQ(kx::fused_ticket_offset(4099), 16400u);
+  EXPECT_EQ(kx::fused_workspace_bytes(4099), 16408u);
+  for (std::int64_t rows : {1, 2, 3, 7, 4099}) {
+    EXPECT_EQ(kx::fused_ticket_offset(rows) % 8, 0u) << rows;
+    EXPECT_GE(kx::fused_ticket_offset(rows), static_cast<std::size_t>(rows) * 4) << rows;
+  }
+}
+
+TEST(SoftmaxXentVariantsCatalogue, ClusterRowNeedsSm90AndCoversTheRowWithEveryBlock) {
+  const Variant& v = *catalogue().find_variant("softmax_xent", "fused_cluster_row");
+  const DeviceLimits h200 = nominal_device_limits();
+  // 32000 f32 classes are 8000 packs: 4 blocks x 256 threads x 8 packs = 8192 hold them.
+  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8192, 32000), v.default_config, h200).ok);
+  DeviceLimits t4 = h200;
+  t4.compute_capability = 75;
+  const Support old_device = v.supports(xent_problem(DType::f32, 8192, 32000), v.default_config, t4);
+  EXPECT_FALSE(old_device.ok);
+  EXPECT_NE(old_device.reason.find("sm_90"), std::string::npos) << old_device.reason;
+  // Too small a config, and one twice as large as needed, are refused.
+  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 32776), v.default_config, h200).ok);  // 8194 packs
+  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 16000), v.default_config, h200).ok);  // 4000 packs
+  // One pack per thread: the last block of the cluster must get some of the row.
+  const Config thin({{"blocks_per_row", 4}, {"block_size", 128}, {"packs_per_thread", 1}});
+  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8, 4 * 4 * 128), thin, h200).ok);   // 512 packs
+  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8, 4 * 385), thin, h200).ok);       // 385 packs
+  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 4 * 384), thin, h200).ok);      // 3 blocks would do
+  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 4 * 512 + 4), thin, h200).ok);  // 513 packs
+  // Every supported config of the target shapes covers the row with every block of the cluster.
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Problem problem = xent_problem(dtype, 8192, 32000);
+    const std::int64_t packs = 32000 / (16 / static_cast<std::int64_t>(dtype_size(dtype)));
+    int supported = 0;
+    for (const Config& c : v.params.enumerate()) {
+      if (!v.supports(problem, c, h200).ok) continue;
+      ++supported;
+      const std::int64_t threads = c.at("blocks_per_row") * c.at("block_size");
+      EXPECT_GE(threads * c.at("packs_per_thread"), packs) << c.key();
+      EXPECT_GT(packs, (c.at("blocks_per_row") - 1) * c.at("block_size")) << c.key();
+    }
+    EXPECT_GE(supported, 8) << dtype_name(dtype);
+    EXPECT_LE(supported, 16) << dtype_name(dtype);  // a sweep of the large shapes stays short
+  }
 }
 
 TEST(SoftmaxXentVariantsCatalogue, RegisterRowHoldsExactlyTheRowsThatFit) {
@@ -264,7 +314,8 @@ TEST(SoftmaxXentVariantsCatalogue, LaunchRefusesAWorkspaceSmallerThanAskedWithou
   const Problem problem = xent_problem(DType::f32, 64, 10);
   LibraryHandles libraries;
   std::vector<void*> tensors(4, nullptr);
-  for (const char* name : {"unfused", "fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row"}) {
+  for (const char* name : {"unfused", "fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row",
+                           "fused_cluster_row"}) {
     const Variant& v = *catalogue().find_variant("softmax_xent", name);
     const LaunchArgs args{problem, v.default_config, tensors, nullptr, libraries, nullptr, 0};
     const LaunchStatus status = v.launch(args);
