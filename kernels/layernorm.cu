@@ -1,5 +1,6 @@
 #include "kernels/layernorm.cuh"
 
+#include "kernels/common/async_copy.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
 #include "kernels/common/vector_io.cuh"
@@ -126,22 +127,24 @@ __device__ __forceinline__ float load_source(const RowView<T>& v, int c, bool ro
 
 template <typename T>
 __device__ __forceinline__ void store_floats(T* p, const float (&values)[Pack<T>::kCount]) {
-  Pack<T> pack;
+  store_pack(p, pack_of_floats<T>(values));
+}
+
+template <typename T>
+__device__ __forceinline__ Pack<T> normalized_pack(const RowView<T>& v, const Row<T>& p, int pack, float mean,
+                                                   float rstd, const float (&values)[Pack<T>::kCount]) {
+  constexpr int K = Pack<T>::kCount;
+  float g[K], b[K], out[K];
+  load_params(p.gamma, p.beta, v.split.head + pack * K, v.params_packed, g, b);
 #pragma unroll
-  for (int j = 0; j < Pack<T>::kCount; ++j) pack.v[j] = from_float<T>(values[j]);
-  store_pack(p, pack);
+  for (int j = 0; j < K; ++j) out[j] = (values[j] - mean) * rstd * g[j] + b[j];
+  return pack_of_floats<T>(out);
 }
 
 template <typename T>
 __device__ __forceinline__ void write_normalized(const RowView<T>& v, const Row<T>& p, int pack, float mean, float rstd,
                                                  const float (&values)[Pack<T>::kCount]) {
-  constexpr int K = Pack<T>::kCount;
-  const int c = v.split.head + pack * K;
-  float g[K], b[K], out[K];
-  load_params(p.gamma, p.beta, c, v.params_packed, g, b);
-#pragma unroll
-  for (int j = 0; j < K; ++j) out[j] = (values[j] - mean) * rstd * g[j] + b[j];
-  store_floats(v.y + c, out);
+  store_pack(v.y + v.split.head + pack * Pack<T>::kCount, normalized_pack(v, p, pack, mean, rstd, values));
 }
 
 // ---- v4 and fused streaming ----------------------------------------------------------------
@@ -195,11 +198,11 @@ __global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
     const int c = v.split.template edge_index<T>(k);
     v.y[c] = from_float<T>(normalize(to_float(source[c]), stats.mean, rstd, p.row.gamma, p.row.beta, c));
   }
+  // One pack at a time: loading kUnroll packs first, as pass 1 does, was tried and measured no
+  // faster on the H200 (fused_vec bf16 65536 x 4096: 593 us, against 582 us before it).
   for (int pack = g.thread; pack < v.split.packs; pack += threads_per_row) {
     float values[K];
-    const Pack<T> sp = load_pack(source + v.split.head + pack * K);
-#pragma unroll
-    for (int j = 0; j < K; ++j) values[j] = to_float(sp.v[j]);
+    to_floats(load_pack(source + v.split.head + pack * K), values);
     write_normalized(v, p.row, pack, stats.mean, rstd, values);
   }
 }
@@ -254,6 +257,150 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
     if (pack >= v.split.packs) continue;
     if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[i]);
     write_normalized(v, p.row, pack, mean, rstd, values[i]);
+  }
+}
+
+// ---- fused, pipelined -----------------------------------------------------------------------
+// fused_vec and fused_register go load -> reduce (barriers, no memory traffic) -> write in every
+// block, so an SM's loads stop while its rows reduce; with ~37% occupancy too few bytes were in
+// flight to cover DRAM latency (bf16 65536 x 4096: 84% of copy bandwidth). Little's law: 4.3 TB/s
+// times ~1 us of loaded latency is ~4.3 MB outstanding chip-wide, ~33 KB per SM (132 SMs), half
+// of it reads here (x and r in, h and y out). Here a block walks rows with the next stages - 1
+// rows' x and r already requested, whatever it is doing: a bf16 4096-wide row's x and r are 16 KB,
+// so with 2 stages (32 KB of shared memory, 6 blocks per SM) up to 96 KB per SM is in flight
+// and reads never pause for a reduction.
+//
+// Each thread copies packs threadIdx.x, + blockDim.x, ... of a row and only ever touches those
+// slots of a stage, so neither a row's arrival nor a stage's reuse needs a barrier; the only
+// barriers are the reduction's two per row.
+
+template <typename T, bool kStreaming>
+__device__ __forceinline__ void store_output_pack(T* p, const Pack<T>& pack) {
+  if constexpr (kStreaming) {
+    store_pack_streaming(p, pack);
+  } else {
+    store_pack(p, pack);
+  }
+}
+
+// Once its x and r are read, a pack's slots hold its h as float (the value the statistics and y
+// are taken of): the first four in the x slot, the next four (16-bit types) in the r slot.
+template <typename T>
+__device__ __forceinline__ void keep_floats(uint4* x_slot, uint4* r_slot, const float (&h)[Pack<T>::kCount]) {
+  *reinterpret_cast<float4*>(x_slot) = make_float4(h[0], h[1], h[2], h[3]);
+  if constexpr (Pack<T>::kCount == 8) *reinterpret_cast<float4*>(r_slot) = make_float4(h[4], h[5], h[6], h[7]);
+}
+
+template <typename T>
+__device__ __forceinline__ void kept_floats(const uint4* x_slot, const uint4* r_slot, float (&h)[Pack<T>::kCount]) {
+  const float4 low = *reinterpret_cast<const float4*>(x_slot);
+  h[0] = low.x, h[1] = low.y, h[2] = low.z, h[3] = low.w;
+  if constexpr (Pack<T>::kCount == 8) {
+    const float4 high = *reinterpret_cast<const float4*>(r_slot);
+    h[4] = high.x, h[5] = high.y, h[6] = high.z, h[7] = high.w;
+  }
+}
+
+// Issues the copies of a row's body (its 16-byte packs) into a stage, then commits them as one
+// group; past the last row the group is empty, which keeps one group per row step.
+template <typename T>
+__device__ __forceinline__ void prefetch_row(const ResidualRow<T>& p, std::int64_t row, uint4* x_slots,
+                                             uint4* r_slots) {
+  constexpr int K = Pack<T>::kCount;
+  if (row < p.row.rows) {
+    const std::int64_t offset = row * p.row.cols;
+    const RowSplit split = RowSplit::of(p.row.x + offset, p.row.cols);
+    const T* x = p.row.x + offset + split.head;
+    const T* r = p.r + offset + split.head;
+    for (int pack = threadIdx.x; pack < split.packs; pack += blockDim.x) {
+      copy_async_16(x_slots + pack, x + pack * K);
+      copy_async_16(r_slots + pack, r + pack * K);
+    }
+  }
+  commit_async_copies();
+}
+
+// One row whose body has landed in (x_slots, r_slots), with the whole block. Edge elements (at
+// most 14, one per thread) are read from global memory, where the body's copies left their lines
+// in L2.
+template <typename T, bool kStreaming>
+__device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, std::int64_t row, uint4* x_slots,
+                                                     uint4* r_slots, Welford* partials) {
+  constexpr int K = Pack<T>::kCount;
+  const RowView<T> v = RowView<T>::of(p, row);
+  const int thread = threadIdx.x;
+  const bool has_edge = thread < v.split.edges();
+  const int edge_col = has_edge ? v.split.template edge_index<T>(thread) : 0;
+  const float edge = has_edge ? load_source<T, true>(v, edge_col, p.round_h) : 0.f;
+
+  // Pass 1: h from the staged x and r, written out at once (it needs no statistics) and kept in
+  // the stage for the passes below; its sum, pack by pack (short float sums).
+  float sum = edge;
+  int count = has_edge ? 1 : 0;
+  for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
+    const Pack<T> xp = load_pack(reinterpret_cast<const T*>(x_slots + pack));
+    const Pack<T> rp = load_pack(reinterpret_cast<const T*>(r_slots + pack));
+    float h[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) h[j] = to_float(xp.v[j]) + to_float(rp.v[j]);
+    const Pack<T> stored = pack_of_floats<T>(h);
+    if (p.round_h) to_floats(stored, h);
+    store_output_pack<T, kStreaming>(v.h + v.split.head + pack * K, stored);
+    keep_floats<T>(x_slots + pack, r_slots + pack, h);
+    float pack_sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) pack_sum += h[j];
+    sum += pack_sum;
+    count += K;
+  }
+  if (has_edge) v.h[edge_col] = from_float<T>(edge);
+
+  // Pass 2: squared deviations about this thread's own mean (exact two-pass on its elements);
+  // the block merges the (count, mean, m2) triples with Chan's formula: one reduction per row.
+  Welford stats;
+  stats.count = static_cast<float>(count);
+  stats.mean = count > 0 ? sum / stats.count : 0.f;
+  float m2 = has_edge ? (edge - stats.mean) * (edge - stats.mean) : 0.f;
+  for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
+    float h[K];
+    kept_floats<T>(x_slots + pack, r_slots + pack, h);
+#pragma unroll
+    for (int j = 0; j < K; ++j) m2 += (h[j] - stats.mean) * (h[j] - stats.mean);
+  }
+  stats.m2 = m2;
+  stats = group_reduce(stats, static_cast<int>(blockDim.x), partials, WelfordOp{});
+  const float rstd = rsqrtf(stats.m2 / stats.count + p.row.epsilon);
+
+  // Pass 3: y.
+  if (has_edge) v.y[edge_col] = from_float<T>(normalize(edge, stats.mean, rstd, p.row.gamma, p.row.beta, edge_col));
+  for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
+    float h[K];
+    kept_floats<T>(x_slots + pack, r_slots + pack, h);
+    store_output_pack<T, kStreaming>(v.y + v.split.head + pack * K,
+                                     normalized_pack(v, p.row, pack, stats.mean, rstd, h));
+  }
+}
+
+template <typename T, int kStages, bool kStreaming>
+__global__ void pipelined_kernel(ResidualRow<T> p) {
+  extern __shared__ uint4 staged[];  // [kStages][x, r][capacity] packs
+  __shared__ Welford partials[32];
+  static_assert(static_cast<std::int64_t>(sizeof(partials)) == kPipelinedStaticSharedBytes);
+  const int capacity = p.row.cols / Pack<T>::kCount;  // no row's body has more packs
+  auto x_slots = [&](int stage) { return staged + 2 * stage * capacity; };
+  const std::int64_t stride = gridDim.x;
+
+  std::int64_t row = blockIdx.x;
+  for (int stage = 0; stage + 1 < kStages; ++stage)
+    prefetch_row(p, row + stage * stride, x_slots(stage), x_slots(stage) + capacity);
+  for (int stage = 0; row < p.row.rows; row += stride, stage = (stage + 1) % kStages) {
+    // The previous row's stage is free (this thread is done with its slots): the row
+    // kStages - 1 steps ahead goes there; then at most that many groups may stay in flight,
+    // so this row's has landed.
+    const int free_stage = (stage + kStages - 1) % kStages;
+    prefetch_row(p, row + (kStages - 1) * stride, x_slots(free_stage), x_slots(free_stage) + capacity);
+    wait_async_copies<kStages - 1>();
+    normalize_staged_row<T, kStreaming>(p, row, x_slots(stage), x_slots(stage) + capacity, partials);
   }
 }
 
@@ -331,6 +478,37 @@ cudaError_t dispatch_register(const ResidualRow<T>& p, int threads_per_row, int 
   }
 }
 
+template <typename T, int kStages, bool kStreaming>
+cudaError_t launch_pipelined(const ResidualRow<T>& p, int block_size, cudaStream_t stream) {
+  auto kernel = pipelined_kernel<T, kStages, kStreaming>;
+  const auto shared = static_cast<int>(pipelined_dynamic_shared_bytes(p.row.cols, sizeof(T), kStages));
+  // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+      e != cudaSuccess)
+    return e;
+  int device = 0, sms = 0, blocks_per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_size, shared);
+      e != cudaSuccess)
+    return e;
+  if (blocks_per_sm == 0) return cudaErrorLaunchOutOfResources;
+  // Persistent: every block resident at once (more would only queue behind them).
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * blocks_per_sm;
+  const auto grid = static_cast<unsigned>(p.row.rows < resident ? p.row.rows : resident);
+  kernel<<<grid, block_size, shared, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T, bool kStreaming>
+cudaError_t dispatch_pipelined(const ResidualRow<T>& p, int block_size, int stages, cudaStream_t stream) {
+  switch (stages) {
+    case 2: return launch_pipelined<T, 2, kStreaming>(p, block_size, stream);
+    case 3: return launch_pipelined<T, 3, kStreaming>(p, block_size, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T>
 ResidualRow<T> plain(const Row<T>& row) {
   return ResidualRow<T>{row, nullptr, nullptr, false};
@@ -388,6 +566,16 @@ cudaError_t residual_register_row(const ResidualRow<T>& p, int threads_per_row, 
   return dispatch_register<T, true>(p, threads_per_row, block_size, packs_per_thread, stream);
 }
 
+template <typename T>
+cudaError_t residual_pipelined(const ResidualRow<T>& p, int block_size, int stages, bool streaming_stores,
+                               cudaStream_t stream) {
+  // A power of two (the block reduction's groups) of at least a warp (one edge element per thread).
+  if (block_size < kWarpSize || block_size > 1024 || (block_size & (block_size - 1)) != 0) return cudaErrorInvalidValue;
+  if (!same_phase(p)) return cudaErrorNotSupported;
+  return streaming_stores ? dispatch_pipelined<T, true>(p, block_size, stages, stream)
+                          : dispatch_pipelined<T, false>(p, block_size, stages, stream);
+}
+
 #define SHAPETUNE_INSTANTIATE_LAYERNORM(T)                                                                   \
   template cudaError_t thread_row_two_pass<T>(const Row<T>&, int, cudaStream_t);                             \
   template cudaError_t warp_row_welford<T>(const Row<T>&, int, cudaStream_t);                                \
@@ -396,7 +584,8 @@ cudaError_t residual_register_row(const ResidualRow<T>& p, int threads_per_row, 
   template cudaError_t register_row<T>(const Row<T>&, int, int, int, cudaStream_t);                          \
   template cudaError_t residual_add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                  \
   template cudaError_t residual_vec_welford<T>(const ResidualRow<T>&, int, int, cudaStream_t);               \
-  template cudaError_t residual_register_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);
+  template cudaError_t residual_register_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);         \
+  template cudaError_t residual_pipelined<T>(const ResidualRow<T>&, int, int, bool, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_LAYERNORM(float)
 SHAPETUNE_INSTANTIATE_LAYERNORM(__half)

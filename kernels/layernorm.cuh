@@ -71,6 +71,24 @@ template <typename T>
 cudaError_t residual_register_row(const ResidualRow<T>&, int threads_per_row, int block_size, int packs_per_thread,
                                   cudaStream_t);
 
+// Fused, pipelined: persistent blocks (as many as fit the device at once), each walking rows
+// blockIdx.x, + gridDim.x, ... one at a time with all block_size threads, while the next
+// stages - 1 rows' x and r are already on their way into shared memory (cp.async on sm_80+; a
+// plain copy, not overlapped, below). Exact statistics (per-thread two-pass, merged with Chan's
+// formula), h and y written once with 16-byte stores, evict-first when streaming_stores.
+// stages is 2 or 3; block_size a power of two, 32..1024. x, r, h and y must share their address
+// modulo 16 (else cudaErrorNotSupported); gamma and beta may have any alignment.
+template <typename T>
+cudaError_t residual_pipelined(const ResidualRow<T>&, int block_size, int stages, bool streaming_stores,
+                               cudaStream_t);
+
+// residual_pipelined's shared memory: `stages` row buffers, each the row body's 16-byte packs of
+// x and of r (dynamic), plus the reduction's partials (static). A block needs their sum.
+constexpr std::int64_t pipelined_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages) {
+  return std::int64_t{stages} * 2 * (cols / (16 / element_bytes)) * 16;
+}
+constexpr std::int64_t kPipelinedStaticSharedBytes = 32 * 3 * sizeof(float);  // Welford partials[32]
+
 // Edge elements (unaligned head + tail) of a row never exceed this many; the register kernels
 // give each thread one edge slot, so they need threads_per_row >= this.
 template <typename T>

@@ -84,6 +84,21 @@ Support register_capacity(const Problem& p, const Config& c) {
   return groups_fit(p, c);
 }
 
+// fused_pipelined stages whole row bodies of x and r in shared memory: the width it can take
+// depends on the device (227 KB per block on an H100/H200: in 2 stages, f32 rows up to ~14500
+// wide, 16-bit ones up to ~29000).
+Support pipelined_shared_memory_fits(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  const std::int64_t bytes = kl::pipelined_dynamic_shared_bytes(p.shape.at("cols"),
+                                                                 static_cast<int>(dtype_size(p.dtype)),
+                                                                 static_cast<int>(c.at("stages"))) +
+                             kl::kPipelinedStaticSharedBytes;
+  if (bytes > limits.shared_memory_per_block_optin)
+    return Support::no(std::to_string(c.at("stages")) + " staged rows need " + std::to_string(bytes) +
+                       " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  return Support::yes();
+}
+
 bool group_fits_block(const Config& c) { return c.at("threads_per_row") <= c.at("block_size"); }
 
 Support validate_rows_cols(const Shape& shape) {
@@ -188,6 +203,8 @@ ParamAxis group_axis(std::vector<std::int64_t> values) {
 }
 const ParamAxis kBlockAxis{"block_size", {128, 256, 512, 1024}, "threads per block"};
 const ParamAxis kPacksAxis{"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"};
+const ParamAxis kStagesAxis{"stages", {2, 3}, "row buffers per block: stages - 1 rows in flight while one is normalized"};
+const ParamAxis kStreamingAxis{"streaming_stores", {0, 1}, "1: h and y stored evict-first (st.global.cs)"};
 const ParamAxis kRoundAxis{"round_h", {0, 1}, "1: statistics of h rounded to the storage type (as frameworks do)"};
 
 Variant variant(std::string primitive, std::string name, std::string description) {
@@ -327,6 +344,21 @@ void add_residual_variants(Catalogue& cat) {
                                      cfg(c, "packs_per_thread"), s);
   });
   cat.add(fused_register);
+
+  Variant pipelined = variant("residual_layernorm", "fused_pipelined",
+                              "persistent blocks walk rows; the next rows' x and r stream into shared memory "
+                              "(cp.async) while the current one is reduced and written: reads never pause");
+  pipelined.params = ParamSpace({{"block_size", {128, 256, 512}, "threads per block, all on one row at a time"},
+                                 kStagesAxis, kRoundAxis, kStreamingAxis});
+  pipelined.default_config = Config({{"block_size", 256}, {"stages", 2}, {"round_h", 1}, {"streaming_stores", 1}});
+  pipelined.supports = [round_h_matters](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    const Support s = round_h_matters(p, c);
+    return s.ok ? pipelined_shared_memory_fits(p, c, limits) : s;
+  };
+  pipelined.launch = residual_launch([](auto residual, const Config& c, cudaStream_t s) {
+    return kl::residual_pipelined(residual, cfg(c, "block_size"), cfg(c, "stages"), c.at("streaming_stores") != 0, s);
+  });
+  cat.add(pipelined);
 }
 
 }  // namespace

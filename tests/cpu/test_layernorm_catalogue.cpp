@@ -72,7 +72,8 @@ TEST(LayerNormVariantsCatalogue, LaddersBaselinesAndDefaults) {
   EXPECT_EQ(names("layernorm"), (std::vector<std::string>{"thread_row_two_pass", "warp_row_welford",
                                                           "block_row_welford", "vec_welford", "register_row",
                                                           "cudnn*"}));
-  EXPECT_EQ(names("residual_layernorm"), (std::vector<std::string>{"unfused*", "fused_vec", "fused_register"}));
+  EXPECT_EQ(names("residual_layernorm"),
+            (std::vector<std::string>{"unfused*", "fused_vec", "fused_register", "fused_pipelined"}));
   const DeviceLimits limits = nominal_device_limits();
   for (const char* primitive : {"layernorm", "residual_layernorm"}) {
     const Primitive& p = *catalogue().find_primitive(primitive);
@@ -112,6 +113,60 @@ TEST(LayerNormVariantsCatalogue, RegisterCapacityAndRoundingFlag) {
   const Variant& reg_fused = *catalogue().find_variant("residual_layernorm", "fused_register");
   const Config reg_unrounded({{"threads_per_row", 32}, {"block_size", 256}, {"packs_per_thread", 4}, {"round_h", 0}});
   EXPECT_TRUE(reg_fused.supports(f16, reg_unrounded, limits).ok);  // h stays unrounded in registers
+}
+
+// fused_pipelined stages `stages` row bodies of x and r in shared memory: a config is pruned where
+// they exceed what a block of this device may have, and only there.
+TEST(LayerNormVariantsCatalogue, PipelinedPrunesConfigsPastSharedMemory) {
+  const Variant& v = *catalogue().find_variant("residual_layernorm", "fused_pipelined");
+  auto config = [](std::int64_t stages) {
+    return Config({{"block_size", 256}, {"stages", stages}, {"round_h", 1}, {"streaming_stores", 1}});
+  };
+  auto problem = [](DType t, std::int64_t cols) {
+    return Problem{"residual_layernorm", t, Shape({{"rows", 3}, {"cols", cols}})};
+  };
+  const DeviceLimits h200 = nominal_device_limits();  // 227 KB per block
+  // bf16 4096 wide: 2 x 8 KB per stage; 32 KB in 2 stages, 48 KB in 3.
+  EXPECT_TRUE(v.supports(problem(DType::bf16, 4096), config(3), h200).ok);
+  // f32 12289 wide: 3072 packs of x and of r, 96 KB per stage: 2 stages fit, 3 (288 KB) do not.
+  EXPECT_TRUE(v.supports(problem(DType::f32, 12289), config(2), h200).ok);
+  const Support three = v.supports(problem(DType::f32, 12289), config(3), h200);
+  EXPECT_FALSE(three.ok);
+  EXPECT_NE(three.reason.find("shared memory"), std::string::npos) << three.reason;
+  // At the boundary: 2 stages of f32 take 16 bytes per column, plus 384 of partials.
+  const std::int64_t widest = (h200.shared_memory_per_block_optin - 384) / 16 / 4 * 4;
+  EXPECT_TRUE(v.supports(problem(DType::f32, widest), config(2), h200).ok);
+  EXPECT_FALSE(v.supports(problem(DType::f32, widest + 4), config(2), h200).ok);
+  // A device with 64 KB per block (sm_75) takes bf16 4096 in 2 stages (32 KB), not 12288 (96 KB).
+  DeviceLimits turing = h200;
+  turing.compute_capability = 75;
+  turing.shared_memory_per_block_optin = 64 * 1024;
+  EXPECT_TRUE(v.supports(problem(DType::bf16, 4096), config(2), turing).ok);
+  EXPECT_FALSE(v.supports(problem(DType::bf16, 12288), config(2), turing).ok);
+  // Widths under a pack stage nothing (every element is an edge): always supported.
+  EXPECT_TRUE(v.supports(problem(DType::bf16, 1), config(3), turing).ok);
+  EXPECT_TRUE(v.supports(problem(DType::f32, 3), config(3), turing).ok);
+}
+
+TEST(LayerNormVariantsCatalogue, PipelinedSpaceIsSmallAndRoundsBothWays) {
+  const Variant& v = *catalogue().find_variant("residual_layernorm", "fused_pipelined");
+  const DeviceLimits limits = nominal_device_limits();
+  const Problem bf16{"residual_layernorm", DType::bf16, Shape({{"rows", 65536}, {"cols", 4096}})};
+  const Problem f32{"residual_layernorm", DType::f32, bf16.shape};
+  auto supported = [&](const Problem& p) {
+    int n = 0;
+    for (const Config& c : v.params.enumerate()) n += v.supports(p, c, limits).ok;
+    return n;
+  };
+  // 3 block sizes x 2 stage counts x 2 store hints, both roundings in bf16, round_h=1 alone in f32.
+  EXPECT_EQ(supported(bf16), 24);
+  EXPECT_EQ(supported(f32), 12);
+  const Config unrounded({{"block_size", 256}, {"stages", 2}, {"round_h", 0}, {"streaming_stores", 1}});
+  EXPECT_TRUE(v.supports(bf16, unrounded, limits).ok);  // h stays unrounded (as float) in the stage
+  EXPECT_FALSE(v.supports(f32, unrounded, limits).ok);
+  // Any number of rows: the grid is the device's resident blocks, whatever the rows.
+  const Problem many{"residual_layernorm", DType::bf16, Shape({{"rows", std::int64_t{1} << 36}, {"cols", 4096}})};
+  EXPECT_TRUE(v.supports(many, v.default_config, limits).ok);
 }
 
 }  // namespace
