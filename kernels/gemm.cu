@@ -517,6 +517,305 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
   }
 }
 
+// ---- v7: warp_tiled_broadcast ------------------------------------------------------------------
+//
+// Why v5's large tile (35.8 TFLOP/s at 4096^3 f32 on an H200, 55% of the FMA peak) stops there:
+// an SM returns shared memory at 128 bytes per clock, one 4-byte register per lane, so a warp's
+// LDS.128 takes 4 clocks unless lane pairs (n, n^1) or (n, n^2) read the same address, when it
+// takes 2. v5's lanes (lane / 8 along m, lane % 8 along n) pair A's reads but not B's: 12 clocks
+// of shared memory per warp per k for 64 FFMA (16 clocks of one scheduler), so with 16 warps on 4
+// schedulers the reads alone use 75% of the shared-memory pipe at full FMA rate, plus the tile
+// stores. Here lane bit 0 picks the row and bit 1 the column: lanes n and n^2 share an A float4,
+// n and n^1 a B float4, every read takes 2 clocks, 8 per warp per k: 50% of the pipe.
+//
+// Prediction, 4096^3 f32, tile 0 (128 x 128 x 8, 2 blocks of 8 warps per SM, 4 warps per scheduler):
+//   per warp per K step of 8: 512 FFMA; 32 LDS.128 (4 per k); ~12 for 2 16-byte loads walking
+//   offsets; 5 stores to shared (4 STS.32 for transposed A, 1 STS.128); ~10 loop and barrier:
+//   ~570 issue slots, FFMA 90% of them, so issue caps it at ~59 TFLOP/s of 65.5.
+//   shared memory per SM per step: 16 warps x (32 x 2 + 4 x 1 + 4) = 1152 clocks against 2048
+//   clocks of FFMA issue (16 x 512 / 4): 56%, off the critical path.
+//   L2 -> SM: 8 KB per step per block for 262144 FLOP (32 FLOP/byte): 4.3 GB in all, ~1.4 TB/s at
+//   45 TFLOP/s; DRAM sees each operand a few times (8-row rasterisation), well under 0.5 TB/s.
+//   Waves: 1024 blocks over 264 slots, 3.9 waves (97%). Expected: barrier and dependency stalls
+//   leave ~70% of peak, ~45 TFLOP/s (~88% of cuBLAS's 50.9).
+// Tile 1 (128 x 128 x 8, 128 threads of 8 x 16, 2 blocks per SM, 2 warps per scheduler): per warp
+//   per step 1024 FFMA in ~1116 slots (92%); shared memory 8 x (48 x 2 + 8 + 8) = 896 clocks per
+//   2048 of FFMA (44%); the same L2 traffic and waves; fewer warps to hide latency, so it wins
+//   only if ILP (128 independent FMAs per k) covers what tile 0's occupancy does.
+// ptxas (CUDA 13.0, f32 / 16-bit types): tile 0 126 / 128 registers, tile 1 212 / 223, tile 2
+// 208 / 233 on sm_90, no spills on sm_90 or sm_75; 16896, 16896 and 25088 bytes of shared memory.
+//
+// Measured (H200, cold L2): tile 0 41.0 TFLOP/s (80% of cuBLAS's 51.4), tile 2 33.9, tile 1 26.5.
+// Tile 0 is 2048 FFMA issue clocks per scheduler per step and ~570 slots per warp, so issue would
+// allow ~59 TFLOP/s; it runs at ~3270 clocks a step. Each step's loads are issued one step before
+// their stores, and the block's barrier then waits for the slowest of its 512 loads (in a cold L2,
+// DRAM misses of 1-2 us under load against ~1.6 us a step); tile 2, one block per SM, has no
+// other block to issue meanwhile and loses most. Tiles 3 and 4 (f32, sm_80+) copy global ->
+// shared by cp.async into a ring of stages (4 and 3), issued 3 and 2 steps ahead:
+//   tile 3 per warp per step (nn): 512 FFMA, 32 LDS.128, 5 LDGSTS (A transposed: 4 x 4 bytes;
+//   B: 1 x 16 bytes), ~12 address, loop, commit, wait and barrier: ~560 slots (91% FFMA, ceiling
+//   ~60 TFLOP/s); no staging registers, no STS; shared memory 4 x 8448 bytes, 2 blocks per SM.
+//   A load now has ~3 steps (~4.5 us) to arrive. If half of tile 0's ~1200 lost clocks a step are
+//   that wait, tile 3 reaches ~2650 clocks a step: ~46 TFLOP/s, ~2990 us, ~89% of cuBLAS.
+//   tile 4 (cuBLAS's apparent shape, 8 warps per SM, 8 x 16 per thread): per warp per step 1024
+//   FFMA, 48 LDS.128, 6 LDGSTS, ~1095 slots (93.5%); shared reads 37.5% of the pipe; 3/4 of tile
+//   0's L2 reads. If tile 2's loss was the loads at its SM-wide barrier, tile 4 reaches ~70% of
+//   peak (~46 TFLOP/s); if it is the barrier bubble itself, it stays near tile 2.
+// ptxas (CUDA 13.0, sm_90, f32 cp.async path): tile 3 128 registers, tile 4 212; 33792 and 37632
+// bytes of shared memory; no spills. Their register-staged fallbacks are tiles 0 and 2's code.
+
+// The warp-tiled thread map of v5 with paired lanes: a lane's bit 0 is bit 0 of its row group,
+// bits 1 .. log2(lanes_n) its column group, the bits above the rest of its row group. Rows and
+// columns a thread owns, and the shape of its pieces, are otherwise as in ThreadMap.
+template <int kTileIndex>
+struct PairedLaneMap {
+  static constexpr BlockTile kShape = kBroadcastTiles[kTileIndex];
+  static constexpr int BM = kShape.bm, BN = kShape.bn, BK = kShape.bk, TM = kShape.tm, TN = kShape.tn;
+  static constexpr int kThreads = kShape.threads();
+  static constexpr int kMinBlocks = kShape.min_blocks;
+  static constexpr int kAsyncStages = kShape.async_stages;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kWarpsM = kShape.warps_m, kWarpsN = kWarps / kWarpsM;
+  static constexpr int kLanesM = kShape.lanes_m, kLanesN = 32 / kLanesM;
+  static constexpr int kLanesNBits = kLanesN == 2 ? 1 : kLanesN == 4 ? 2 : kLanesN == 8 ? 3 : 4;
+  static_assert(kThreads % 32 == 0 && kWarps % kWarpsM == 0 && kLanesM >= 2 && kLanesN >= 2 &&
+                    (1 << kLanesNBits) == kLanesN && TM % 4 == 0 && TN % 4 == 0 &&
+                    BM == kWarpsM * TM * kLanesM && BN == kWarpsN * TN * kLanesN,
+                "a warp tile must be exactly its paired lanes' pieces");
+  static_assert(kAsyncStages == 0 || kAsyncStages >= 2, "a cp.async ring needs a stage to fill and one to read");
+  static constexpr int kMStride = 4 * kLanesM, kNStride = 4 * kLanesN;
+
+  __device__ static int m_offset(int thread) {
+    const int warp = thread / 32, lane = thread % 32;
+    const int lane_m = (lane & 1) | ((lane >> (1 + kLanesNBits)) << 1);
+    return warp / kWarpsN * (BM / kWarpsM) + lane_m * 4;
+  }
+  __device__ static int n_offset(int thread) {
+    const int warp = thread / 32, lane = thread % 32;
+    return warp % kWarpsN * (BN / kWarpsN) + ((lane >> 1) & (kLanesN - 1)) * 4;
+  }
+};
+
+#if __CUDA_ARCH__ >= 800
+// Global -> shared without registers (sm_80+). The 4-byte form reads src_bytes (0 or 4) and
+// zero-fills the rest, so a copy past an edge reads nothing.
+__device__ __forceinline__ void copy_async_16(float* destination, const float* source) {
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(source));
+}
+__device__ __forceinline__ void copy_async_4(float* destination, const float* source, bool inside) {
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(source), "r"(inside ? 4 : 0));
+}
+#endif
+
+// An Operand whose packs walk K: each owned pack's element offset is computed once and moved by a
+// fixed stride per K step. A pack wholly inside the extent, of a 16-byte-loadable operand, in a
+// full K step is one unguarded load; any other (block edges, the K tail, unaligned operands) goes
+// through the Operand's guarded load.
+template <typename T, int kExtent, int kBK, int kThreads>
+struct StreamedOperand {
+  using Tile = Operand<T, kExtent, kBK, kThreads>;
+  static constexpr int kSlots = Tile::kSlots;
+  static constexpr int kPackElements = Pack<T>::kCount;
+
+  Tile tile;
+  Index origin;           // the block's first row (A) or column (B) of op(X)
+  Index step_stride;      // elements from one K step's pack to the next's
+  Index offset[kSlots];   // element offset of each owned pack in the next K step to load
+  bool interior[kSlots];  // inside the extent and 16-byte loadable
+
+  __device__ StreamedOperand(const Tile& t, Index block_origin, int thread)
+      : tile(t), origin(block_origin), step_stride(t.k_major ? kBK * t.ld : kBK) {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if (tile.k_major) {  // pack (k row, extent column)
+        const int k_row = Tile::KMajor::row_of(thread, s), column = Tile::KMajor::col_of(thread, s);
+        offset[s] = k_row * tile.ld + origin + column;
+        interior[s] = tile.vector_ok && origin + column + kPackElements <= tile.extent;
+      } else {  // pack (extent row, k column)
+        const int row = Tile::ExtentMajor::row_of(thread, s), k_column = Tile::ExtentMajor::col_of(thread, s);
+        offset[s] = (origin + row) * tile.ld + k_column;
+        interior[s] = tile.vector_ok && origin + row < tile.extent;
+      }
+    }
+  }
+
+  // The owned packs of K step [k0, k0 + kBK), then on to the next step.
+  __device__ void load(Pack<T> (&packs)[kSlots], bool full_step, Index k0, Index k_end, int thread) {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if (!Tile::owns(thread, s)) continue;
+      if (full_step && interior[s])
+        packs[s] = load_pack(tile.data + offset[s]);
+      else
+        packs[s] = tile.load(tile.source(origin, k0, k_end), thread, s);
+      offset[s] += step_stride;
+    }
+  }
+  __device__ void put(float* smem, const Pack<T> (&packs)[kSlots], int thread) const {
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s)
+      if (Tile::owns(thread, s)) tile.put(smem, packs[s], thread, s);
+  }
+
+#if __CUDA_ARCH__ >= 800
+  // f32 only: load and put in one, by cp.async into the shared stage smem, then on to the next
+  // step. An interior pack of a k-major tile is one 16-byte copy; of an extent-major tile four
+  // 4-byte copies down the stage's k rows (the transpose); any other pack four 4-byte copies that
+  // read nothing past the matrix (or the K tail) and zero-fill there.
+  __device__ void load_async(float* smem, bool full_step, Index k0, Index k_end, int thread) {
+    static_assert(std::is_same_v<T, float>, "cp.async copies bytes: only f32 tiles are stored as read");
+    constexpr int kLd = Tile::kSmemLd;
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+      if (!Tile::owns(thread, s)) continue;
+      const int r = tile.k_major ? Tile::KMajor::row_of(thread, s) : Tile::ExtentMajor::row_of(thread, s);
+      const int c = tile.k_major ? Tile::KMajor::col_of(thread, s) : Tile::ExtentMajor::col_of(thread, s);
+      auto destination = [&](int e) { return tile.k_major ? smem + r * kLd + c + e : smem + (c + e) * kLd + r; };
+      if (full_step && interior[s]) {
+        if (tile.k_major) {
+          copy_async_16(destination(0), tile.data + offset[s]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) copy_async_4(destination(e), tile.data + offset[s] + e, true);
+        }
+      } else {
+        const TileSource<T> source = tile.source(origin, k0, k_end);
+        const Index row = source.row0 + r, column = source.col0 + c;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool inside = row < source.rows && column + e < source.cols;
+          copy_async_4(destination(e), inside ? source.data + row * source.ld + column + e : source.data, inside);
+        }
+      }
+      offset[s] += step_stride;
+    }
+  }
+#endif
+};
+
+// One K step's FMAs, with k + 1's fragments read from shared memory before k's FMAs are issued
+// (two register sets), so each k's reads are in flight under the previous k's 64 or 128 FFMA.
+// a_tile and b_tile already point at the thread's first row and column.
+template <typename Map>
+__device__ __forceinline__ void multiply_prefetched(const float* a_tile, const float* b_tile,
+                                                    float (&acc)[Map::TM][Map::TN]) {
+  constexpr int kALd = Map::BM + 4, kBLd = Map::BN + 4;
+  float a[2][Map::TM], b[2][Map::TN];
+  auto read = [&](int kk, float(&a_frag)[Map::TM], float(&b_frag)[Map::TN]) {
+#pragma unroll
+    for (int g = 0; g < Map::TM / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(a_tile + kk * kALd + g * Map::kMStride);
+      a_frag[4 * g] = v.x, a_frag[4 * g + 1] = v.y, a_frag[4 * g + 2] = v.z, a_frag[4 * g + 3] = v.w;
+    }
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(b_tile + kk * kBLd + g * Map::kNStride);
+      b_frag[4 * g] = v.x, b_frag[4 * g + 1] = v.y, b_frag[4 * g + 2] = v.z, b_frag[4 * g + 3] = v.w;
+    }
+  };
+  read(0, a[0], b[0]);
+#pragma unroll
+  for (int kk = 0; kk < Map::BK; ++kk) {
+    if (kk + 1 < Map::BK) read(kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+#pragma unroll
+    for (int i = 0; i < Map::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < Map::TN; ++j) acc[i][j] = fmaf(a[kk % 2][i], b[kk % 2][j], acc[i][j]);
+  }
+}
+
+// v5's loop (two shared stages, the next step waiting in registers, one barrier per step) over
+// the paired map and the walking loads; the store is v3's.
+template <typename T, int kTileIndex>
+__global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLaneMap<kTileIndex>::kMinBlocks)
+    warp_tiled_broadcast_kernel(Args<T> p, Flags flags) {
+  using Map = PairedLaneMap<kTileIndex>;
+  using AOperand = StreamedOperand<T, Map::BM, Map::BK, Map::kThreads>;
+  using BOperand = StreamedOperand<T, Map::BN, Map::BK, Map::kThreads>;
+  constexpr int kAStage = Map::BK * AOperand::Tile::kSmemLd, kBStage = Map::BK * BOperand::Tile::kSmemLd;
+#if __CUDA_ARCH__ >= 800
+  constexpr bool kAsync = std::is_same_v<T, float> && Map::kAsyncStages > 0;
+#else
+  constexpr bool kAsync = false;
+#endif
+  constexpr int kStages = kAsync ? Map::kAsyncStages : 2;  // as block_tile_shared_bytes counts them
+  __shared__ __align__(16) float a_tiles[kStages * kAStage];
+  __shared__ __align__(16) float b_tiles[kStages * kBStage];
+
+  const int thread = threadIdx.x;
+  const TileOrigin o = tile_origin(ceil_div(p.m, Map::BM), ceil_div(p.n, Map::BN), Map::BM, Map::BN);
+  const int k_steps = static_cast<int>(ceil_div(p.k, Map::BK));
+  const int full_steps = static_cast<int>(p.k / Map::BK);
+
+  AOperand a({p.a, p.m, p.layout == Layout::tn ? p.m : p.k, p.layout == Layout::tn, flags.a_vector}, o.m0, thread);
+  BOperand b({p.b, p.n, p.layout == Layout::nt ? p.k : p.n, p.layout != Layout::nt, flags.b_vector}, o.n0, thread);
+  const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
+  float acc[Map::TM][Map::TN] = {};
+
+  if constexpr (kAsync) {
+#if __CUDA_ARCH__ >= 800
+    // A ring of kStages stages, steps issued kStages - 1 ahead, one commit group per step (empty
+    // past the last step, so the wait below always counts the same). At the top of step s: wait
+    // for this thread's copies of step s, then one barrier both publishes everyone's and retires
+    // the stage read in step s - 1, which step s + kStages - 1 then refills.
+    auto issue = [&](int step) {
+      if (step < k_steps) {
+        const Index k0 = static_cast<Index>(step) * Map::BK;
+        const int stage = step % kStages;
+        a.load_async(a_tiles + stage * kAStage, step < full_steps, k0, p.k, thread);
+        b.load_async(b_tiles + stage * kBStage, step < full_steps, k0, p.k, thread);
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
+#pragma unroll
+    for (int step = 0; step < kStages - 1; ++step) issue(step);
+    for (int step = 0; step < k_steps; ++step) {
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+      __syncthreads();
+      issue(step + kStages - 1);
+      const int stage = step % kStages;
+      multiply_prefetched<Map>(a_tiles + stage * kAStage + m_offset, b_tiles + stage * kBStage + n_offset, acc);
+    }
+#endif
+  } else {
+    Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
+    auto fetch = [&](int step) {
+      const Index k0 = static_cast<Index>(step) * Map::BK;
+      a.load(a_packs, step < full_steps, k0, p.k, thread);
+      b.load(b_packs, step < full_steps, k0, p.k, thread);
+    };
+    auto put = [&](int stage) {
+      a.put(a_tiles + stage * kAStage, a_packs, thread);
+      b.put(b_tiles + stage * kBStage, b_packs, thread);
+    };
+
+    fetch(0);
+    put(0);
+    __syncthreads();
+    for (int step = 0; step < k_steps; ++step) {
+      const bool more = step + 1 < k_steps;
+      if (more) fetch(step + 1);
+      const int stage = step % 2;
+      multiply_prefetched<Map>(a_tiles + stage * kAStage + m_offset, b_tiles + stage * kBStage + n_offset, acc);
+      if (more) put(1 - stage);
+      __syncthreads();
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < Map::TM; ++i) {
+    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
+    if (row >= p.m) continue;
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
+      store_quad(p, row, o.n0 + n_offset + g * Map::kNStride, quad, flags.out_vector);
+    }
+  }
+}
+
 template <typename T>
 Flags flags_of(const Args<T>& p) {
   constexpr Index kPack = Pack<T>::kCount;
@@ -546,7 +845,17 @@ cudaError_t launch_block_tile(int tile, const Args<T>& p, Flags flags, int split
     default: return cudaErrorInvalidValue;
   }
 }
+template <typename T, int kTileIndex>
+cudaError_t launch_warp_tiled_broadcast(const Args<T>& p, Flags flags, cudaStream_t stream) {
+  using Map = PairedLaneMap<kTileIndex>;
+  const Index tiles = ceil_div(p.m, Map::BM) * ceil_div(p.n, Map::BN);
+  if (tiles > INT_MAX) return cudaErrorInvalidConfiguration;
+  warp_tiled_broadcast_kernel<T, kTileIndex><<<static_cast<unsigned>(tiles), Map::kThreads, 0, stream>>>(p, flags);
+  return cudaGetLastError();
+}
+
 static_assert(kBlockTileCount == 4, "launch_block_tile names every tile");
+static_assert(kBroadcastTileCount == 5, "warp_tiled_broadcast names every tile");
 static_assert(kWarpTileCount == 4, "warp_tiled names every tile");
 
 }  // namespace
@@ -610,6 +919,20 @@ cudaError_t warp_tiled(const Args<T>& p, int tile, cudaStream_t stream) {
 }
 
 template <typename T>
+cudaError_t warp_tiled_broadcast(const Args<T>& p, int tile, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  const Flags flags = flags_of(p);
+  switch (tile) {
+    case 0: return launch_warp_tiled_broadcast<T, 0>(p, flags, stream);
+    case 1: return launch_warp_tiled_broadcast<T, 1>(p, flags, stream);
+    case 2: return launch_warp_tiled_broadcast<T, 2>(p, flags, stream);
+    case 3: return launch_warp_tiled_broadcast<T, 3>(p, flags, stream);
+    case 4: return launch_warp_tiled_broadcast<T, 4>(p, flags, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
 cudaError_t split_k(const Args<T>& p, int tile, int splits, void* workspace, std::size_t workspace_bytes,
                     cudaStream_t stream) {
   if (!valid(p) || splits < 1 || !workspace || workspace_bytes < split_k_workspace_bytes(p.m, p.n, splits))
@@ -631,7 +954,8 @@ cudaError_t split_k(const Args<T>& p, int tile, int splits, void* workspace, std
   template cudaError_t register_blocked<T>(const Args<T>&, int, cudaStream_t);                           \
   template cudaError_t double_buffered<T>(const Args<T>&, int, cudaStream_t);                            \
   template cudaError_t warp_tiled<T>(const Args<T>&, int, cudaStream_t);                                 \
-  template cudaError_t split_k<T>(const Args<T>&, int, int, void*, std::size_t, cudaStream_t);
+  template cudaError_t split_k<T>(const Args<T>&, int, int, void*, std::size_t, cudaStream_t);          \
+  template cudaError_t warp_tiled_broadcast<T>(const Args<T>&, int, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_GEMM(float)
 SHAPETUNE_INSTANTIATE_GEMM(__half)

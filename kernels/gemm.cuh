@@ -45,21 +45,25 @@ struct Args {
 
 // A block tile of the register-blocked kernels: bm x bn outputs per block, K consumed bk at a
 // time, each thread computing tm x tn outputs (tm, tn multiples of 4: read as float4 from shared
-// memory). warps_m = 0: thread t owns one contiguous tm x tn block. warps_m > 0 (warp_tiled): the
-// block is warps_m x (warps / warps_m) warp tiles and a warp's lanes form lanes_m x (32 / lanes_m),
-// each lane owning 4 x 4 pieces strided across its warp tile.
+// memory). warps_m = 0: thread t owns one contiguous tm x tn block. warps_m > 0 (warp_tiled,
+// warp_tiled_broadcast): the block is warps_m x (warps / warps_m) warp tiles and a warp's lanes
+// form lanes_m x (32 / lanes_m), each lane owning 4 x 4 pieces strided across its warp tile.
 //
 // min_blocks: blocks per SM the kernel is compiled to fit (__launch_bounds__'s second argument;
 // 0 leaves it out, as for the first tiles, whose code it would change); 2 at 256 threads caps a
 // thread at 128 registers. register_staged: when double-buffered, the next K step waits in
 // registers on every arch (as on sm_75) instead of in cp.async staging in shared memory, which a
-// 128 x 128 x 16 tile could not fit beside its two stages in 48 KB.
+// 128 x 128 x 16 tile could not fit beside its two stages in 48 KB. async_stages (warp_tiled_broadcast
+// only; 0: none): for f32 on sm_80+, that many shared stages filled by cp.async straight from
+// global memory, async_stages - 1 K steps ahead; other types and sm_75 keep the register-staged
+// two-stage loop.
 struct BlockTile {
   int bm, bn, bk, tm, tn;
   int warps_m = 0;
   int lanes_m = 0;
   int min_blocks = 0;
   bool register_staged = false;
+  int async_stages = 0;
   constexpr int threads() const { return (bm / tm) * (bn / tn); }
 };
 
@@ -81,8 +85,32 @@ inline constexpr BlockTile kWarpTiles[] = {
     // the next K step staged in registers.
     {128, 128, 16, 8, 8, 4, 4, 2, true},
 };
+// The curated tiles of warp_tiled_broadcast (all staged in registers, on every arch). The lanes
+// of a warp are paired (below), so lanes_m and lanes_n are at least 2.
+inline constexpr BlockTile kBroadcastTiles[] = {
+    // For large fp32 problems: 4 x 2 warps of 32 x 64, lanes 4 x 8, each lane 2 x 2 pieces of
+    // 4 x 4; two blocks per SM (at most 128 registers: 64 accumulators, 2 x 16 fragments, 8
+    // staging).
+    {128, 128, 8, 8, 8, 4, 4, 2, true},
+    // 4 warps of 32 x 128, each lane 2 x 4 pieces (128 outputs): 1.5 shared reads per 16 FMAs
+    // instead of 2, up to 255 registers; two blocks (8 warps) per SM, so one block's barrier
+    // leaves the other's warps issuing. (bk = 16 at 256 threads spills past 128 registers.)
+    {128, 128, 8, 8, 16, 4, 4, 2, true},
+    // The same warps and lanes, 8 of them in one block (4 x 2): half the L2 reads per FMA of a
+    // 128 x 128 tile, but one block per SM.
+    {128, 256, 8, 8, 16, 4, 4, 1, true},
+    // Tile 0 with four cp.async stages (f32, sm_80+): loads are three K steps ahead and never
+    // pass through registers, so a slow load no longer holds a whole block at the next barrier.
+    // (bk = 16 with two cp.async stages fits 128 registers in f32 on sm_90, but its register-staged
+    // fallback, f16/bf16 and sm_75, spills there.)
+    {128, 128, 8, 8, 8, 4, 4, 2, true, 4},
+    // Tile 2 with three cp.async stages: cuBLAS's apparent shape (8 warps per SM, 128 outputs per
+    // thread), loads two K steps ahead.
+    {128, 256, 8, 8, 16, 4, 4, 1, true, 3},
+};
 inline constexpr int kBlockTileCount = static_cast<int>(sizeof kBlockTiles / sizeof kBlockTiles[0]);
 inline constexpr int kWarpTileCount = static_cast<int>(sizeof kWarpTiles / sizeof kWarpTiles[0]);
+inline constexpr int kBroadcastTileCount = static_cast<int>(sizeof kBroadcastTiles / sizeof kBroadcastTiles[0]);
 
 // 16-byte packs of a bk-deep operand tile that each thread of a block tile moves per K step.
 constexpr int tile_slots(const BlockTile& t, int block_extent, int element_bytes) {
@@ -97,6 +125,8 @@ constexpr std::size_t block_tile_shared_bytes(const BlockTile& t, bool double_bu
                                               int element_bytes) {
   const std::size_t stage = static_cast<std::size_t>(t.bk) * static_cast<std::size_t>(t.bm + 4 + t.bn + 4) * 4;
   if (!double_buffered) return stage;
+  if (t.async_stages > 0 && compute_capability >= 80 && element_bytes == 4)
+    return static_cast<std::size_t>(t.async_stages) * stage;
   const std::size_t staging =
       compute_capability >= 80 && !t.register_staged
           ? static_cast<std::size_t>(tile_slots(t, t.bm, element_bytes) + tile_slots(t, t.bn, element_bytes)) *
@@ -139,5 +169,15 @@ cudaError_t split_k(const Args<T>&, int tile, int splits, void* workspace, std::
 inline std::size_t split_k_workspace_bytes(std::int64_t m, std::int64_t n, int splits) {
   return static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * static_cast<std::size_t>(splits) * sizeof(float);
 }
+
+// v7: v5 for large problems, where shared-memory bandwidth is what limits v5: kBroadcastTiles[tile]
+// with each warp's lanes paired so that every float4 read of a shared tile is shared by two lanes
+// (an SM returns 128 bytes of shared memory per clock, one register per lane; a paired LDS.128
+// takes 2 clocks instead of 4), the next k's fragments read into registers while this k's FMAs
+// run, and interior 16-byte loads walking precomputed offsets instead of re-deriving and
+// re-checking each address. Edges and the K tail go through v3's guarded loads. Tiles with
+// async_stages (f32 on sm_80+) fill a ring of shared stages by cp.async instead.
+template <typename T>
+cudaError_t warp_tiled_broadcast(const Args<T>&, int tile, cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm

@@ -224,6 +224,7 @@ std::string tile_list(const kg::BlockTile* tiles, int count) {
     out += std::to_string(t.tm) + "x" + std::to_string(t.tn) + " per thread";
     if (t.min_blocks > 1) out += ", " + std::to_string(t.min_blocks) + " blocks per SM";
     if (t.register_staged) out += ", next K step staged in registers";
+    if (t.async_stages > 0) out += " (f32 on sm_80+: " + std::to_string(t.async_stages) + " cp.async stages instead)";
   }
   return out;
 }
@@ -362,6 +363,22 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
     return launch(a);
   };
   cat.add(split);
+
+  Variant broadcast = base_variant(primitive, "warp_tiled_broadcast",
+                                   "warp_tiled for large problems: lanes paired so each float4 shared read serves two "
+                                   "lanes (half the shared-memory clocks), next k's fragments prefetched into "
+                                   "registers, interior loads walking precomputed offsets");
+  broadcast.params = ParamSpace({{"tile", indices(kg::kBroadcastTileCount),
+                                  "block tile (bm x bn x bk, outputs per thread): " +
+                                      tile_list(kg::kBroadcastTiles, kg::kBroadcastTileCount)}});
+  broadcast.default_config = Config({{"tile", 0}});
+  broadcast.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    return block_tile_supports(p, tile_of(c, kg::kBroadcastTiles, kg::kBroadcastTileCount), true, limits);
+  };
+  broadcast.launch = gemm_launch([](const auto& args, const LaunchArgs& a) {
+    return kg::warp_tiled_broadcast(args, cfg(a.config, "tile"), a.stream);
+  });
+  cat.add(broadcast);
 }
 
 }  // namespace

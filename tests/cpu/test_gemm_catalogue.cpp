@@ -4,6 +4,7 @@
 // CUDA-core variants' spaces and constraints.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -21,8 +22,8 @@ namespace {
 using kernels::gemm::Epilogue;
 using kernels::gemm::Layout;
 
-const std::vector<std::string> kCudaCoreVariants = {"naive",           "smem_tiled", "register_blocked",
-                                                    "double_buffered", "warp_tiled", "split_k"};
+const std::vector<std::string> kCudaCoreVariants = {"naive",      "smem_tiled", "register_blocked",    "double_buffered",
+                                                    "warp_tiled", "split_k",    "warp_tiled_broadcast"};
 
 const Primitive& primitive(const std::string& name) {
   const Primitive* p = catalogue().find_primitive(name);
@@ -352,14 +353,21 @@ TEST(GemmVariants, SpacesAreSmallCuratedSets) {
             static_cast<std::size_t>(kernels::gemm::kWarpTileCount));
   EXPECT_EQ(catalogue().find_variant("gemm.nn", "split_k")->params.enumerate().size(),
             4u * kernels::gemm::kBlockTileCount);
+  EXPECT_EQ(catalogue().find_variant("gemm.nn", "warp_tiled_broadcast")->params.enumerate().size(),
+            static_cast<std::size_t>(kernels::gemm::kBroadcastTileCount));
 }
 
 TEST(GemmVariants, BlockTilesAreConsistent) {
-  for (const auto* list : {&kernels::gemm::kBlockTiles[0], &kernels::gemm::kWarpTiles[0]}) {
-    const int count = list == &kernels::gemm::kBlockTiles[0] ? kernels::gemm::kBlockTileCount
-                                                               : kernels::gemm::kWarpTileCount;
-    for (int i = 0; i < count; ++i) {
-      const auto& t = list[i];
+  struct TileList {
+    const kernels::gemm::BlockTile* tiles;
+    int count;
+  };
+  for (const TileList list : {TileList{kernels::gemm::kBlockTiles, kernels::gemm::kBlockTileCount},
+                              TileList{kernels::gemm::kWarpTiles, kernels::gemm::kWarpTileCount},
+                              TileList{kernels::gemm::kBroadcastTiles, kernels::gemm::kBroadcastTileCount}}) {
+    const auto* list_tiles = list.tiles;
+    for (int i = 0; i < list.count; ++i) {
+      const auto& t = list_tiles[i];
       EXPECT_EQ(t.bm % t.tm, 0);
       EXPECT_EQ(t.bn % t.tn, 0);
       EXPECT_EQ(t.tm % 4, 0);
@@ -394,6 +402,70 @@ TEST(GemmVariants, BlockTilesAreConsistent) {
   EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 90, 4), 2u * 16 * 132 * 2 * 4);
   EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 75, 4), 2u * 16 * 132 * 2 * 4);
   EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(large, true, 90, 2), 2u * 16 * 132 * 2 * 4);
+}
+
+// warp_tiled_broadcast: warp tiles whose lanes pair along both m and n (bit 0 of a lane picks
+// its row, bit 1 its column), staged in registers (two shared stages and nothing else) except
+// for f32 on sm_80+ in the tiles with async_stages, which hold that many stages; at their blocks
+// per SM, the two-stage tiles fit sm_75's 64 KB and the async rings an H200's 228 KB.
+TEST(GemmVariants, BroadcastTilesPairLanesAndStageInRegisters) {
+  for (int i = 0; i < kernels::gemm::kBroadcastTileCount; ++i) {
+    const auto& t = kernels::gemm::kBroadcastTiles[i];
+    ASSERT_GT(t.warps_m, 0) << i;
+    const int lanes_n = 32 / t.lanes_m;
+    EXPECT_GE(t.lanes_m, 2) << i;
+    EXPECT_GE(lanes_n, 2) << i;
+    EXPECT_EQ(lanes_n & (lanes_n - 1), 0) << i;
+    EXPECT_TRUE(t.register_staged) << i;
+    EXPECT_GE(t.min_blocks, 1) << i;
+    const std::size_t stage = static_cast<std::size_t>(t.bk) * ((t.bm + 4) + (t.bn + 4)) * 4;
+    EXPECT_TRUE(t.async_stages == 0 || t.async_stages >= 2) << i;
+    for (int cc : {75, 90})
+      for (int element_bytes : {2, 4}) {
+        const bool ring = t.async_stages > 0 && cc >= 80 && element_bytes == 4;
+        EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(t, true, cc, element_bytes),
+                  (ring ? t.async_stages : 2) * stage)
+            << i << " sm_" << cc << " " << element_bytes;
+        EXPECT_LE(kernels::gemm::block_tile_shared_bytes(t, true, cc, element_bytes), 48u * 1024) << i;  // static
+      }
+    EXPECT_LE(t.min_blocks * 2 * stage, 64u * 1024) << i;
+    EXPECT_LE(t.min_blocks * kernels::gemm::block_tile_shared_bytes(t, true, 90, 4), 228u * 1024) << i;
+  }
+  EXPECT_EQ(kernels::gemm::kBroadcastTiles[3].async_stages, 4);
+  EXPECT_EQ(kernels::gemm::block_tile_shared_bytes(kernels::gemm::kBroadcastTiles[3], true, 90, 4), 4u * 8 * 264 * 4);
+  const auto& primary = kernels::gemm::kBroadcastTiles[0];
+  EXPECT_EQ(primary.bm, 128);
+  EXPECT_EQ(primary.bn, 128);
+  EXPECT_EQ(primary.threads(), 256);
+  EXPECT_EQ(primary.min_blocks, 2);  // <= 128 registers: 64 accumulators, 32 fragment, 8 staging
+}
+
+TEST(GemmVariants, WarpTiledBroadcastSupportsAnyShapeAndNoOtherTile) {
+  const DeviceLimits limits = nominal_device_limits();
+  for (const char* name : {"gemm.nn", "gemm.nt", "gemm.tn", "gemm_bias_gelu.nt"})
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      const Variant& v = *catalogue().find_variant(name, "warp_tiled_broadcast");
+      for (int tile = 0; tile < kernels::gemm::kBroadcastTileCount; ++tile)
+        for (const auto& s : {std::array<std::int64_t, 3>{4096, 4096, 4096}, {1, 1, 1}, {17, 33, 65},
+                              {127, 129, 31}, {1, 129, 65}, {127, 1, 65}, {33, 17, 1}, {300, 260, 520}})
+          EXPECT_TRUE(v.supports(problem(name, dtype, s[0], s[1], s[2]), Config({{"tile", tile}}), limits).ok)
+              << name << " " << dtype_name(dtype) << " tile " << tile << " " << s[0] << "x" << s[1] << "x" << s[2];
+    }
+  const Variant& broadcast = *catalogue().find_variant("gemm.nn", "warp_tiled_broadcast");
+  EXPECT_EQ(broadcast.default_config, Config({{"tile", 0}}));
+  EXPECT_FALSE(broadcast.supports(problem("gemm.nn", DType::f32, 64, 64, 64),
+                                  Config({{"tile", kernels::gemm::kBroadcastTileCount}}), limits)
+                   .ok);
+  EXPECT_FALSE(broadcast.supports(problem("gemm.nn", DType::f32, 64, 64, 64), Config({{"tile", -1}}), limits).ok);
+  // The parameter's help names each tile's shape.
+  const std::string help = broadcast.params.axes().front().description;
+  EXPECT_NE(help.find("0: 128x128x8, 4x2 warps, lanes 4x8, 8x8 per thread, 2 blocks per SM"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("2: 128x256x8"), std::string::npos) << help;
+  EXPECT_NE(help.find("4: 128x256x8, 4x2 warps, lanes 4x8, 8x16 per thread, next K step staged in registers (f32 on "
+                      "sm_80+: 3 cp.async stages instead)"),
+            std::string::npos)
+      << help;
 }
 
 TEST(GemmVariants, WarpTiledLargeTileSupportsAnyShape) {

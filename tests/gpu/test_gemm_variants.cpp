@@ -23,15 +23,20 @@ struct Case {
 // Partial tiles in every dimension; one output; one row; one column; depth 1 (a single partial K
 // step); leading dimensions that are whole 16-byte packs for some operands and not for others
 // (100 x 40 x 72: every matrix packs in f32, A in tn does not in 16-bit types; 33 x 64 x 136: A
-// in tn never packs); more rows than a grid's y extent holds (naive strides over them).
-const Case kAwkwardShapes[] = {{1, 1, 1},     {17, 33, 65},  {127, 129, 31}, {1, 129, 65},    {127, 1, 65},
-                               {33, 17, 1},   {100, 40, 72}, {33, 64, 136},  {70000, 3, 5}};
+// in tn never packs); more rows than a grid's y extent holds (naive strides over them); a few
+// blocks of the large tiles with edges on both sides and many whole K steps before a partial one
+// (300 x 260 x 520: interior blocks take the unguarded loads of warp_tiled_broadcast, edge blocks
+// and the last K step of bk = 16 the guarded ones; in the cp.async tiles the same split between
+// 16-byte / 4-byte copies and zero-filling ones).
+const Case kAwkwardShapes[] = {{1, 1, 1},   {17, 33, 65},  {127, 129, 31}, {1, 129, 65},  {127, 1, 65},
+                               {33, 17, 1}, {100, 40, 72}, {33, 64, 136},  {70000, 3, 5}, {300, 260, 520}};
 const Case kScalarShapes[] = {{1, 1, 1}, {17, 33, 65}, {127, 129, 31}, {33, 17, 1}, {100, 40, 72}};
 const Case kLargeSquare = {256, 256, 256};
 
-// The CUDA-core ladder alone has 20 configs (naive 5, smem_tiled 4, register_blocked 4,
-// double_buffered 4, warp_tiled 3) for every shape here, split_k more where K allows.
-constexpr int kCudaCoreConfigs = 20;
+// The CUDA-core ladder alone has 26 configs (naive 5, smem_tiled 4, register_blocked 4,
+// double_buffered 4, warp_tiled 4, warp_tiled_broadcast 5) for every shape here, split_k more
+// where K allows.
+constexpr int kCudaCoreConfigs = 26;
 
 class GemmVariants : public ::testing::TestWithParam<DType> {
  protected:
