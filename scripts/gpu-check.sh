@@ -16,7 +16,8 @@
 # A device call is limited to 10 minutes, so a long run is split over calls: e.g. one call with
 # the tests and the quick sweep, one with `--no-tests --no-quick shapes/memory_bound_targets.yaml`.
 #
-# GPU_TESTS_TIMEOUT (seconds, default 300) bounds the GPU test step.
+# GPU_TESTS_TIMEOUT (seconds, default 300) bounds the GPU test step; GPU_TESTS_FILTER (a
+# --gtest_filter pattern) runs only those GPU tests, for a quick look at one family.
 #
 # Binaries come from $BUILD_DIR (default build-gpu: scripts/build-for-gpu-box.sh makes it on a
 # CPU machine, statically linked against yaml-cpp and SQLite, so only CUDA's libraries are
@@ -71,7 +72,8 @@ note "shapetune gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) build $("$build/shapetu
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$work/nvidia-smi.csv" 2>&1
 run_step devices 60 "$build/shapetune" devices
 if [ $tests = 1 ]; then
-  run_step gpu-tests "${GPU_TESTS_TIMEOUT:-300}" "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml"
+  run_step gpu-tests "${GPU_TESTS_TIMEOUT:-300}" "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml" \
+    ${GPU_TESTS_FILTER:+--gtest_filter="$GPU_TESTS_FILTER"}
   run_step cpu-tests 120 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
 fi
 run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
