@@ -270,9 +270,6 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
 // so with 2 stages (32 KB of shared memory, 6 blocks per SM) up to 96 KB per SM is in flight
 // and reads never pause for a reduction.
 //
-// Plain LayerNorm (pipelined, kResidual false) stages x alone, half the shared memory per row,
-// and converts a 16-bit pack again in each pass (its slot has no room for the floats).
-//
 // Each thread copies packs threadIdx.x, + blockDim.x, ... of a row and only ever touches those
 // slots of a stage, so neither a row's arrival nor a stage's reuse needs a barrier; the only
 // barriers are the reduction's two per row.
@@ -306,7 +303,7 @@ __device__ __forceinline__ void kept_floats(const uint4* x_slot, const uint4* r_
 
 // Issues the copies of a row's body (its 16-byte packs) into a stage, then commits them as one
 // group; past the last row the group is empty, which keeps one group per row step.
-template <typename T, bool kResidual>
+template <typename T>
 __device__ __forceinline__ void prefetch_row(const ResidualRow<T>& p, std::int64_t row, uint4* x_slots,
                                              uint4* r_slots) {
   constexpr int K = Pack<T>::kCount;
@@ -314,30 +311,19 @@ __device__ __forceinline__ void prefetch_row(const ResidualRow<T>& p, std::int64
     const std::int64_t offset = row * p.row.cols;
     const RowSplit split = RowSplit::of(p.row.x + offset, p.row.cols);
     const T* x = p.row.x + offset + split.head;
-    const T* r = kResidual ? p.r + offset + split.head : nullptr;
+    const T* r = p.r + offset + split.head;
     for (int pack = threadIdx.x; pack < split.packs; pack += blockDim.x) {
       copy_async_16(x_slots + pack, x + pack * K);
-      if constexpr (kResidual) copy_async_16(r_slots + pack, r + pack * K);
+      copy_async_16(r_slots + pack, r + pack * K);
     }
   }
   commit_async_copies();
 }
 
-// A pack's values for passes 2 and 3: h kept as float (residual), else x converted again (a
-// 16-bit pack's slot has no room for its floats; for f32 the slot holds them already).
-template <typename T, bool kResidual>
-__device__ __forceinline__ void staged_values(const uint4* x_slot, const uint4* r_slot, float (&h)[Pack<T>::kCount]) {
-  if constexpr (kResidual) {
-    kept_floats<T>(x_slot, r_slot, h);
-  } else {
-    to_floats(load_pack(reinterpret_cast<const T*>(x_slot)), h);
-  }
-}
-
 // One row whose body has landed in (x_slots, r_slots), with the whole block. Edge elements (at
 // most 14, one per thread) are read from global memory, where the body's copies left their lines
 // in L2.
-template <typename T, bool kResidual, bool kStreaming>
+template <typename T, bool kStreaming>
 __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, std::int64_t row, uint4* x_slots,
                                                      uint4* r_slots, Welford* partials) {
   constexpr int K = Pack<T>::kCount;
@@ -345,7 +331,7 @@ __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, st
   const int thread = threadIdx.x;
   const bool has_edge = thread < v.split.edges();
   const int edge_col = has_edge ? v.split.template edge_index<T>(thread) : 0;
-  const float edge = has_edge ? load_source<T, kResidual>(v, edge_col, p.round_h) : 0.f;
+  const float edge = has_edge ? load_source<T, true>(v, edge_col, p.round_h) : 0.f;
 
   // Pass 1: h from the staged x and r, written out at once (it needs no statistics) and kept in
   // the stage for the passes below; its sum, pack by pack (short float sums).
@@ -353,25 +339,21 @@ __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, st
   int count = has_edge ? 1 : 0;
   for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
     const Pack<T> xp = load_pack(reinterpret_cast<const T*>(x_slots + pack));
+    const Pack<T> rp = load_pack(reinterpret_cast<const T*>(r_slots + pack));
     float h[K];
-    if constexpr (kResidual) {
-      const Pack<T> rp = load_pack(reinterpret_cast<const T*>(r_slots + pack));
 #pragma unroll
-      for (int j = 0; j < K; ++j) h[j] = to_float(xp.v[j]) + to_float(rp.v[j]);
-      const Pack<T> stored = pack_of_floats<T>(h);
-      if (p.round_h) to_floats(stored, h);
-      store_output_pack<T, kStreaming>(v.h + v.split.head + pack * K, stored);
-      keep_floats<T>(x_slots + pack, r_slots + pack, h);
-    } else {
-      to_floats(xp, h);
-    }
+    for (int j = 0; j < K; ++j) h[j] = to_float(xp.v[j]) + to_float(rp.v[j]);
+    const Pack<T> stored = pack_of_floats<T>(h);
+    if (p.round_h) to_floats(stored, h);
+    store_output_pack<T, kStreaming>(v.h + v.split.head + pack * K, stored);
+    keep_floats<T>(x_slots + pack, r_slots + pack, h);
     float pack_sum = 0.f;
 #pragma unroll
     for (int j = 0; j < K; ++j) pack_sum += h[j];
     sum += pack_sum;
     count += K;
   }
-  if (kResidual && has_edge) v.h[edge_col] = from_float<T>(edge);
+  if (has_edge) v.h[edge_col] = from_float<T>(edge);
 
   // Pass 2: squared deviations about this thread's own mean (exact two-pass on its elements);
   // the block merges the (count, mean, m2) triples with Chan's formula: one reduction per row.
@@ -381,7 +363,7 @@ __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, st
   float m2 = has_edge ? (edge - stats.mean) * (edge - stats.mean) : 0.f;
   for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
     float h[K];
-    staged_values<T, kResidual>(x_slots + pack, r_slots + pack, h);
+    kept_floats<T>(x_slots + pack, r_slots + pack, h);
 #pragma unroll
     for (int j = 0; j < K; ++j) m2 += (h[j] - stats.mean) * (h[j] - stats.mean);
   }
@@ -393,33 +375,32 @@ __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, st
   if (has_edge) v.y[edge_col] = from_float<T>(normalize(edge, stats.mean, rstd, p.row.gamma, p.row.beta, edge_col));
   for (int pack = thread; pack < v.split.packs; pack += blockDim.x) {
     float h[K];
-    staged_values<T, kResidual>(x_slots + pack, r_slots + pack, h);
+    kept_floats<T>(x_slots + pack, r_slots + pack, h);
     store_output_pack<T, kStreaming>(v.y + v.split.head + pack * K,
                                      normalized_pack(v, p.row, pack, stats.mean, rstd, h));
   }
 }
 
-template <typename T, int kStages, bool kStreaming, bool kResidual>
+template <typename T, int kStages, bool kStreaming>
 __global__ void pipelined_kernel(ResidualRow<T> p) {
-  extern __shared__ uint4 staged[];  // [kStages][x, r (residual only)][capacity] packs
-  constexpr int kBuffers = kResidual ? 2 : 1;
+  extern __shared__ uint4 staged[];  // [kStages][x, r][capacity] packs
   __shared__ Welford partials[32];
   static_assert(static_cast<std::int64_t>(sizeof(partials)) == kPipelinedStaticSharedBytes);
   const int capacity = p.row.cols / Pack<T>::kCount;  // no row's body has more packs
-  auto x_slots = [&](int stage) { return staged + kBuffers * stage * capacity; };
+  auto x_slots = [&](int stage) { return staged + 2 * stage * capacity; };
   const std::int64_t stride = gridDim.x;
 
   std::int64_t row = blockIdx.x;
   for (int stage = 0; stage + 1 < kStages; ++stage)
-    prefetch_row<T, kResidual>(p, row + stage * stride, x_slots(stage), x_slots(stage) + capacity);
+    prefetch_row(p, row + stage * stride, x_slots(stage), x_slots(stage) + capacity);
   for (int stage = 0; row < p.row.rows; row += stride, stage = (stage + 1) % kStages) {
     // The previous row's stage is free (this thread is done with its slots): the row
     // kStages - 1 steps ahead goes there; then at most that many groups may stay in flight,
     // so this row's has landed.
     const int free_stage = (stage + kStages - 1) % kStages;
-    prefetch_row<T, kResidual>(p, row + (kStages - 1) * stride, x_slots(free_stage), x_slots(free_stage) + capacity);
+    prefetch_row(p, row + (kStages - 1) * stride, x_slots(free_stage), x_slots(free_stage) + capacity);
     wait_async_copies<kStages - 1>();
-    normalize_staged_row<T, kResidual, kStreaming>(p, row, x_slots(stage), x_slots(stage) + capacity, partials);
+    normalize_staged_row<T, kStreaming>(p, row, x_slots(stage), x_slots(stage) + capacity, partials);
   }
 }
 
@@ -497,11 +478,10 @@ cudaError_t dispatch_register(const ResidualRow<T>& p, int threads_per_row, int 
   }
 }
 
-template <typename T, int kStages, bool kStreaming, bool kResidual>
+template <typename T, int kStages, bool kStreaming>
 cudaError_t launch_pipelined(const ResidualRow<T>& p, int block_size, cudaStream_t stream) {
-  auto kernel = pipelined_kernel<T, kStages, kStreaming, kResidual>;
-  const auto shared =
-      static_cast<int>(pipelined_dynamic_shared_bytes(p.row.cols, sizeof(T), kStages, kResidual ? 2 : 1));
+  auto kernel = pipelined_kernel<T, kStages, kStreaming>;
+  const auto shared = static_cast<int>(pipelined_dynamic_shared_bytes(p.row.cols, sizeof(T), kStages));
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
       e != cudaSuccess)
@@ -522,15 +502,9 @@ cudaError_t launch_pipelined(const ResidualRow<T>& p, int block_size, cudaStream
 
 template <typename T, bool kStreaming>
 cudaError_t dispatch_pipelined(const ResidualRow<T>& p, int block_size, int stages, cudaStream_t stream) {
-  // p.r is null for plain LayerNorm: nothing but x is staged, and no h is written.
-  const bool residual = p.r != nullptr;
   switch (stages) {
-    case 2:
-      return residual ? launch_pipelined<T, 2, kStreaming, true>(p, block_size, stream)
-                      : launch_pipelined<T, 2, kStreaming, false>(p, block_size, stream);
-    case 3:
-      return residual ? launch_pipelined<T, 3, kStreaming, true>(p, block_size, stream)
-                      : launch_pipelined<T, 3, kStreaming, false>(p, block_size, stream);
+    case 2: return launch_pipelined<T, 2, kStreaming>(p, block_size, stream);
+    case 3: return launch_pipelined<T, 3, kStreaming>(p, block_size, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -602,11 +576,6 @@ cudaError_t residual_pipelined(const ResidualRow<T>& p, int block_size, int stag
                           : dispatch_pipelined<T, false>(p, block_size, stages, stream);
 }
 
-template <typename T>
-cudaError_t pipelined(const Row<T>& p, int block_size, int stages, bool streaming_stores, cudaStream_t stream) {
-  return residual_pipelined(plain(p), block_size, stages, streaming_stores, stream);
-}
-
 #define SHAPETUNE_INSTANTIATE_LAYERNORM(T)                                                                   \
   template cudaError_t thread_row_two_pass<T>(const Row<T>&, int, cudaStream_t);                             \
   template cudaError_t warp_row_welford<T>(const Row<T>&, int, cudaStream_t);                                \
@@ -616,8 +585,7 @@ cudaError_t pipelined(const Row<T>& p, int block_size, int stages, bool streamin
   template cudaError_t residual_add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                  \
   template cudaError_t residual_vec_welford<T>(const ResidualRow<T>&, int, int, cudaStream_t);               \
   template cudaError_t residual_register_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);         \
-  template cudaError_t residual_pipelined<T>(const ResidualRow<T>&, int, int, bool, cudaStream_t);          \
-  template cudaError_t pipelined<T>(const Row<T>&, int, int, bool, cudaStream_t);
+  template cudaError_t residual_pipelined<T>(const ResidualRow<T>&, int, int, bool, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_LAYERNORM(float)
 SHAPETUNE_INSTANTIATE_LAYERNORM(__half)

@@ -82,16 +82,10 @@ template <typename T>
 cudaError_t residual_pipelined(const ResidualRow<T>&, int block_size, int stages, bool streaming_stores,
                                cudaStream_t);
 
-// The same for plain LayerNorm (v6): only x is staged; y written once.
-template <typename T>
-cudaError_t pipelined(const Row<T>&, int block_size, int stages, bool streaming_stores, cudaStream_t);
-
-// The pipelined kernels' shared memory: `stages` row buffers, each the row body's 16-byte packs
-// of x and, with a residual (buffers = 2), of r (dynamic), plus the reduction's partials
-// (static). A block needs their sum.
-constexpr std::int64_t pipelined_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages,
-                                                      int buffers = 2) {
-  return std::int64_t{stages} * buffers * (cols / (16 / element_bytes)) * 16;
+// residual_pipelined's shared memory: `stages` row buffers, each the row body's 16-byte packs of
+// x and of r (dynamic), plus the reduction's partials (static). A block needs their sum.
+constexpr std::int64_t pipelined_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages) {
+  return std::int64_t{stages} * 2 * (cols / (16 / element_bytes)) * 16;
 }
 constexpr std::int64_t kPipelinedStaticSharedBytes = 32 * 3 * sizeof(float);  // Welford partials[32]
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "kernels/common/async_copy.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
 #include "kernels/common/vector_io.cuh"
@@ -556,180 +555,6 @@ cudaError_t register_row(const T* logits, const std::int32_t* labels, float* los
                 blocks_per_row, block_size, stream);
 }
 
-// ---- v7 ------------------------------------------------------------------------------------
-// v3-v6 go load (a DRAM-latency-bound ramp) -> reduce (barriers, no memory traffic) -> write in
-// every block, and a wide row leaves room for few blocks per SM (a 32000-class row is 128 KB in
-// f32, 64 KB in bf16), so DRAM idles while rows reduce (H200: DRAM 60-73% busy, 69-83% of copy
-// bandwidth). Little's law: 4.3 TB/s times ~1 us of loaded latency is ~4.3 MB in flight
-// chip-wide, ~33 KB per SM (132 SMs). Here persistent blocks (as many as are resident at once)
-// walk rows blockIdx.x, + gridDim.x, ... with the whole next row on its way into shared memory
-// (cp.async) while the current one, held in registers, is reduced and written: 125 KB (f32) or
-// 62.5 KB (bf16) of reads in flight per SM through most of each row step, beside the current
-// row's stores, so reads never pause for a reduction.
-//
-// One stage of shared memory and the registers make two rows: at the top of a row step a thread
-// waits for its own copies, moves those packs into registers (as floats), and once the max
-// reduction's barrier has passed (every thread has read its slots) copies the next row's packs
-// into the same slots. Each thread copies and reads only packs threadIdx.x, + blockDim.x, ... of
-// a row, so the data needs no barrier of its own; the barrier before the copies also orders the
-// reads before the asynchronous writes that reuse their slots. Then, as in v5: one exp per
-// element (kept in its register), the sum's reduction, and dlogits from registers with one
-// multiply. The next row's label and edge elements (at most 2 * (pack - 1), one per thread) are
-// loaded a row step ahead into registers, and the label's logit, loaded at the top of the step
-// (from L2, where the body's copies left its line), is first used after both reductions: no
-// memory latency on a row step's path but the wait for a row that has had a whole step to land.
-//
-// Expected on the H200 (4.28 TB/s copy), 1 block per SM at 32000 classes, so the rows come in
-// waves of 132 and the busiest SM walks ceil(rows / 132): f32 8192 x 32000, 63 steps of 256 KB
-// (62.06 if even) at ~92-95% of copy -> ~525-545 us (target <= 545); bf16 4096 x 32000, 32 steps
-// of 128 KB (31.03) -> ~130-140 us (target <= 136: the wave tail alone costs 3%); bf16 8192 x
-// 32000 -> ~260-272 us; f32 8192 x 1024 (4 KB rows, 8-16 blocks per SM of 4-8 rows each, so the
-// first row's unhidden read shows) -> ~21-23 us.
-
-// Issues the copies of a row's body into the stage (this thread's packs), commits them as one
-// group (empty past the last row, which keeps one group per row step), and loads the row's label
-// and this thread's edge element into registers, to be used a row step later.
-template <typename T, int kPacksPerThread>
-__device__ __forceinline__ void prefetch_row(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                             std::int64_t row, std::int64_t rows, int classes, uint4* stage,
-                                             std::int32_t& label, T& edge) {
-  constexpr int kPack = Pack<T>::kCount;
-  if (row < rows) {
-    const T* in = logits + row * classes;
-    const RowSplit split = RowSplit::of(in, classes);
-#pragma unroll
-    for (int i = 0; i < kPacksPerThread; ++i) {
-      const int p = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
-      if (p < split.packs) copy_async_16(stage + p, in + split.head + p * kPack);
-    }
-    label = labels[row];
-    if (static_cast<int>(threadIdx.x) < split.edges()) edge = in[split.edge_index<T>(threadIdx.x)];
-  }
-  commit_async_copies();
-}
-
-template <typename T, int kPacksPerThread>
-__global__ void __launch_bounds__(pipelined_max_block_size(sizeof(T), kPacksPerThread))
-    pipelined_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
-                     FusedWorkspace ws, float* __restrict__ loss, std::int64_t rows, int classes, float inv_rows) {
-  constexpr int kPack = Pack<T>::kCount;
-  constexpr int kValues = kPacksPerThread * kPack;
-  extern __shared__ uint4 stage[];  // the next row's body, pack p in slot p
-  __shared__ float partials[32];
-  const int thread = threadIdx.x, threads = blockDim.x;
-  const std::int64_t stride = gridDim.x;
-
-  std::int32_t next_label = 0;
-  T next_edge = from_float<T>(0.f);
-  prefetch_row<T, kPacksPerThread>(logits, labels, blockIdx.x, rows, classes, stage, next_label, next_edge);
-  for (std::int64_t row = blockIdx.x; row < rows; row += stride) {
-    const T* in = logits + row * classes;
-    T* out = dlogits + row * classes;
-    const RowSplit split = RowSplit::of(in, classes);
-    const int label = clamp_label(next_label, classes);
-    const T label_value = in[label];  // first used (converted) after both reductions
-    const bool has_edge = thread < split.edges();
-    const int edge_class = has_edge ? split.edge_index<T>(thread) : -1;
-    const float edge = to_float(next_edge);
-
-    wait_async_copies<0>();  // this thread's packs of the row have landed
-    float v[kValues];        // -inf where this thread holds nothing (adds nothing below)
-#pragma unroll
-    for (int i = 0; i < kPacksPerThread; ++i) {
-      const int p = thread + i * threads;
-      if (p < split.packs) {
-        Pack<T> pack;
-        *reinterpret_cast<uint4*>(&pack) = stage[p];
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) v[i * kPack + j] = to_float(pack.v[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) v[i * kPack + j] = -INFINITY;
-      }
-    }
-    const int label_slot = cached_label_slot<T>(split, label, thread, threads);
-    drop_label(v, 0, 1, label_slot);  // its gradient comes from the statistics alone
-    const bool edge_counts = has_edge && edge_class != label;
-
-    float max = edge_counts ? edge : -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kValues; ++k) max = fmaxf(max, v[k]);
-    max = group_reduce(max, threads, partials, MaxOp{});
-    // Past the reduction's barrier every thread has read its slots: the stage takes the next row.
-    prefetch_row<T, kPacksPerThread>(logits, labels, row + stride, rows, classes, stage, next_label, next_edge);
-
-    const float shift = max == -INFINITY ? 0.f : max;  // nothing but the label: exp(-inf) = 0, no NaN
-    float sum = edge_counts ? __expf(edge - shift) : 0.f;
-#pragma unroll
-    for (int k = 0; k < kValues; ++k) {
-      v[k] = __expf(v[k] - shift);
-      sum += v[k];
-    }
-    sum = group_reduce(sum, threads, partials, SumOp{});
-    const RowXent r = finish(MaxSum{max, sum}, to_float(label_value), inv_rows);
-    if (thread == 0) ws.row_losses[row] = r.loss;
-
-    if (has_edge) out[edge_class] = from_float<T>(gradient(edge, edge_class == label, r));
-    const float cached_scale = rescale(max, r.max) * r.scale;
-#pragma unroll
-    for (int i = 0; i < kPacksPerThread; ++i) {
-      const int p = thread + i * threads;
-      if (p >= split.packs) continue;
-      float g[kPack];
-#pragma unroll
-      for (int j = 0; j < kPack; ++j) g[j] = v[i * kPack + j] * cached_scale;
-      const int label_offset = label_slot - i * kPack;
-      if (label_offset >= 0 && label_offset < kPack) {
-#pragma unroll
-        for (int j = 0; j < kPack; ++j)
-          if (j == label_offset) g[j] = r.label_gradient;
-      }
-      store_pack(out + split.head + p * kPack, pack_of_floats<T>(g));
-    }
-  }
-  store_mean_if_last_block(ws, rows, loss);
-}
-
-template <typename T, int kPacksPerThread>
-cudaError_t launch_pipelined(const T* logits, const std::int32_t* labels, T* dlogits, FusedWorkspace ws, float* loss,
-                             std::int64_t rows, int classes, int block_size, cudaStream_t stream) {
-  auto kernel = pipelined_kernel<T, kPacksPerThread>;
-  if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
-  const std::size_t shared = staged_row_bytes(classes, sizeof(T));
-  // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
-  if (cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-      e != cudaSuccess)
-    return e;
-  int device = 0, sms = 0, blocks_per_sm = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_size, shared);
-      e != cudaSuccess)
-    return e;
-  if (blocks_per_sm == 0) return cudaErrorLaunchOutOfResources;
-  // Persistent: every block resident at once (more would only queue behind them).
-  const std::int64_t resident = static_cast<std::int64_t>(sms) * blocks_per_sm;
-  const auto grid = static_cast<unsigned>(rows < resident ? rows : resident);
-  kernel<<<grid, block_size, shared, stream>>>(logits, labels, dlogits, ws, loss, rows, classes, inverse(rows));
-  return cudaGetLastError();
-}
-
-template <typename T>
-using PipelinedLaunch = cudaError_t (*)(const T*, const std::int32_t*, T*, FusedWorkspace, float*, std::int64_t, int,
-                                        int, cudaStream_t);
-
-template <typename T>
-PipelinedLaunch<T> pipelined_launcher(int packs_per_thread) {
-  switch (packs_per_thread) {
-    case 1: return launch_pipelined<T, 1>;
-    case 2: return launch_pipelined<T, 2>;
-    case 4: return launch_pipelined<T, 4>;
-    case 8: return launch_pipelined<T, 8>;
-    default: return nullptr;  // 16 f32 packs spill at 512 threads (128 registers); 16 of 16-bit ones more
-  }
-}
-
 }  // namespace
 
 template <typename T>
@@ -805,19 +630,6 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
                       packs_per_thread, workspace, stream);
 }
 
-template <typename T>
-cudaError_t fused_pipelined(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
-                            int classes, int block_size, int packs_per_thread, void* workspace, cudaStream_t stream) {
-  if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
-  const auto launch = pipelined_launcher<T>(packs_per_thread);
-  if (!launch) return cudaErrorInvalidValue;
-  // The registers must hold the body of the worst-aligned row.
-  if (static_cast<std::int64_t>(block_size) * packs_per_thread < classes / Pack<T>::kCount)
-    return cudaErrorInvalidValue;
-  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
-  return launch(logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, block_size, stream);
-}
-
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \
   template cudaError_t unfused<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, void*, cudaStream_t); \
   template cudaError_t fused_warp_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
@@ -829,9 +641,7 @@ cudaError_t fused_pipelined(const T* logits, const std::int32_t* labels, float* 
   template cudaError_t fused_cluster_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int,   \
                                             int, void*, cudaStream_t);                                                \
   template cudaError_t fused_smem_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
-                                         cudaStream_t);                                                               \
-  template cudaError_t fused_pipelined<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int,     \
-                                          void*, cudaStream_t);
+                                         cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(float)
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(__half)

@@ -92,26 +92,4 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
                               int classes, int blocks_per_row, int block_size, int packs_per_thread, void* workspace,
                               cudaStream_t);
 
-// v7 (sm_80+; correct but not overlapped below): persistent blocks of block_size threads (as many
-// as are resident at once) walk rows blockIdx.x, + gridDim.x, ...; each holds its current row in
-// registers (packs_per_thread 16-byte packs per thread, as floats, as v5) while the next row's
-// body streams into shared memory (cp.async), so reads never pause for a reduction. Dynamic
-// shared memory: staged_row_bytes(classes, sizeof(T)) (past the device's limit:
-// cudaErrorInvalidValue). Needs block_size * packs_per_thread packs to cover the row body
-// (else cudaErrorInvalidValue) and block_size <= pipelined_max_block_size (else
-// cudaErrorLaunchOutOfResources); cudaErrorNotSupported as v3 does.
-template <typename T>
-cudaError_t fused_pipelined(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
-                            int classes, int block_size, int packs_per_thread, void* workspace, cudaStream_t);
-
-// fused_pipelined is built for packs_per_thread 1, 2, 4 and 8 (16 f32 packs spill at 512 threads):
-// rows up to 32768 classes (8192 f32 packs, 4096 16-bit ones). Its largest block with
-// packs_per_thread packs of element_bytes elements per thread: 32 floats fit 1024 threads (64
-// registers each), 64 floats (8 16-bit packs) 512 threads.
-inline constexpr int kPipelinedMaxPacksPerThread = 8;
-constexpr int pipelined_max_block_size(std::size_t element_bytes, int packs_per_thread) {
-  const std::size_t floats = static_cast<std::size_t>(packs_per_thread) * (16 / element_bytes);
-  return floats <= 32 ? 1024 : 512;
-}
-
 }  // namespace shapetune::kernels::softmax_xent

@@ -87,11 +87,10 @@ Support register_capacity(const Problem& p, const Config& c) {
 // fused_pipelined stages whole row bodies of x and r in shared memory: the width it can take
 // depends on the device (227 KB per block on an H100/H200: in 2 stages, f32 rows up to ~14500
 // wide, 16-bit ones up to ~29000).
-// Plain LayerNorm's pipelined variant stages x alone (buffers = 1).
-Support pipelined_shared_memory_fits(const Problem& p, const Config& c, const DeviceLimits& limits, int buffers = 2) {
+Support pipelined_shared_memory_fits(const Problem& p, const Config& c, const DeviceLimits& limits) {
   const std::int64_t bytes = kl::pipelined_dynamic_shared_bytes(p.shape.at("cols"),
                                                                  static_cast<int>(dtype_size(p.dtype)),
-                                                                 static_cast<int>(c.at("stages")), buffers) +
+                                                                 static_cast<int>(c.at("stages"))) +
                              kl::kPipelinedStaticSharedBytes;
   if (bytes > limits.shared_memory_per_block_optin)
     return Support::no(std::to_string(c.at("stages")) + " staged rows need " + std::to_string(bytes) +
@@ -271,20 +270,6 @@ void add_layernorm_variants(Catalogue& cat) {
     return kl::register_row(row, cfg(c, "threads_per_row"), cfg(c, "block_size"), cfg(c, "packs_per_thread"), s);
   });
   cat.add(v5);
-
-  Variant v6 = variant("layernorm", "pipelined",
-                       "persistent blocks walk rows; the next rows' x streams into shared memory (cp.async) while "
-                       "the current one is reduced and written: reads never pause");
-  v6.params = ParamSpace({{"block_size", {128, 256, 512}, "threads per block, all on one row at a time"},
-                          kStagesAxis, kStreamingAxis});
-  v6.default_config = Config({{"block_size", 128}, {"stages", 2}, {"streaming_stores", 0}});
-  v6.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
-    return pipelined_shared_memory_fits(p, c, limits, 1);
-  };
-  v6.launch = layernorm_launch([](auto row, const Config& c, cudaStream_t s) {
-    return kl::pipelined(row, cfg(c, "block_size"), cfg(c, "stages"), c.at("streaming_stores") != 0, s);
-  });
-  cat.add(v6);
 
   Variant cudnn = variant("layernorm", "cudnn", "cuDNN graph API: NORM_FORWARD in layer-norm mode (inference)");
   cudnn.baseline = true;

@@ -273,40 +273,6 @@ void add_cluster_row(Catalogue& cat) {
   cat.add(v);
 }
 
-void add_pipelined(Catalogue& cat) {
-  Variant v;
-  v.primitive = kPrimitive;
-  v.name = "fused_pipelined";
-  v.description =
-      "persistent blocks walk rows: the current row in registers while the next streams into shared memory "
-      "(cp.async), so reads never pause for a reduction";
-  v.params = ParamSpace({{"block_size", {128, 256, 512, 1024}, "threads per block, all on one row at a time"},
-                         {"packs_per_thread", {1, 2, 4, 8}, "16-byte packs each thread keeps in registers"}});
-  v.default_config = Config({{"block_size", 1024}, {"packs_per_thread", 8}});
-  v.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
-    if (limits.compute_capability < 80)
-      return Support::no("needs sm_80 (cp.async): below it the copies would not overlap the work");
-    const std::int64_t block_size = c.at("block_size"), per_thread = c.at("packs_per_thread");
-    const int max_block = kx::pipelined_max_block_size(dtype_size(p.dtype), static_cast<int>(per_thread));
-    if (block_size > max_block || block_size > limits.max_threads_per_block)
-      return Support::no(std::to_string(per_thread * pack_elements(p.dtype)) +
-                         " floats per thread leave registers for at most " + std::to_string(max_block) + " threads");
-    if (Support s = register_capacity(p, block_size, per_thread); !s.ok) return s;
-    const auto staged = static_cast<std::int64_t>(kx::staged_row_bytes(p.shape.at("classes"), dtype_size(p.dtype)));
-    if (staged + kStaticSharedBytes > limits.shared_memory_per_block_optin)
-      return Support::no("the staged row of " + std::to_string(staged) + " bytes exceeds the shared memory of a " +
-                         "block (" + std::to_string(limits.shared_memory_per_block_optin) + ")");
-    return Support::yes();  // the grid is at most the resident blocks, whatever the rows
-  };
-  v.workspace_bytes = fused_workspace;
-  v.launch = xent_launch(fused_workspace, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace,
-                                             cudaStream_t s) {
-    return kx::fused_pipelined(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "block_size"),
-                               cfg(c, "packs_per_thread"), workspace, s);
-  });
-  cat.add(v);
-}
-
 }  // namespace
 
 void register_softmax_xent(Catalogue& cat) {
@@ -315,7 +281,6 @@ void register_softmax_xent(Catalogue& cat) {
   add_fused_row_variants(cat);
   add_register_row(cat);
   add_cluster_row(cat);
-  add_pipelined(cat);
 }
 
 }  // namespace shapetune

@@ -71,7 +71,7 @@ TEST(LayerNormVariantsCatalogue, LaddersBaselinesAndDefaults) {
   };
   EXPECT_EQ(names("layernorm"), (std::vector<std::string>{"thread_row_two_pass", "warp_row_welford",
                                                           "block_row_welford", "vec_welford", "register_row",
-                                                          "pipelined", "cudnn*"}));
+                                                          "cudnn*"}));
   EXPECT_EQ(names("residual_layernorm"),
             (std::vector<std::string>{"unfused*", "fused_vec", "fused_register", "fused_pipelined"}));
   const DeviceLimits limits = nominal_device_limits();
@@ -146,25 +146,6 @@ TEST(LayerNormVariantsCatalogue, PipelinedPrunesConfigsPastSharedMemory) {
   // Widths under a pack stage nothing (every element is an edge): always supported.
   EXPECT_TRUE(v.supports(problem(DType::bf16, 1), config(3), turing).ok);
   EXPECT_TRUE(v.supports(problem(DType::f32, 3), config(3), turing).ok);
-}
-
-// Plain LayerNorm's pipelined variant stages x alone: twice the width of the residual one fits.
-TEST(LayerNormVariantsCatalogue, PlainPipelinedStagesXAlone) {
-  const Variant& v = *catalogue().find_variant("layernorm", "pipelined");
-  const DeviceLimits h200 = nominal_device_limits();
-  auto fits = [&](std::int64_t cols, std::int64_t stages) {
-    const Problem p{"layernorm", DType::f32, Shape({{"rows", 3}, {"cols", cols}})};
-    return v.supports(p, Config({{"block_size", 256}, {"stages", stages}, {"streaming_stores", 0}}), h200).ok;
-  };
-  // 2 stages of f32 x: 8 bytes per column, plus 384 of partials.
-  const std::int64_t widest = (h200.shared_memory_per_block_optin - 384) / 8 / 4 * 4;
-  EXPECT_TRUE(fits(widest, 2));
-  EXPECT_FALSE(fits(widest + 4, 2));
-  EXPECT_TRUE(fits(12289, 3));  // the residual variant refuses this (288 KB)
-  int supported = 0;
-  const Problem bf16{"layernorm", DType::bf16, Shape({{"rows", 65536}, {"cols", 4096}})};
-  for (const Config& c : v.params.enumerate()) supported += v.supports(bf16, c, h200).ok;
-  EXPECT_EQ(supported, 12);  // 3 block sizes x 2 stage counts x 2 store hints
 }
 
 TEST(LayerNormVariantsCatalogue, PipelinedSpaceIsSmallAndRoundsBothWays) {

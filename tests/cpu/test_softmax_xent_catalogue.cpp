@@ -3,7 +3,6 @@
 // tolerances, workspaces and every variant's constraints.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -186,9 +185,8 @@ TEST(SoftmaxXentVariantsCatalogue, LadderIsRegisteredWithTheUnfusedChainAsBaseli
     EXPECT_EQ(v->baseline, v->name == "unfused") << v->name;
     EXPECT_FALSE(v->description.empty()) << v->name;
   }
-  const std::vector<std::string> expected = {"unfused",           "fused_warp_row",    "fused_block_row",
-                                             "fused_smem_row",    "fused_register_row", "fused_cluster_row",
-                                             "fused_pipelined"};
+  const std::vector<std::string> expected = {"unfused",        "fused_warp_row",     "fused_block_row",
+                                             "fused_smem_row", "fused_register_row", "fused_cluster_row"};
   EXPECT_EQ(names, expected);
   EXPECT_NE(catalogue().find_variant("softmax_xent", catalogue().find_primitive("softmax_xent")->default_variant),
             nullptr);
@@ -213,8 +211,8 @@ TEST(SoftmaxXentVariantsCatalogue, WorkspacesHoldWhatEachVariantKeeps) {
     return v.workspace_bytes ? v.workspace_bytes(problem, v.default_config) : 0;
   };
   EXPECT_EQ(bytes("unfused"), 4u * 4096 * (32000 + 2));  // f32 probabilities, row losses, complements
-  for (const char* name : {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row",
-                           "fused_cluster_row", "fused_pipelined"})
+  for (const char* name :
+       {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row", "fused_cluster_row"})
     EXPECT_EQ(bytes(name), 4u * 4096 + 8) << name;  // the row losses, the ticket that finds the last block
 }
 
@@ -302,61 +300,6 @@ TEST(SoftmaxXentVariantsCatalogue, SmemRowStagesRowsThatFitTheDevicesSharedMemor
   EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 32000), v.default_config, t4).ok);  // 125 KB
 }
 
-TEST(SoftmaxXentVariantsCatalogue, PipelinedNeedsSm80AndHoldsTheRowInRegistersAndInOneStage) {
-  const Variant& v = *catalogue().find_variant("softmax_xent", "fused_pipelined");
-  const DeviceLimits h200 = nominal_device_limits();
-  // 32000 f32 classes are 8000 packs: 1024 threads x 8 packs = 8192 hold them; the stage is 125 KB.
-  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8192, 32000), v.default_config, h200).ok);
-  DeviceLimits t4 = h200;
-  t4.compute_capability = 75;
-  const Support old_device = v.supports(xent_problem(DType::f32, 8192, 32000), v.default_config, t4);
-  EXPECT_FALSE(old_device.ok);
-  EXPECT_NE(old_device.reason.find("sm_80"), std::string::npos) << old_device.reason;
-  DeviceLimits a100 = h200;
-  a100.compute_capability = 80;
-  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8192, 32000), v.default_config, a100).ok);
-
-  // The registers hold the worst-aligned row's body and the edges come on their own.
-  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8, 32771), v.default_config, h200).ok);   // 8192 packs + 3
-  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 32772), v.default_config, h200).ok);  // 8193 packs
-  const Support wasteful = v.supports(xent_problem(DType::f32, 8, 16000), v.default_config, h200);  // 4000 packs
-  EXPECT_FALSE(wasteful.ok);
-  EXPECT_NE(wasteful.reason.find("half the packs"), std::string::npos) << wasteful.reason;
-  // 64 floats per thread (8 packs of 16-bit values) leave registers for 512 threads, not 1024.
-  const Config wide({{"block_size", 1024}, {"packs_per_thread", 8}});
-  const Support registers = v.supports(xent_problem(DType::bf16, 8, 64000), wide, h200);
-  EXPECT_FALSE(registers.ok);
-  EXPECT_NE(registers.reason.find("registers"), std::string::npos) << registers.reason;
-
-  // One stage of the row must fit a block's shared memory.
-  DeviceLimits small_shared = a100;
-  small_shared.shared_memory_per_block_optin = 100 * 1024;
-  const Support too_wide = v.supports(xent_problem(DType::f32, 8, 32000), v.default_config, small_shared);  // 125 KB
-  EXPECT_FALSE(too_wide.ok);
-  EXPECT_NE(too_wide.reason.find("shared memory"), std::string::npos) << too_wide.reason;
-  const Config bf16_config({{"block_size", 512}, {"packs_per_thread", 8}});
-  EXPECT_TRUE(v.supports(xent_problem(DType::bf16, 8, 32000), bf16_config, small_shared).ok);  // 62.5 KB
-
-  // Any number of rows: the grid is the resident blocks, whatever the rows.
-  const Config narrow({{"block_size", 128}, {"packs_per_thread", 1}});
-  EXPECT_TRUE(v.supports(xent_problem(DType::f32, std::int64_t{1} << 40, 7), narrow, h200).ok);
-  EXPECT_TRUE(v.supports(xent_problem(DType::f32, 1, 1), narrow, h200).ok);
-
-  // The sweep at the target shapes: exactly the configs that hold the row.
-  auto supported = [&](DType dtype, std::int64_t rows, std::int64_t classes) {
-    std::vector<std::pair<std::int64_t, std::int64_t>> out;
-    for (const Config& c : v.params.enumerate())
-      if (v.supports(xent_problem(dtype, rows, classes), c, h200).ok)
-        out.emplace_back(c.at("block_size"), c.at("packs_per_thread"));
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  using Configs = std::vector<std::pair<std::int64_t, std::int64_t>>;
-  EXPECT_EQ(supported(DType::f32, 8192, 32000), (Configs{{1024, 8}}));
-  EXPECT_EQ(supported(DType::bf16, 4096, 32000), (Configs{{512, 8}, {1024, 4}}));
-  EXPECT_EQ(supported(DType::f32, 8192, 1024), (Configs{{128, 2}, {256, 1}, {512, 1}, {1024, 1}}));
-}
-
 TEST(SoftmaxXentVariantsCatalogue, UnfusedRefusesProblemsWhoseProbabilitiesExceedTheDevice) {
   const Variant& v = *catalogue().find_variant("softmax_xent", "unfused");
   DeviceLimits small = nominal_device_limits();
@@ -372,7 +315,7 @@ TEST(SoftmaxXentVariantsCatalogue, LaunchRefusesAWorkspaceSmallerThanAskedWithou
   LibraryHandles libraries;
   std::vector<void*> tensors(4, nullptr);
   for (const char* name : {"unfused", "fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row",
-                           "fused_cluster_row", "fused_pipelined"}) {
+                           "fused_cluster_row"}) {
     const Variant& v = *catalogue().find_variant("softmax_xent", name);
     const LaunchArgs args{problem, v.default_config, tensors, nullptr, libraries, nullptr, 0};
     const LaunchStatus status = v.launch(args);

@@ -168,42 +168,6 @@ TEST(SoftmaxXentEngine, EveryVariantIsDeterministicAndIgnoresStaleWorkspace) {
   }
 }
 
-// fused_pipelined's persistent blocks walk many rows each, the next one in flight: every config
-// of every dtype where blocks take several rows of odd widths (so each row of a block starts at a
-// different phase: heads, tails and the label's place change from row to row and the stage's
-// slots are refilled with different spans), the wide rows it was built for, and the last row of
-// every block (its prefetch is an empty group). Launched twice on one workspace (stale bytes
-// first, then zeros): the reference's values both times, the same bits.
-TEST(SoftmaxXentEngine, PipelinedEveryConfigWalksManyRowsPerBlock) {
-  SHAPETUNE_REQUIRE_GPU();
-  const DeviceInfo device = use_device(0);
-  if (device.limits.compute_capability < 80) GTEST_SKIP() << "fused_pipelined needs sm_80";
-  Measurer measurer(device, MeasureOptions{});
-  const Variant& v = *catalogue().find_variant("softmax_xent", "fused_pipelined");
-  const Primitive& primitive = *catalogue().find_primitive("softmax_xent");
-  std::uint64_t seed = std::random_device{}();
-  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-    for (const Case c : {Case{3000, 4097}, Case{300, 32003}, Case{401, 32000}, Case{5000, 33}, Case{2000, 1},
-                         Case{1, 32768}}) {
-      const Problem problem = xent_problem(dtype, c);
-      SCOPED_TRACE("input seed " + std::to_string(seed));
-      ProblemData data(primitive, problem, seed++);
-      const Tolerance tol = tolerance_for(primitive, problem);
-      int verified = 0;
-      for (const Config& config : v.params.enumerate()) {
-        if (!v.supports(problem, config, device.limits).ok) continue;
-        const std::string name = problem.key() + " fused_pipelined{" + config.key() + "}";
-        const auto stale = outputs_after_launch(v, config, data, measurer, 0xFF);
-        EXPECT_EQ(data.check(0, tol, measurer.stream()).mismatches, 0) << name;
-        const auto zeroed = outputs_after_launch(v, config, data, measurer, 0);
-        EXPECT_TRUE(stale == zeroed) << name << ": outputs differ between launches";
-        ++verified;
-      }
-      EXPECT_GE(verified, 1) << problem.key();
-    }
-  }
-}
-
 // The fused variants find their last block with a ticket in the workspace that each launch
 // must leave ready for the next: launches back to back on one workspace (stale bytes before the
 // first) and replays of one captured graph must all give the reference's values, bit for bit
