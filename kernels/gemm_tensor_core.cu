@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/common/gemm_epilogue.cuh"
 #include "kernels/common/numeric.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -19,6 +20,7 @@
 namespace shapetune::kernels::gemm_tensor_core {
 namespace {
 
+using gemm::apply_activation;
 using gemm::Args;
 using gemm::Epilogue;
 using gemm::Layout;
@@ -400,17 +402,6 @@ __device__ __forceinline__ void block_tile(int block, int tiles_m, int tiles_n, 
   const int in_group = block - group * per_group;
   tile_m = first_m + in_group % rows_in_group;
   tile_n = in_group / rows_in_group;
-}
-
-__device__ __forceinline__ float apply_activation(Epilogue e, float v) {
-  constexpr float kSqrtHalf = 0.70710678118654752f;
-  switch (e) {
-    case Epilogue::bias_relu: return v < 0.f ? 0.f : v;
-    // x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2: no cancellation in the left tail. Its cost
-    // is a few dozen instructions per output, nothing beside the K-long dot product behind it.
-    case Epilogue::bias_gelu: return 0.5f * v * erfcf(-v * kSqrtHalf);
-    default: return v;
-  }
 }
 
 // Writes the warp's accumulators: c[m][n] = act(alpha acc + beta c[m][n] + bias[n]).

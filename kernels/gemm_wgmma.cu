@@ -12,11 +12,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/common/gemm_epilogue.cuh"
 #include "kernels/common/numeric.cuh"
 
 namespace shapetune::kernels::gemm_wgmma {
 namespace {
 
+using gemm::apply_activation;
 using gemm::Args;
 using gemm::Epilogue;
 using gemm::Layout;
@@ -376,16 +378,6 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
   wgmma_wait<0>();
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) touch(acc[mt]);
-}
-
-__device__ __forceinline__ float apply_activation(Epilogue e, float v) {
-  constexpr float kSqrtHalf = 0.70710678118654752f;
-  switch (e) {
-    case Epilogue::bias_relu: return v < 0.f ? 0.f : v;
-    // x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2: no cancellation in the left tail (as mma_sync).
-    case Epilogue::bias_gelu: return 0.5f * v * erfcf(-v * kSqrtHalf);
-    default: return v;
-  }
 }
 
 // c[m][n] = act(alpha acc + beta c[m][n] + bias[n]) for one m64 tile of a consumer warpgroup:
