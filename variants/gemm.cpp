@@ -229,11 +229,6 @@ std::string tile_list(const kg::BlockTile* tiles, int count) {
   return out;
 }
 
-std::vector<std::int64_t> indices(int count) {
-  std::vector<std::int64_t> out;
-  for (int i = 0; i < count; ++i) out.push_back(i);
-  return out;
-}
 
 // Adapts `call(Args<T>, launch args)` to the catalogue's launch signature.
 template <typename Call>
@@ -284,7 +279,7 @@ void add_simple_variants(Catalogue& cat, const std::string& primitive) {
 }
 
 void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
-  const ParamAxis block_tile_axis{"tile", indices(kg::kBlockTileCount),
+  const ParamAxis block_tile_axis{"tile", tile_indices(kg::kBlockTileCount),
                                   "block tile (bm x bn x bk, outputs per thread): " +
                                       tile_list(kg::kBlockTiles, kg::kBlockTileCount)};
 
@@ -316,7 +311,7 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
   Variant warp = base_variant(primitive, "warp_tiled",
                               "double_buffered with warp tiles: lanes' 4x4 pieces side by side, so shared reads are "
                               "conflict-free and warps share few rows");
-  warp.params = ParamSpace({{"tile", indices(kg::kWarpTileCount),
+  warp.params = ParamSpace({{"tile", tile_indices(kg::kWarpTileCount),
                              "block tile (bm x bn x bk, outputs per thread): " + tile_list(kg::kWarpTiles, kg::kWarpTileCount)}});
   warp.default_config = Config({{"tile", 0}});
   warp.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
@@ -368,7 +363,7 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
                                    "warp_tiled for large problems: lanes paired so each float4 shared read serves two "
                                    "lanes (half the shared-memory clocks), next k's fragments prefetched into "
                                    "registers, interior loads walking precomputed offsets");
-  broadcast.params = ParamSpace({{"tile", indices(kg::kBroadcastTileCount),
+  broadcast.params = ParamSpace({{"tile", tile_indices(kg::kBroadcastTileCount),
                                   "block tile (bm x bn x bk, outputs per thread): " +
                                       tile_list(kg::kBroadcastTiles, kg::kBroadcastTileCount)}});
   broadcast.default_config = Config({{"tile", 0}});

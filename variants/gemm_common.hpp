@@ -51,6 +51,13 @@ inline std::optional<GemmKind> parse_gemm_primitive(std::string_view name) {
 }
 
 
+// The values 0 .. count - 1 of a `tile` axis, which indexes a kernel's table of tile shapes.
+inline std::vector<std::int64_t> tile_indices(std::size_t count) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < count; ++i) out.push_back(static_cast<std::int64_t>(i));
+  return out;
+}
+
 // The kernel arguments of a launch of a GEMM primitive, pointers typed as T.
 template <typename T>
 kernels::gemm::Args<T> gemm_args(const LaunchArgs& launch) {

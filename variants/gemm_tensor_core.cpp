@@ -43,11 +43,6 @@ std::string tile_list(const Family& f) {
   return out;
 }
 
-std::vector<std::int64_t> indices(int count) {
-  std::vector<std::int64_t> out;
-  for (int i = 0; i < count; ++i) out.push_back(i);
-  return out;
-}
 
 Support supports(const Family& f, kernels::gemm::Layout layout, const Problem& p, const Config& c,
                  const DeviceLimits& limits) {
@@ -99,7 +94,7 @@ void add(Catalogue& cat, const std::string& primitive, kernels::gemm::Layout lay
   v.primitive = primitive;
   v.name = f.name;
   v.description = f.description;
-  v.params = ParamSpace({{"tile", indices(f.tile_count), "block tile (bm x bn x bk, warps): " + tile_list(f)},
+  v.params = ParamSpace({{"tile", tile_indices(static_cast<std::size_t>(f.tile_count)), "block tile (bm x bn x bk, warps): " + tile_list(f)},
                          {"stages",
                           {ktc::kMinStages, 3, ktc::kMaxStages},
                           "shared-memory buffers of the cp.async pipeline (stages - 1 tiles in flight)"}});
