@@ -151,8 +151,10 @@ struct FusedWorkspace {
   }
 };
 
-cudaError_t reset_ticket(void* workspace, std::int64_t rows, cudaStream_t stream) {
-  return cudaMemsetAsync(FusedWorkspace::of(workspace, rows).ticket, 0, sizeof(unsigned), stream);
+// Queued right before the kernel, after every check that can refuse the launch, so a refused
+// launch leaves no memset behind (in a graph being captured, a stray node).
+cudaError_t reset_ticket(const FusedWorkspace& ws, cudaStream_t stream) {
+  return cudaMemsetAsync(ws.ticket, 0, sizeof(unsigned), stream);
 }
 
 // Every thread of every block calls this once, after the block has stored its row losses.
@@ -523,6 +525,7 @@ cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* 
     if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config); e != cudaSuccess) return e;
     if (clusters == 0) return cudaErrorLaunchOutOfResources;
   }
+  if (cudaError_t e = reset_ticket(ws, stream); e != cudaSuccess) return e;
   return cudaLaunchKernelEx(&config, kernel, logits, labels, dlogits, ws, loss, rows, classes, threads_per_row,
                             blocks_per_row, inverse(rows));
 }
@@ -550,7 +553,6 @@ cudaError_t register_row(const T* logits, const std::int32_t* labels, float* los
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
   const auto launch = register_row_launcher<T>(packs_per_thread);
   if (!launch) return cudaErrorInvalidValue;
-  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
   return launch(logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, threads_per_row,
                 blocks_per_row, block_size, stream);
 }
@@ -580,9 +582,10 @@ cudaError_t unfused(const T* logits, const std::int32_t* labels, float* loss, T*
 template <typename T>
 cudaError_t fused_warp_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int warps_per_block, void* workspace, cudaStream_t stream) {
-  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
+  const FusedWorkspace ws = FusedWorkspace::of(workspace, rows);
+  if (cudaError_t e = reset_ticket(ws, stream); e != cudaSuccess) return e;
   warp_row_kernel<<<grid_for(rows, warps_per_block), warps_per_block * kWarpSize, 0, stream>>>(
-      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+      logits, labels, dlogits, ws, loss, rows, classes, inverse(rows));
   return cudaGetLastError();
 }
 
@@ -590,9 +593,10 @@ template <typename T>
 cudaError_t fused_block_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                             int classes, int block_size, void* workspace, cudaStream_t stream) {
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
-  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
+  const FusedWorkspace ws = FusedWorkspace::of(workspace, rows);
+  if (cudaError_t e = reset_ticket(ws, stream); e != cudaSuccess) return e;
   block_row_kernel<T, false><<<static_cast<unsigned>(rows), block_size, 0, stream>>>(
-      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+      logits, labels, dlogits, ws, loss, rows, classes, inverse(rows));
   return cudaGetLastError();
 }
 
@@ -607,9 +611,10 @@ cudaError_t fused_smem_row(const T* logits, const std::int32_t* labels, float* l
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = reset_ticket(workspace, rows, stream); e != cudaSuccess) return e;
+  const FusedWorkspace ws = FusedWorkspace::of(workspace, rows);
+  if (cudaError_t e = reset_ticket(ws, stream); e != cudaSuccess) return e;
   kernel<<<static_cast<unsigned>(rows), block_size, staged_bytes, stream>>>(
-      logits, labels, dlogits, FusedWorkspace::of(workspace, rows), loss, rows, classes, inverse(rows));
+      logits, labels, dlogits, ws, loss, rows, classes, inverse(rows));
   return cudaGetLastError();
 }
 
