@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "kernels/common/gemm_epilogue.cuh"
+#include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 
 namespace shapetune::kernels::gemm_wgmma {
@@ -93,39 +94,6 @@ struct Tiling {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // ---- PTX wrappers (sm_90a; only the kernel's guarded body calls them) -----------------------
-
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// mbarriers: `count` arrivals (and, for the full barriers, the transaction bytes that the
-// arrival announces) complete a phase; waiters name the parity of the phase they wait for.
-__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Makes the initialised barriers visible to the async proxy (TMA's complete_tx) and other threads.
-__device__ __forceinline__ void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Returns once the phase of parity `parity` has completed. On a fresh barrier (phase 0 under
-// way) parity 1 counts as complete: the producer's first pass over the empty barriers goes through.
-// The retry loop is in the PTX (labels are local to the braces), so the compiler sees one
-// statement, and the warp leaves it converged for the .sync.aligned wgmma instructions after it.
-__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");

@@ -1,0 +1,96 @@
+// Shared-memory mbarriers and the bulk (TMA) copy that completes on them (sm_90): the
+// producer/consumer rings of the wgmma GEMM and of softmax_xent's fused_ring_row. A full barrier
+// completes when its one producer arrival and the transaction bytes it announced have landed;
+// an empty barrier when every consumer warp has arrived. Waiters name the parity of the phase
+// they wait for.
+//
+// Only kernels built for sm_90 may call these (the callers guard their bodies by __CUDA_ARCH__);
+// below that the bodies trap, so that a file compiled for several architectures still builds.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace shapetune::kernels {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SHAPETUNE_HAS_MBARRIER 1
+#else
+#define SHAPETUNE_HAS_MBARRIER 0
+#endif
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Makes the initialised barriers visible to the async proxy (TMA's complete_tx) and other threads.
+__device__ __forceinline__ void fence_barrier_init() {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Returns once the phase of parity `parity` has completed. On a fresh barrier (phase 0 under
+// way) parity 1 counts as complete: a producer's first pass over the empty barriers goes through.
+// The retry loop is in the PTX (labels are local to the braces), so the compiler sees one
+// statement, and the warp leaves it converged (the wgmma's .sync.aligned instructions need that).
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into this
+// block's shared memory by the copy engine of the SM; the bytes count against `bar`'s
+// transaction count. No thread waits for the data but those that wait on `bar`.
+__device__ __forceinline__ void bulk_copy_to_shared(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// bar.sync on a named barrier (1..15) among `threads` threads (a multiple of 32): a barrier for
+// part of a block, such as the consumer warps of a ring while the producer warp runs on.
+__device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace shapetune::kernels
