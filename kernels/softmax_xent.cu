@@ -3,7 +3,9 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <utility>
 
+#include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
 #include "kernels/common/vector_io.cuh"
@@ -26,7 +28,7 @@ __device__ __forceinline__ int clamp_label(std::int32_t label, int classes) {
 
 // exp(from - to) for rescaling a running sum to a new max: exactly 1 when the max did not move,
 // and no NaN when both are -inf (an empty part of a row).
-__device__ __forceinline__ float rescale(float from, float to) { return from == to ? 1.f : __expf(from - to); }
+__device__ __forceinline__ float rescale(float from, float to) { return from == to ? 1.f : fast_exp(from - to); }
 
 // The fused kernels keep the statistics of a row's elements other than its label (MaxSum: their
 // max and sum of exp(x - max)) and load the label's logit on its own. When the label dominates,
@@ -44,10 +46,16 @@ __device__ __forceinline__ void add_values(MaxSum& s, const float (&v)[N]) {
   for (int i = 1; i < N; ++i) local_max = fmaxf(local_max, v[i]);
   const float new_max = fmaxf(s.max, local_max);
   if (new_max == -INFINITY) return;  // nothing but -inf so far: exp(-inf - -inf) would be NaN
-  float local_sum = 0.f;
+  // A pairwise sum: a chain log2(N) additions long instead of N, so the exps of one batch
+  // retire without waiting on each other's adds.
+  float e[N];
 #pragma unroll
-  for (int i = 0; i < N; ++i) local_sum += __expf(v[i] - new_max);
-  s.sum = s.sum * rescale(s.max, new_max) + local_sum;
+  for (int i = 0; i < N; ++i) e[i] = fast_exp(v[i] - new_max);
+#pragma unroll
+  for (int width = 1; width < N; width *= 2)
+#pragma unroll
+    for (int i = 0; i + width < N; i += 2 * width) e[i] += e[i + width];
+  s.sum = s.sum * rescale(s.max, new_max) + e[0];
   s.max = new_max;
 }
 
@@ -82,7 +90,7 @@ __device__ __forceinline__ RowXent finish(const MaxSum& others, float label_logi
 }
 
 __device__ __forceinline__ float gradient(float logit, bool is_label, const RowXent& r) {
-  return is_label ? r.label_gradient : __expf(logit - r.max) * r.scale;
+  return is_label ? r.label_gradient : fast_exp(logit - r.max) * r.scale;
 }
 
 template <typename T>
@@ -90,7 +98,7 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int firs
   constexpr int kPack = Pack<T>::kCount;
   Pack<T> out;
 #pragma unroll
-  for (int i = 0; i < kPack; ++i) out.v[i] = from_float<T>(__expf(to_float(logits.v[i]) - r.max) * r.scale);
+  for (int i = 0; i < kPack; ++i) out.v[i] = from_float<T>(fast_exp(to_float(logits.v[i]) - r.max) * r.scale);
   const int offset = label - first_class;
   if (offset < 0 || offset >= kPack) return out;
 #pragma unroll
@@ -186,7 +194,7 @@ __global__ void probabilities_kernel(const T* __restrict__ logits, float* __rest
   for (int c = lane; c < classes; c += kWarpSize) stats.add(to_float(in[c]));
   stats = lane_group_reduce(stats, kWarpSize, MergeOp{});
   const float inv_sum = 1.f / stats.sum;
-  for (int c = lane; c < classes; c += kWarpSize) out[c] = __expf(to_float(in[c]) - stats.max) * inv_sum;
+  for (int c = lane; c < classes; c += kWarpSize) out[c] = fast_exp(to_float(in[c]) - stats.max) * inv_sum;
 }
 
 // Also keeps 1 - p[label], summed from the other probabilities: the gradient kernel uses it
@@ -452,11 +460,11 @@ __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>()
   float sum = 0.f;
   for (int k = s.thread; s.active && k < split.edges(); k += s.threads) {
     const int c = split.edge_index<T>(k);
-    if (c != label) sum += __expf(to_float(in[c]) - shift);
+    if (c != label) sum += fast_exp(to_float(in[c]) - shift);
   }
 #pragma unroll
   for (int k = 0; k < kValues; ++k) {
-    v[k] = __expf(v[k] - shift);
+    v[k] = fast_exp(v[k] - shift);
     sum += v[k];
   }
   sum = group_reduce(sum, threads_per_row, partials, SumOp{});
@@ -489,6 +497,284 @@ __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>()
     }
   }
   if (blocks_per_row > 1) wait_until_cluster_has_read();
+  store_mean_if_last_block(ws, rows, loss);
+}
+
+// ---- v7 ------------------------------------------------------------------------------------
+// Warp 0's first lane produces; the other warps consume. Producer and consumers walk the same
+// sequence: rows blockIdx.x, + gridDim.x, ...; each row's body in chunks of chunk_bytes, one per
+// ring slot in turn. Shared memory: the slots, then their full and empty mbarriers.
+//
+// A row's chunks stay in the ring from its reduction to its write pass, so the producer can run
+// ahead only by the slots the ring holds past one row: the launch refuses rows that do not fit.
+constexpr unsigned kRingBarrier = 1;  // the consumers' named barrier (0 is __syncthreads)
+
+struct Ring {
+  unsigned data;  // shared address of slot 0
+  unsigned full;  // shared address of the slots' full barriers, 8 bytes each; then the empty ones
+  unsigned empty;
+  int chunk_bytes;
+  int slots;
+};
+
+// A position in the walk: the slot, and the parity of that slot's current use.
+struct RingCursor {
+  int slot = 0;
+  unsigned phase = 0;
+  __device__ void advance(int slots) {
+    if (++slot == slots) slot = 0, phase ^= 1;
+  }
+};
+
+template <typename T>
+__device__ void produce_ring_rows(const T* __restrict__ logits, std::int64_t rows, int classes, const Ring& ring,
+                                  bool warp_rows) {
+  RingCursor at;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = logits + row * classes;
+    const RowSplit split = RowSplit::of(in, classes);
+    const char* body = reinterpret_cast<const char*>(in + split.head);
+    const std::int64_t body_bytes = static_cast<std::int64_t>(split.packs) * 16;
+    if (warp_rows && body_bytes == 0) {  // one slot per row all the same: its warp finds it by the row's index
+      mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);
+      mbarrier_arrive(ring.full + 8 * at.slot);  // completes the phase with no bytes to wait for
+      at.advance(ring.slots);
+      continue;
+    }
+    for (std::int64_t offset = 0; offset < body_bytes; offset += ring.chunk_bytes, at.advance(ring.slots)) {
+      mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the consumers have written this slot's last row out
+      const auto bytes = static_cast<unsigned>(min(static_cast<std::int64_t>(ring.chunk_bytes), body_bytes - offset));
+      const unsigned full = ring.full + 8 * at.slot;
+      mbarrier_arrive_expect_tx(full, bytes);
+      bulk_copy_to_shared(ring.data + static_cast<unsigned>(at.slot * ring.chunk_bytes), body + offset, bytes, full);
+    }
+  }
+}
+
+// Widens a pack that may hold the label: its value goes to *label_logit, -inf in its place.
+template <typename T>
+__device__ __forceinline__ void widen_taking_label(const Pack<T>& pack, int label_offset, float* v,
+                                                   float* label_logit) {
+  constexpr int kPack = Pack<T>::kCount;
+#pragma unroll
+  for (int j = 0; j < kPack; ++j) v[j] = to_float(pack.v[j]);
+  if (static_cast<unsigned>(label_offset) < kPack) {
+#pragma unroll
+    for (int j = 0; j < kPack; ++j)
+      if (j == label_offset) *label_logit = v[j], v[j] = -INFINITY;
+  }
+}
+
+template <typename T>
+__device__ void consume_ring_rows(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
+                                  T* __restrict__ dlogits, float* __restrict__ row_losses, std::int64_t rows,
+                                  int classes, const Ring& ring, const unsigned char* slots_generic, float inv_rows) {
+  constexpr int kPack = Pack<T>::kCount;
+  constexpr int kBatch = 2;  // packs a thread takes from a chunk at a time
+  static_assert(kMaxRingConsumerWarps <= kWarpSize);
+  // Indexed by the row's parity: a row's partials are rewritten two rows later, after every
+  // consumer has passed the barrier of the row between, so one barrier per row suffices.
+  __shared__ MaxSum partials[2][kMaxRingConsumerWarps];
+  __shared__ float label_logits[2];
+  const int thread = static_cast<int>(threadIdx.x) - kWarpSize, threads = static_cast<int>(blockDim.x) - kWarpSize;
+  const int warp = thread / kWarpSize, warps = threads / kWarpSize, lane = thread % kWarpSize;
+  const int chunk_packs = ring.chunk_bytes / 16;
+
+  RingCursor at;
+  int parity = 0;
+  std::int64_t row = blockIdx.x;
+  int label = clamp_label(labels[row], classes);  // the grid has no more blocks than rows
+  for (; row < rows; row += gridDim.x, parity ^= 1) {
+    const std::int64_t next = row + gridDim.x;
+    const int next_label = next < rows ? clamp_label(labels[next], classes) : 0;  // in flight during this row
+    const T* in = logits + row * classes;
+    T* out = dlogits + row * classes;
+    const RowSplit split = RowSplit::of(in, classes);
+    const int chunks = (split.packs + chunk_packs - 1) / chunk_packs;
+
+    MaxSum others;
+    for (int k = thread; k < split.edges(); k += threads) {
+      const int c = split.edge_index<T>(k);
+      const float x = to_float(in[c]);
+      if (c == label)
+        label_logits[parity] = x;
+      else
+        add_values(others, {x});
+    }
+    RingCursor chunk = at;
+    for (int ch = 0; ch < chunks; ++ch, chunk.advance(ring.slots)) {
+      mbarrier_wait(ring.full + 8 * chunk.slot, chunk.phase);
+      const auto* packs = reinterpret_cast<const Pack<T>*>(slots_generic + chunk.slot * ring.chunk_bytes);
+      const int first_pack = ch * chunk_packs;
+      const int count = min(chunk_packs, split.packs - first_pack);
+      for (int base = thread; base < count; base += kBatch * threads) {
+        float v[kBatch * kPack];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int p = base + u * threads;
+          if (p < count) {
+            const int label_offset = label - (split.head + (first_pack + p) * kPack);
+            widen_taking_label(packs[p], label_offset, v + u * kPack, &label_logits[parity]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kPack; ++j) v[u * kPack + j] = -INFINITY;  // adds nothing
+          }
+        }
+        add_values(others, v);
+      }
+    }
+
+    others = lane_group_reduce(others, kWarpSize, MergeOp{});
+    if (lane == 0) partials[parity][warp] = others;
+    named_barrier_sync(kRingBarrier, static_cast<unsigned>(threads));
+    // Each lane takes one warp's partial and the lanes merge them as a butterfly: log2 steps
+    // instead of a chain of `warps` merges (each with two exps) before any row can be written.
+    // Every lane and warp merges the same pairs, so all hold the same bits.
+    MaxSum row_stats = lane < warps ? partials[parity][lane] : MaxSum{};
+    row_stats = lane_group_reduce(row_stats, kWarpSize, MergeOp{});
+    const RowXent r = finish(row_stats, label_logits[parity], inv_rows);
+    if (thread == 0) row_losses[row] = r.loss;
+
+    for (int k = thread; k < split.edges(); k += threads) {
+      const int c = split.edge_index<T>(k);
+      out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
+    }
+    T* body_out = out + split.head;
+    chunk = at;
+    for (int ch = 0; ch < chunks; ++ch, chunk.advance(ring.slots)) {
+      // This thread waited on the chunk's full barrier above: its bytes are visible to it.
+      const auto* packs = reinterpret_cast<const Pack<T>*>(slots_generic + chunk.slot * ring.chunk_bytes);
+      const int first_pack = ch * chunk_packs;
+      const int count = min(chunk_packs, split.packs - first_pack);
+      for (int base = thread; base < count; base += kBatch * threads) {
+        Pack<T> held[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (base + u * threads < count) held[u] = packs[base + u * threads];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int p = first_pack + base + u * threads;
+          if (base + u * threads < count)
+            store_pack(body_out + p * kPack, gradient_pack(held[u], split.head + p * kPack, label, r));
+        }
+      }
+      __syncwarp();  // the warp's lanes are done reading the slot...
+      if (lane == 0) mbarrier_arrive(ring.empty + 8 * chunk.slot);  // ...so the producer may refill it
+    }
+    at = chunk;
+    label = next_label;
+  }
+}
+
+// Warp mode (rows whose body fits one slot): the block's k-th row is in slot k % slots and
+// belongs to consumer warp k % warps alone, which reduces it with shuffles only (no barrier
+// between warps) and frees its slot. Every warp's own rows come in order, so the producer, which
+// fills slots in row order, never waits on a row that waits on it.
+//
+// The launch makes slots a multiple of warps, so that each slot serves one warp only: a parity
+// wait tells the fill a warp waits for only from the one before it, and a warp that waited for a
+// slot's previous fill itself cannot be a whole fill ahead (with a slot shared between warps it
+// could, and would take the previous fill's phase for its own row's).
+template <typename T>
+__device__ void consume_ring_rows_per_warp(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
+                                           T* __restrict__ dlogits, float* __restrict__ row_losses, std::int64_t rows,
+                                           int classes, const Ring& ring, const unsigned char* slots_generic,
+                                           float inv_rows) {
+  constexpr int kPack = Pack<T>::kCount;
+  constexpr int kBatch = 2;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize - 1, warps = static_cast<int>(blockDim.x) / kWarpSize - 1;
+  const std::int64_t first = blockIdx.x + static_cast<std::int64_t>(warp) * gridDim.x;
+  const std::int64_t step = static_cast<std::int64_t>(warps) * gridDim.x;
+  int label = first < rows ? clamp_label(labels[first], classes) : 0;
+  for (std::int64_t row = first, k = warp; row < rows; row += step, k += warps) {
+    const int next_label = row + step < rows ? clamp_label(labels[row + step], classes) : 0;  // in flight meanwhile
+    const int slot = static_cast<int>(k % ring.slots);
+    const T* in = logits + row * classes;
+    T* out = dlogits + row * classes;
+    const RowSplit split = RowSplit::of(in, classes);
+    const auto* packs = reinterpret_cast<const Pack<T>*>(slots_generic + slot * ring.chunk_bytes);
+
+    MaxSum others;
+    float label_logit = -INFINITY;  // the lane that meets the label keeps it; a max over lanes shares it
+    for (int k2 = lane; k2 < split.edges(); k2 += kWarpSize) {
+      const int c = split.edge_index<T>(k2);
+      const float x = to_float(in[c]);
+      if (c == label)
+        label_logit = x;
+      else
+        add_values(others, {x});
+    }
+    mbarrier_wait(ring.full + 8 * slot, static_cast<unsigned>(k / ring.slots) & 1);
+    for (int base = lane; base < split.packs; base += kBatch * kWarpSize) {
+      float v[kBatch * kPack];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int p = base + u * kWarpSize;
+        if (p < split.packs) {
+          widen_taking_label(packs[p], label - (split.head + p * kPack), v + u * kPack, &label_logit);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) v[u * kPack + j] = -INFINITY;
+        }
+      }
+      add_values(others, v);
+    }
+    others = lane_group_reduce(others, kWarpSize, MergeOp{});
+    label_logit = lane_group_reduce(label_logit, kWarpSize, MaxOp{});
+    const RowXent r = finish(others, label_logit, inv_rows);
+    if (lane == 0) row_losses[row] = r.loss;
+
+    for (int k2 = lane; k2 < split.edges(); k2 += kWarpSize) {
+      const int c = split.edge_index<T>(k2);
+      out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
+    }
+    T* body_out = out + split.head;
+    for (int base = lane; base < split.packs; base += kBatch * kWarpSize) {
+      Pack<T> held[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        if (base + u * kWarpSize < split.packs) held[u] = packs[base + u * kWarpSize];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int p = base + u * kWarpSize;
+        if (p < split.packs) store_pack(body_out + p * kPack, gradient_pack(held[u], split.head + p * kPack, label, r));
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(ring.empty + 8 * slot);
+    label = next_label;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
+    ring_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
+                    FusedWorkspace ws, float* __restrict__ loss, std::int64_t rows, int classes, int chunk_bytes,
+                    int slots, bool warp_rows, float inv_rows) {
+  // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
+  extern __shared__ uint4 ring_storage[];  // 16-byte aligned, as the bulk copies need
+  const auto* slots_generic = reinterpret_cast<const unsigned char*>(ring_storage);
+  const unsigned data = shared_address(ring_storage);
+  const unsigned full = data + static_cast<unsigned>(slots * chunk_bytes);
+  const Ring ring{data, full, full + 8 * static_cast<unsigned>(slots), chunk_bytes, slots};
+  if (threadIdx.x == 0) {
+    const unsigned consumer_warps = blockDim.x / kWarpSize - 1;
+    for (int s = 0; s < slots; ++s) {
+      mbarrier_init(ring.full + 8 * s, 1);                 // the producer's arrive.expect_tx (+ the bytes)
+      mbarrier_init(ring.empty + 8 * s, warp_rows ? 1 : consumer_warps);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) {
+    if (threadIdx.x == 0) produce_ring_rows(logits, rows, classes, ring, warp_rows);
+    __syncwarp();  // converged for the block-wide barriers of the mean
+  } else if (warp_rows) {
+    consume_ring_rows_per_warp(logits, labels, dlogits, ws.row_losses, rows, classes, ring, slots_generic, inv_rows);
+  } else {
+    consume_ring_rows(logits, labels, dlogits, ws.row_losses, rows, classes, ring, slots_generic, inv_rows);
+  }
   store_mean_if_last_block(ws, rows, loss);
 }
 
@@ -635,6 +921,52 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
                       packs_per_thread, workspace, stream);
 }
 
+template <typename T>
+cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                           int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
+                           void* workspace, cudaStream_t stream) {
+  if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
+  if (consumer_warps < 1 || consumer_warps > kMaxRingConsumerWarps || chunk_bytes < 16 || chunk_bytes % 16 != 0 ||
+      blocks_per_sm < 1)
+    return cudaErrorInvalidValue;
+  int device = 0, major = 0, sms = 0, per_sm = 0, optin = 0, reserved = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  for (auto [value, attribute] : {std::pair{&major, cudaDevAttrComputeCapabilityMajor},
+                                  std::pair{&sms, cudaDevAttrMultiProcessorCount},
+                                  std::pair{&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor},
+                                  std::pair{&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin},
+                                  std::pair{&reserved, cudaDevAttrReservedSharedMemoryPerBlock}})
+    if (cudaError_t e = cudaDeviceGetAttribute(value, attribute, device); e != cudaSuccess) return e;
+  if (major < 9) return cudaErrorInvalidValue;  // bulk copies and mbarrier transactions are sm_90's
+  auto kernel = ring_row_kernel<T>;
+  cudaFuncAttributes attributes{};
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) return e;
+  if (attributes.sharedSizeBytes > static_cast<std::size_t>(kRingStaticSharedBytes))
+    return cudaErrorLaunchOutOfResources;  // kRingStaticSharedBytes is out of date
+  const int slots = ring_slots(chunk_bytes, blocks_per_sm, per_sm, optin, reserved);
+  const std::int64_t chunks = ring_chunks_per_row(classes, sizeof(T), chunk_bytes);
+  // Warp mode: every slot one warp's (see consume_ring_rows_per_warp).
+  const int usable = warp_per_row ? slots / consumer_warps * consumer_warps : slots;
+  if (chunks > (warp_per_row ? 1 : usable) || usable == 0) return cudaErrorLaunchOutOfResources;
+  const int threads = (consumer_warps + 1) * kWarpSize;
+  const std::size_t dynamic = static_cast<std::size_t>(usable) * (chunk_bytes + 16);
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(dynamic));
+      e != cudaSuccess)
+    return e;
+  int resident = 0;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, dynamic);
+      e != cudaSuccess)
+    return e;
+  if (resident == 0) return cudaErrorLaunchOutOfResources;
+  const std::int64_t persistent = static_cast<std::int64_t>(std::min(resident, blocks_per_sm)) * sms;
+  const FusedWorkspace ws = FusedWorkspace::of(workspace, rows);
+  if (cudaError_t e = reset_ticket(ws, stream); e != cudaSuccess) return e;
+  kernel<<<static_cast<unsigned>(std::min(rows, persistent)), threads, dynamic, stream>>>(
+      logits, labels, dlogits, ws, loss, rows, classes, chunk_bytes, usable, warp_per_row, inverse(rows));
+  return cudaGetLastError();
+}
+
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \
   template cudaError_t unfused<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, void*, cudaStream_t); \
   template cudaError_t fused_warp_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
@@ -646,7 +978,9 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
   template cudaError_t fused_cluster_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int,   \
                                             int, void*, cudaStream_t);                                                \
   template cudaError_t fused_smem_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
-                                         cudaStream_t);
+                                         cudaStream_t);                                                               \
+  template cudaError_t fused_ring_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int, int, \
+                                         bool, void*, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(float)
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(__half)

@@ -92,4 +92,36 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
                               int classes, int blocks_per_row, int block_size, int packs_per_thread, void* workspace,
                               cudaStream_t);
 
+// v7 (sm_90): a persistent block per SM slot whose one producer thread streams row bodies into
+// a ring of `chunk_bytes` shared-memory slots by bulk copies (TMA), completing on mbarriers,
+// while `consumer_warps` warps reduce each row from the ring, then write its dlogits from the
+// ring and free the slots. The logits leave DRAM once, and the reads run ahead of the consumers
+// by whatever the ring holds past the current row: no thread's loads wait for a reduction.
+// A row's body must fit the ring (ring_slots); shared memory is split among `blocks_per_sm`
+// blocks. warp_per_row: each row is one warp's alone (its body in one slot), reduced with
+// shuffles only: for narrow rows, many in flight per SM. Returns cudaErrorLaunchOutOfResources when the ring cannot hold a row,
+// cudaErrorNotSupported as v3 does, cudaErrorInvalidValue below sm_90 or for a bad config.
+inline constexpr int kMaxRingConsumerWarps = 31;  // with the producer warp, a 1024-thread block
+inline constexpr int kRingStaticSharedBytes = 1024;  // the kernel's static shared memory, with room to spare
+template <typename T>
+cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
+                           int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
+                           void* workspace, cudaStream_t);
+
+// Ring slots of `chunk_bytes` (plus their two 8-byte mbarriers) that fit a block's share of an
+// SM's shared memory: `shared_per_sm` split over `blocks_per_sm`, each less the `reserved` bytes
+// the driver keeps per block and the kernel's static shared memory, capped at the opt-in limit.
+inline int ring_slots(std::int64_t chunk_bytes, int blocks_per_sm, std::int64_t shared_per_sm,
+                      std::int64_t shared_per_block_optin, std::int64_t reserved_per_block) {
+  std::int64_t budget = shared_per_sm / blocks_per_sm - reserved_per_block;
+  budget = (budget < shared_per_block_optin ? budget : shared_per_block_optin) - kRingStaticSharedBytes;
+  return budget <= 0 ? 0 : static_cast<int>(budget / (chunk_bytes + 16));
+}
+
+// Slots one row's body takes: the worst-aligned row has classes / pack whole packs.
+inline std::int64_t ring_chunks_per_row(std::int64_t classes, std::size_t element_bytes, std::int64_t chunk_bytes) {
+  const std::int64_t body_bytes = classes / static_cast<std::int64_t>(16 / element_bytes) * 16;
+  return (body_bytes + chunk_bytes - 1) / chunk_bytes;
+}
+
 }  // namespace shapetune::kernels::softmax_xent

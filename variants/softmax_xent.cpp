@@ -273,6 +273,53 @@ void add_cluster_row(Catalogue& cat) {
   cat.add(v);
 }
 
+void add_ring_row(Catalogue& cat) {
+  Variant v;
+  v.primitive = kPrimitive;
+  v.name = "fused_ring_row";
+  v.description =
+      "persistent blocks (sm_90): one thread streams row bodies into a shared-memory ring by bulk copies (TMA) "
+      "while the other warps reduce and write rows from it (a block or one warp per row): logits read once, "
+      "reads never wait for a reduction";
+  v.params = ParamSpace(
+      {{"consumer_warps", {4, 8, 16, 31}, "warps that reduce and write rows (plus 1 producer warp)"},
+       {"chunk_bytes", {4096, 8192, 16384, 32768}, "bytes per ring slot (one bulk copy)"},
+       {"blocks_per_sm", {1, 2, 3}, "resident blocks per SM, sharing its shared memory"},
+       {"warp_per_row", {0, 1}, "1: each row one warp's alone, its body in one slot (narrow rows); 0: all warps"}});
+  v.default_config = Config({{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 1}, {"warp_per_row", 0}});
+  v.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    if (limits.compute_capability < 90) return Support::no("bulk copies into an mbarrier ring need sm_90");
+    // The launch reads the exact figures from the device; these are sm_90's (1 KiB reserved per block).
+    constexpr std::int64_t kReserved = 1024;
+    const std::int64_t chunk = c.at("chunk_bytes");
+    const int slots = kx::ring_slots(chunk, static_cast<int>(c.at("blocks_per_sm")),
+                                     limits.shared_memory_per_block_optin + kReserved,
+                                     limits.shared_memory_per_block_optin, kReserved);
+    const std::int64_t chunks = kx::ring_chunks_per_row(p.shape.at("classes"), dtype_size(p.dtype), chunk);
+    if (c.at("warp_per_row") == 1) {
+      if (chunks > 1) return Support::no("a row per warp needs the row's body in one slot; it takes " +
+                                         std::to_string(chunks));
+      // Slots twice the body only make the ring shallower (the smallest slot is always allowed).
+      const std::int64_t body = kx::ring_chunks_per_row(p.shape.at("classes"), dtype_size(p.dtype), 16) * 16;
+      if (chunk > 4096 && body <= chunk / 2) return Support::no("half the slot would hold the row");
+      // Each slot one warp's: the ring uses a multiple of the consumer warps.
+      if (slots < c.at("consumer_warps"))
+        return Support::no("fewer slots (" + std::to_string(slots) + ") than consumer warps");
+    }
+    if (chunks > slots)
+      return Support::no("a row takes " + std::to_string(chunks) + " slots; the ring holds " + std::to_string(slots));
+    return Support::yes();
+  };
+  v.workspace_bytes = fused_workspace;
+  v.launch = xent_launch(fused_workspace, [](auto t, std::int64_t rows, int classes, const Config& c, void* workspace,
+                                cudaStream_t s) {
+    return kx::fused_ring_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "consumer_warps"),
+                              cfg(c, "chunk_bytes"), cfg(c, "blocks_per_sm"), cfg(c, "warp_per_row") == 1, workspace,
+                              s);
+  });
+  cat.add(v);
+}
+
 }  // namespace
 
 void register_softmax_xent(Catalogue& cat) {
@@ -281,6 +328,7 @@ void register_softmax_xent(Catalogue& cat) {
   add_fused_row_variants(cat);
   add_register_row(cat);
   add_cluster_row(cat);
+  add_ring_row(cat);
 }
 
 }  // namespace shapetune
