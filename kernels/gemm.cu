@@ -567,9 +567,9 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
 // The warp-tiled thread map of v5 with paired lanes: a lane's bit 0 is bit 0 of its row group,
 // bits 1 .. log2(lanes_n) its column group, the bits above the rest of its row group. Rows and
 // columns a thread owns, and the shape of its pieces, are otherwise as in ThreadMap.
-template <int kTileIndex>
+template <int kTileIndex, const BlockTile* kTiles = kBroadcastTiles>
 struct PairedLaneMap {
-  static constexpr BlockTile kShape = kBroadcastTiles[kTileIndex];
+  static constexpr BlockTile kShape = kTiles[kTileIndex];
   static constexpr int BM = kShape.bm, BN = kShape.bn, BK = kShape.bk, TM = kShape.tm, TN = kShape.tn;
   static constexpr int kThreads = kShape.threads();
   static constexpr int kMinBlocks = kShape.min_blocks;
@@ -816,6 +816,261 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
   }
 }
 
+// ---- v8: warp_tiled_async ----------------------------------------------------------------------
+//
+// Why v7 stops at ~80% of cuBLAS: its next K step waits in registers (a load, then a store to
+// shared memory after the multiply), so a block's barrier waits for the slowest of its loads one
+// step after they were issued, and every element of A passes through 4-byte transposing stores.
+// v7's cp.async tiles (3, 4) moved the loads off the critical path but kept the transpose: each
+// 16-byte pack of K-contiguous A became four 4-byte copies, each warp instruction touching 32
+// rows' sectors, and they ran slower than tile 0.
+//
+// Here nothing is transposed: each operand is copied global -> shared in 16-byte cp.async chunks
+// as it lies in memory, into a ring of stages, stages - 1 K steps ahead. An operand contiguous
+// along its extent (B in nn and tn, A in tn) is stored [bk][extent], as v7 reads it. An operand
+// contiguous along K (A in nn and nt, B in nt) is stored [extent][8]: a thread reads k .. k + 3
+// of one of its rows as one float4 and keeps them, so a row's four K values cost one LDS.128,
+// as four k-major float4 reads of 4 rows do. Unswizzled, the 4 rows a warp reads at once (its
+// lanes' row groups, 4 rows apart) would share one 32-byte bank group; the 16-byte chunk c of row
+// e sits instead at ((e & 3) ^ (e / 4 & 3), c) of its 128-byte line: the 4 rows fall in 4
+// groups (with 8 row groups, as B in nt, two share one: a 2-way conflict).
+//
+// Prediction, 4096^3 f32 nn, v7 tile 0's shape (128 x 128, 8 x 8 per thread) over 4 stages:
+//   per warp per K step of 8: 512 FFMA; A: 16 LDS.128 (8 rows x 2 halves), B: 16 LDS.128; 2
+//   LDGSTS.128, ~8 address/loop/commit/wait, 1 barrier: ~555 slots (92% FFMA), ~60 TFLOP/s
+//   issue-bound; no staging registers, no STS, loads 3 steps (~4.5 us) ahead of their use. If the
+//   ~1200 clocks a step v7 tile 0 loses are mostly its loads at the barrier, ~47 TFLOP/s (~90% of
+//   cuBLAS); if they are the barrier itself, it stays near v7.
+//
+// Measured (H200, cold L2, Nsight Compute for the counts): that shape ran at 3666 us (k_run 4)
+// and 3761 us (k_run 2), slower than v7 tile 0 (3350 us). Both execute 2.71e9 warp instructions
+// for 2.15e9 FFMA (26% overhead, as v7 tile 0 does: under the 128-register cap ptxas recomputes
+// fragment addresses every step) and issue 0.71-0.73 per scheduler per cycle against v7's 0.80
+// (stalls: dispatch 0.9-1.05 cycles per instruction, against v7's 0.38). The best is kAsyncTiles[0]
+// (128 x 256, 8 x 16 per thread, one block of 8 warps per SM, 4 static stages): 3281 us, 41.9
+// TFLOP/s, 81.5% of cuBLAS SGEMM (2674 us); 2.48e9 instructions (15% overhead), 0.71 issued per
+// scheduler per cycle (2 warps each: selected 1.0, not selected 0.88, dispatch 0.51). 3 stages:
+// 3441 us; the same 4 stages in dynamic shared memory 3377 us, 6 stages 3447 us; 128 x 128 with
+// 8 x 16 per thread and two blocks per SM 3433 us. Addressing shared memory by 32-bit byte
+// offsets instead of generic pointers removed 0.6% of the instructions and ran 1.2% slower.
+// 85% of cuBLAS (3145 us) would need the overhead under ~10% at this issue rate, or ~0.74 issued
+// per cycle at this instruction count.
+
+#if __CUDA_ARCH__ >= 800
+// 16 bytes global -> shared, of which the first src_bytes (0, 4, 8, 12 or 16) are read and the
+// rest zero-filled: a chunk past an edge or the K tail reads nothing outside the matrix.
+__device__ __forceinline__ void copy_async_16_partial(float* destination, const float* source, int src_bytes) {
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(source), "r"(src_bytes));
+}
+#endif
+
+// One operand of warp_tiled_async, as it lies in global memory: [outer][inner] with leading
+// dimension ld, inner contiguous. kKContig: inner is K (the stage is swizzled [extent][8]); else
+// inner is the extent (the stage is [8][extent]). Each thread owns kChunks 16-byte chunks of a
+// stage, their element offsets walking one K step at a time.
+template <int kExtent, int kThreads, bool kKContig>
+struct AsyncOperand {
+  static constexpr int kBK = 8;
+  static constexpr int kStageFloats = kExtent * kBK;
+  static constexpr int kChunks = kStageFloats / 4 / kThreads;
+  static_assert(kChunks >= 1 && kStageFloats / 4 % kThreads == 0, "every thread copies whole chunks");
+
+  // 32-bit (the catalogue keeps m, n and k under 2^31): fewer registers live through the loop.
+  const float* data;
+  int ld, outer_limit, inner_limit;
+  int origin;  // the block's first row (A) or column (B) of op(X)
+  bool vector_ok;
+  Index offset[kChunks];  // element offset of each chunk in the next K step to copy
+  bool interior[kChunks];
+
+  // The chunk's place in the stage: (extent index, k) of its first element.
+  __device__ static int extent_of(int chunk) { return kKContig ? chunk / 2 : chunk % (kExtent / 4) * 4; }
+  __device__ static int k_of(int chunk) { return kKContig ? chunk % 2 * 4 : chunk / (kExtent / 4); }
+  __device__ static int smem_offset(int chunk) {
+    return kKContig ? swizzled_chunk(chunk / 2, chunk % 2) : k_of(chunk) * kExtent + extent_of(chunk);
+  }
+
+  __device__ AsyncOperand(const float* data_, int ld_, int outer_limit_, int inner_limit_, int origin_,
+                          bool vector_ok_, int thread)
+      : data(data_), ld(ld_), outer_limit(outer_limit_), inner_limit(inner_limit_), origin(origin_),
+        vector_ok(vector_ok_) {
+#pragma unroll
+    for (int s = 0; s < kChunks; ++s) {
+      const int chunk = thread + s * kThreads;
+      const Index e = origin + extent_of(chunk), k = k_of(chunk);
+      offset[s] = kKContig ? e * ld + k : k * ld + e;  // 64-bit: m x k may pass 2^31
+      interior[s] = vector_ok && (kKContig ? e < outer_limit : e < inner_limit - 3);
+    }
+  }
+
+  // Copies this thread's chunks of K step [k0, k0 + 8) into stage, then on to the next step.
+  __device__ void copy(float* stage, bool full_step, Index k0, int thread) {
+#if __CUDA_ARCH__ >= 800
+#pragma unroll
+    for (int s = 0; s < kChunks; ++s) {
+      const int chunk = thread + s * kThreads;
+      float* destination = stage + smem_offset(chunk);
+      if (full_step && interior[s]) {
+        copy_async_16_partial(destination, data + offset[s], 16);
+      } else {
+        const int e = origin + extent_of(chunk), k = static_cast<int>(k0) + k_of(chunk);
+        const int outer = kKContig ? e : k, inner = kKContig ? k : e;
+        const int left = outer < outer_limit ? inner_limit - inner : 0;
+        const int valid = left <= 0 ? 0 : left >= 4 ? 4 : left;
+        if (vector_ok) {
+          copy_async_16_partial(destination, valid > 0 ? data + offset[s] : data, 4 * valid);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            copy_async_4(destination + i, i < valid ? data + offset[s] + i : data, i < valid);
+        }
+      }
+      offset[s] += kKContig ? kBK : kBK * ld;
+    }
+#endif
+  }
+};
+
+// A thread's fragments of one operand from a stage. K-contiguous: its rows' k .. k + kRun - 1 at
+// once (row group j = i % 4 at row_base[j], the i / 4-th piece kStride rows on); else the k-th
+// row of the [8][extent] stage, float4 by float4.
+template <int kExtent, int kCount, int kStride, bool kKContig, int kRun>
+struct FragmentReader {
+  int base[kKContig ? 4 : 1];
+
+  __device__ explicit FragmentReader(int first) {
+    if constexpr (kKContig) {
+      static_assert(kStride % 16 == 0, "a piece kStride rows on keeps its rows' swizzle");
+#pragma unroll
+      for (int j = 0; j < 4; ++j) base[j] = swizzled_chunk(first + j, 0);
+    } else {
+      base[0] = first;
+    }
+  }
+  // K-contiguous: out[i][r] = element (row i, k0 + r); k0 a multiple of kRun.
+  __device__ void run(const float* stage, int k0, float (&out)[kCount][kRun]) const {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      // Chunk 1 of a row is 4 floats after chunk 0 (the swizzle leaves bit 0 of the chunk alone).
+      const float* p = stage + base[i % 4] + i / 4 * kStride * 8 + k0;
+      if constexpr (kRun == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p);
+        out[i][0] = v.x, out[i][1] = v.y, out[i][2] = v.z, out[i][3] = v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        out[i][0] = v.x, out[i][1] = v.y;
+      }
+    }
+  }
+  // Extent-contiguous: out[i] = element (row k, piece i).
+  __device__ void row(const float* stage, int k, float (&out)[kCount]) const {
+#pragma unroll
+    for (int g = 0; g < kCount / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(stage + k * kExtent + base[0] + g * kStride);
+      out[4 * g] = v.x, out[4 * g + 1] = v.y, out[4 * g + 2] = v.z, out[4 * g + 3] = v.w;
+    }
+  }
+};
+
+template <int kTileIndex, bool kAKContig, bool kBKContig>
+__global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThreads,
+                                  PairedLaneMap<kTileIndex, kAsyncTiles>::kMinBlocks)
+    warp_tiled_async_kernel(Args<float> p, Flags flags) {
+#if __CUDA_ARCH__ >= 800
+  using Map = PairedLaneMap<kTileIndex, kAsyncTiles>;
+  static_assert(Map::BK == 8, "the swizzle is of 8-float rows");
+  constexpr int kStages = Map::kAsyncStages;
+  using AOperand = AsyncOperand<Map::BM, Map::kThreads, kAKContig>;
+  using BOperand = AsyncOperand<Map::BN, Map::kThreads, kBKContig>;
+  // Both operands K-contiguous (nt): two k at a time, so both runs fit the registers.
+  constexpr int kRun = kAKContig && kBKContig ? 2 : Map::kShape.k_run;
+  static_assert(kRun == 2 || kRun == 4, "a run is one 8- or 16-byte read");
+  // Static, so every shared address is a constant offset (the same tile in dynamic shared memory
+  // measured 3% slower on the H200); hence at most 48 KB.
+  static_assert(async_tile_shared_bytes(Map::kShape) <= 48 * 1024, "a static shared array holds at most 48 KB");
+  __shared__ __align__(16) float a_stages[kStages * AOperand::kStageFloats];
+  __shared__ __align__(16) float b_stages[kStages * BOperand::kStageFloats];
+
+  const int thread = threadIdx.x;
+  const TileOrigin o = tile_origin(ceil_div(p.m, Map::BM), ceil_div(p.n, Map::BN), Map::BM, Map::BN);
+  const int k_steps = static_cast<int>(ceil_div(p.k, Map::BK));
+  const int full_steps = static_cast<int>(p.k / Map::BK);
+  // nn, nt: A is [M, K]; tn: A is [K, M]. nn, tn: B is [K, N]; nt: B is [N, K].
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  AOperand a(p.a, kAKContig ? k : m, kAKContig ? m : k, kAKContig ? k : m, static_cast<int>(o.m0), flags.a_vector,
+             thread);
+  BOperand b(p.b, kBKContig ? k : n, kBKContig ? n : k, kBKContig ? k : n, static_cast<int>(o.n0), flags.b_vector,
+             thread);
+  const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
+  const FragmentReader<Map::BM, Map::TM, Map::kMStride, kAKContig, kRun> a_reader(m_offset);
+  const FragmentReader<Map::BN, Map::TN, Map::kNStride, kBKContig, kRun> b_reader(n_offset);
+  float acc[Map::TM][Map::TN] = {};
+
+  // One commit group per step (empty past the last), so the wait below always counts the same.
+  auto issue = [&](int step) {
+    if (step < k_steps) {
+      const int stage = step % kStages;
+      const Index k0 = static_cast<Index>(step) * Map::BK;
+      a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
+      b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+#pragma unroll
+  for (int step = 0; step < kStages - 1; ++step) issue(step);
+  for (int step = 0; step < k_steps; ++step) {
+    // This thread's copies of step `step` have landed; the barrier makes everyone's visible and
+    // retires the stage read in step - 1, which the issue below refills.
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+    __syncthreads();
+    issue(step + kStages - 1);
+    const float* a_stage = a_stages + step % kStages * AOperand::kStageFloats;
+    const float* b_stage = b_stages + step % kStages * BOperand::kStageFloats;
+#pragma unroll
+    for (int k0 = 0; k0 < Map::BK; k0 += kRun) {
+      float a_run[Map::TM][kRun], b_run[Map::TN][kRun];
+      if constexpr (kAKContig) a_reader.run(a_stage, k0, a_run);
+      if constexpr (kBKContig) b_reader.run(b_stage, k0, b_run);
+#pragma unroll
+      for (int r = 0; r < kRun; ++r) {
+        float a_frag[Map::TM], b_frag[Map::TN];
+        if constexpr (kAKContig) {
+#pragma unroll
+          for (int i = 0; i < Map::TM; ++i) a_frag[i] = a_run[i][r];
+        } else {
+          a_reader.row(a_stage, k0 + r, a_frag);
+        }
+        if constexpr (kBKContig) {
+#pragma unroll
+          for (int j = 0; j < Map::TN; ++j) b_frag[j] = b_run[j][r];
+        } else {
+          b_reader.row(b_stage, k0 + r, b_frag);
+        }
+#pragma unroll
+        for (int i = 0; i < Map::TM; ++i)
+#pragma unroll
+          for (int j = 0; j < Map::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+      }
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy outlives the block (the empty groups)
+
+#pragma unroll
+  for (int i = 0; i < Map::TM; ++i) {
+    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
+    if (row >= p.m) continue;
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
+      store_quad(p, row, o.n0 + n_offset + g * Map::kNStride, quad, flags.out_vector);
+    }
+  }
+#else
+  __trap();  // sm_80+ only: the catalogue refuses older devices, and the launch below does too
+#endif
+}
+
 template <typename T>
 Flags flags_of(const Args<T>& p) {
   constexpr Index kPack = Pack<T>::kCount;
@@ -854,7 +1109,26 @@ cudaError_t launch_warp_tiled_broadcast(const Args<T>& p, Flags flags, cudaStrea
   return cudaGetLastError();
 }
 
+template <int kTileIndex>
+cudaError_t launch_warp_tiled_async(const Args<float>& p, Flags flags, cudaStream_t stream) {
+  using Map = PairedLaneMap<kTileIndex, kAsyncTiles>;
+  const Index tiles = ceil_div(p.m, Map::BM) * ceil_div(p.n, Map::BN);
+  if (tiles > INT_MAX) return cudaErrorInvalidConfiguration;
+  const auto grid = static_cast<unsigned>(tiles);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, Map::kThreads, 0, stream>>>(p, flags);
+    return cudaGetLastError();
+  };
+  switch (p.layout) {
+    case Layout::nn: return launch(warp_tiled_async_kernel<kTileIndex, true, false>);
+    case Layout::nt: return launch(warp_tiled_async_kernel<kTileIndex, true, true>);
+    case Layout::tn: return launch(warp_tiled_async_kernel<kTileIndex, false, false>);
+  }
+  return cudaErrorInvalidValue;
+}
+
 static_assert(kBlockTileCount == 4, "launch_block_tile names every tile");
+static_assert(kAsyncTileCount == 4, "warp_tiled_async names every tile");
 static_assert(kBroadcastTileCount == 5, "warp_tiled_broadcast names every tile");
 static_assert(kWarpTileCount == 4, "warp_tiled names every tile");
 
@@ -928,6 +1202,24 @@ cudaError_t warp_tiled_broadcast(const Args<T>& p, int tile, cudaStream_t stream
     case 2: return launch_warp_tiled_broadcast<T, 2>(p, flags, stream);
     case 3: return launch_warp_tiled_broadcast<T, 3>(p, flags, stream);
     case 4: return launch_warp_tiled_broadcast<T, 4>(p, flags, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t warp_tiled_async(const Args<float>& p, int tile, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  int device = 0, major = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
+    return e;
+  if (major < 8) return cudaErrorNotSupported;  // cp.async
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX) return cudaErrorInvalidValue;  // 32-bit extents
+  const Flags flags = flags_of(p);
+  switch (tile) {
+    case 0: return launch_warp_tiled_async<0>(p, flags, stream);
+    case 1: return launch_warp_tiled_async<1>(p, flags, stream);
+    case 2: return launch_warp_tiled_async<2>(p, flags, stream);
+    case 3: return launch_warp_tiled_async<3>(p, flags, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -64,6 +64,7 @@ struct BlockTile {
   int min_blocks = 0;
   bool register_staged = false;
   int async_stages = 0;
+  int k_run = 0;  // warp_tiled_async: K values a thread reads at once from a K-contiguous tile
   constexpr int threads() const { return (bm / tm) * (bn / tn); }
 };
 
@@ -108,9 +109,43 @@ inline constexpr BlockTile kBroadcastTiles[] = {
     // thread), loads two K steps ahead.
     {128, 256, 8, 8, 16, 4, 4, 1, true, 3},
 };
+// The curated tiles of warp_tiled_async (f32, sm_80+; bk 8: the swizzle is of 8-float rows; both
+// row and column pieces 16 or more apart, so a piece keeps its rows' swizzle).
+inline constexpr BlockTile kAsyncTiles[] = {
+    // 8 warps of 32 x 128 (4 x 2, lanes 4 x 8), 8 x 16 per thread (128 FMAs per 6 shared reads),
+    // one block per SM (up to 255 registers), 4 stages (48 KB, the most a block has without
+    // opting in; 6 stages of dynamic shared memory measured slower on the H200).
+    {128, 256, 8, 8, 16, 4, 4, 1, false, 4, 4},
+    // The same over 3 stages (36 KB): a load 2 steps ahead instead of 3.
+    {128, 256, 8, 8, 16, 4, 4, 1, false, 3, 4},
+    // 4 warps of 32 x 128 (4 x 1), the same 8 x 16 per thread, two blocks per SM (255 registers
+    // still fit: 8 warps x 32 x 256 is the whole register file), 4 stages (32 KB): the same
+    // warps per SM as tile 0, but one block's barrier leaves the other's warps issuing.
+    {128, 128, 8, 8, 16, 4, 4, 2, false, 4, 4},
+    // v7 tile 0's warps and lanes (4 x 2 warps of 32 x 64, 8 x 8 per thread), two blocks of 8
+    // warps per SM (at most 128 registers), 4 stages (32 KB): twice the blocks of tile 0, for
+    // problems too small to fill the GPU with 128 x 256 tiles.
+    {128, 128, 8, 8, 8, 4, 4, 2, false, 4, 4},
+};
 inline constexpr int kBlockTileCount = static_cast<int>(sizeof kBlockTiles / sizeof kBlockTiles[0]);
 inline constexpr int kWarpTileCount = static_cast<int>(sizeof kWarpTiles / sizeof kWarpTiles[0]);
 inline constexpr int kBroadcastTileCount = static_cast<int>(sizeof kBroadcastTiles / sizeof kBroadcastTiles[0]);
+inline constexpr int kAsyncTileCount = static_cast<int>(sizeof kAsyncTiles / sizeof kAsyncTiles[0]);
+
+// warp_tiled_async's stage of a K-contiguous operand: [extent][8] floats, the two 16-byte chunks
+// of row e placed at ((e & 3) ^ (e / 4 & 3), c) within the 128-byte line of rows 4 (e / 4) ..
+// + 3, so rows 4 apart (a warp's row groups) fall in different banks. The float offset of chunk
+// c (k = 4c .. 4c + 3) of row e; bit 0 of a chunk's place is c, so a row's k .. k + 3 at any k
+// that is a multiple of 4 (or k, k + 1 at even k) stay contiguous.
+__host__ __device__ constexpr int swizzled_chunk(int e, int c) {
+  return (e >> 2) * 32 + ((((e & 3) ^ ((e >> 2) & 3)) << 1) | c) * 4;
+}
+
+// warp_tiled_async's shared memory: `async_stages` stages of bk x (bm + bn) floats, unpadded.
+constexpr std::size_t async_tile_shared_bytes(const BlockTile& t) {
+  return static_cast<std::size_t>(t.async_stages) * static_cast<std::size_t>(t.bk) *
+         static_cast<std::size_t>(t.bm + t.bn) * 4;
+}
 
 // 16-byte packs of a bk-deep operand tile that each thread of a block tile moves per K step.
 constexpr int tile_slots(const BlockTile& t, int block_extent, int element_bytes) {
@@ -179,5 +214,14 @@ inline std::size_t split_k_workspace_bytes(std::int64_t m, std::int64_t n, int s
 // async_stages (f32 on sm_80+) fill a ring of shared stages by cp.async instead.
 template <typename T>
 cudaError_t warp_tiled_broadcast(const Args<T>&, int tile, cudaStream_t);
+
+// v8: f32 only, sm_80+ (cudaErrorNotSupported below): kAsyncTiles[tile], v7's paired lanes with
+// both operands copied global -> shared by 16-byte cp.async as they lie in memory, into a ring
+// of async_stages stages filled stages - 1 K steps ahead: no staging registers, no transposing
+// stores. A K-contiguous operand (A in nn and nt, B in nt) stays [extent][bk] in shared memory,
+// its 16-byte chunks swizzled so a warp's rows fall in different banks, and each thread reads 4
+// of its K values as one float4. Edges, the K tail and unaligned operands copy partial or 4-byte
+// chunks that zero-fill past the matrix.
+cudaError_t warp_tiled_async(const Args<float>&, int tile, cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm

@@ -374,6 +374,29 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
     return kg::warp_tiled_broadcast(args, cfg(a.config, "tile"), a.stream);
   });
   cat.add(broadcast);
+
+  Variant async = base_variant(primitive, "warp_tiled_async",
+                               "f32 on sm_80+: warp_tiled_broadcast's lanes with both operands copied to shared "
+                               "memory by 16-byte cp.async as they lie (a ring of stages, no staging registers, "
+                               "no transposing stores); K-contiguous tiles swizzled against bank conflicts");
+  async.params = ParamSpace({{"tile", tile_indices(kg::kAsyncTileCount),
+                              "block tile (bm x bn x bk, outputs per thread): " +
+                                  tile_list(kg::kAsyncTiles, kg::kAsyncTileCount)}});
+  async.default_config = Config({{"tile", 0}});
+  async.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    const kg::BlockTile* tile = tile_of(c, kg::kAsyncTiles, kg::kAsyncTileCount);
+    if (!tile) return Support::no("no such tile");
+    if (p.dtype != DType::f32)
+      return Support::no("copies f32 tiles as they lie; 16-bit types are for the tensor-core variants");
+    if (limits.compute_capability < 80)
+      return Support::no("cp.async needs sm_80 or newer; this device is sm_" + std::to_string(limits.compute_capability));
+    return all_of({threads_fit(tile->threads(), limits), shared_fits(kg::async_tile_shared_bytes(*tile), limits),
+                   tiles_fit(p, tile->bm, tile->bn)});
+  };
+  async.launch = [](const LaunchArgs& a) {
+    return launch_status(kg::warp_tiled_async(gemm_args<float>(a), cfg(a.config, "tile"), a.stream));
+  };
+  cat.add(async);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "baselines/reference.hpp"
 #include "models/dispatcher.hpp"
@@ -466,6 +467,56 @@ TEST(GemmVariants, WarpTiledBroadcastSupportsAnyShapeAndNoOtherTile) {
                       "sm_80+: 3 cp.async stages instead)"),
             std::string::npos)
       << help;
+}
+
+// warp_tiled_async: f32 on sm_80+ only, any shape there; the swizzle of its K-contiguous stages
+// is a permutation of the stage's chunks, and the rows a warp reads at once (4 row groups 4 rows
+// apart, each read as one 16-byte chunk) always land in 4 different 16-byte bank groups.
+TEST(GemmVariants, WarpTiledAsyncIsF32OnAmpereAndLaterAtAnyShape) {
+  const DeviceLimits h200 = nominal_device_limits();
+  DeviceLimits turing = h200;
+  turing.compute_capability = 75;
+  for (const char* name : {"gemm.nn", "gemm.nt", "gemm.tn", "gemm_bias_gelu.nt"}) {
+    const Variant& v = *catalogue().find_variant(name, "warp_tiled_async");
+    for (int tile = 0; tile < kernels::gemm::kAsyncTileCount; ++tile) {
+      const Config c({{"tile", tile}});
+      for (const auto& s : {std::array<std::int64_t, 3>{4096, 4096, 4096}, {1, 1, 1}, {17, 33, 65}, {33, 17, 1},
+                            {300, 260, 520}})
+        EXPECT_TRUE(v.supports(problem(name, DType::f32, s[0], s[1], s[2]), c, h200).ok) << name << " tile " << tile;
+      for (DType dtype : {DType::f16, DType::bf16, DType::tf32})
+        EXPECT_FALSE(v.supports(problem(name, dtype, 64, 64, 64), c, h200).ok) << name << " " << dtype_name(dtype);
+      const Support old_device = v.supports(problem(name, DType::f32, 64, 64, 64), c, turing);
+      EXPECT_FALSE(old_device.ok);
+      EXPECT_NE(old_device.reason.find("sm_80"), std::string::npos) << old_device.reason;
+    }
+  }
+  EXPECT_EQ(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[0]), 4u * 8 * (128 + 256) * 4);
+  // Static shared memory: every tile within the 48 KB a block has without opting in.
+  for (int tile = 0; tile < kernels::gemm::kAsyncTileCount; ++tile)
+    EXPECT_LE(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[tile]), 48u * 1024) << tile;
+}
+
+TEST(GemmVariants, AsyncSwizzleIsAConflictFreePermutation) {
+  using kernels::gemm::swizzled_chunk;
+  constexpr int kRows = 256;
+  std::vector<int> seen(kRows * 8, 0);
+  for (int e = 0; e < kRows; ++e)
+    for (int c = 0; c < 2; ++c) {
+      const int offset = swizzled_chunk(e, c);
+      ASSERT_GE(offset, 0);
+      ASSERT_LT(offset, kRows * 8);
+      ASSERT_EQ(offset % 4, 0);
+      ++seen[offset];
+    }
+  for (int i = 0; i < kRows * 8; i += 4) EXPECT_EQ(seen[i], 1) << "offset " << i;
+  // A warp's 4 row groups read rows e, e + 4, e + 8, e + 12 (e any row; pieces 16 rows on keep
+  // the pattern) at the same chunk: 4 distinct groups of 4 banks out of 8.
+  for (int e = 0; e + 12 < kRows; ++e)
+    for (int c = 0; c < 2; ++c) {
+      std::set<int> groups;
+      for (int j = 0; j < 4; ++j) groups.insert(swizzled_chunk(e + 4 * j, c) / 4 % 8);
+      EXPECT_EQ(groups.size(), 4u) << "rows from " << e << ", chunk " << c;
+    }
 }
 
 TEST(GemmVariants, WarpTiledLargeTileSupportsAnyShape) {
