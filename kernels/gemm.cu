@@ -818,9 +818,10 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 
 // ---- v8: warp_tiled_async ----------------------------------------------------------------------
 //
-// Why v7 stops at ~80% of cuBLAS: its next K step waits in registers (a load, then a store to
-// shared memory after the multiply), so a block's barrier waits for the slowest of its loads one
-// step after they were issued, and every element of A passes through 4-byte transposing stores.
+// The hypothesis this rung tests: v7 stops at ~80% of cuBLAS because its next K step waits in
+// registers (a load, then a store to shared memory after the multiply), so a block's barrier
+// waits for the slowest of its loads one step after they were issued, and every element of A
+// passes through 4-byte transposing stores. (Measured below: not the whole story.)
 // v7's cp.async tiles (3, 4) moved the loads off the critical path but kept the transpose: each
 // 16-byte pack of K-contiguous A became four 4-byte copies, each warp instruction touching 32
 // rows' sectors, and they ran slower than tile 0.
@@ -844,17 +845,18 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 //
 // Measured (H200, cold L2, Nsight Compute for the counts): that shape ran at 3666 us (k_run 4)
 // and 3761 us (k_run 2), slower than v7 tile 0 (3350 us). Both execute 2.71e9 warp instructions
-// for 2.15e9 FFMA (26% overhead, as v7 tile 0 does: under the 128-register cap ptxas recomputes
-// fragment addresses every step) and issue 0.71-0.73 per scheduler per cycle against v7's 0.80
-// (stalls: dispatch 0.9-1.05 cycles per instruction, against v7's 0.38). The best is kAsyncTiles[0]
-// (128 x 256, 8 x 16 per thread, one block of 8 warps per SM, 4 static stages): 3281 us, 41.9
-// TFLOP/s, 81.5% of cuBLAS SGEMM (2674 us); 2.48e9 instructions (15% overhead), 0.71 issued per
-// scheduler per cycle (2 warps each: selected 1.0, not selected 0.88, dispatch 0.51). 3 stages:
-// 3441 us; the same 4 stages in dynamic shared memory 3377 us, 6 stages 3447 us; 128 x 128 with
-// 8 x 16 per thread and two blocks per SM 3433 us. Addressing shared memory by 32-bit byte
-// offsets instead of generic pointers removed 0.6% of the instructions and ran 1.2% slower.
-// 85% of cuBLAS (3145 us) would need the overhead under ~10% at this issue rate, or ~0.74 issued
-// per cycle at this instruction count.
+// for 2.15e9 FFMA (26% overhead, as v7 tile 0 does) and issue 0.71-0.73 per scheduler per cycle
+// against v7's 0.80 (dispatch stalls 0.9-1.05 cycles per instruction, v7's 0.38). The best is
+// kAsyncTiles[0] (128 x 256, 8 x 16 per thread, one block of 8 warps per SM, 4 static stages):
+// 3281 us, 41.9 TFLOP/s, 81.5% of cuBLAS SGEMM (2674 us). Over 3 stages (3441 us) it executes
+// 2.48e9 instructions (15% overhead) and issues 0.71 per scheduler per cycle (2 warps each:
+// selected 1.0, not selected 0.88, dispatch 0.51 cycles per instruction). Its SASS is 1024 FFMA
+// and 48 LDS.128 a step plus ~10 instructions per copied chunk and the fragment addresses,
+// recomputed every step. The same 4 stages in dynamic shared memory ran 3377 us, 6 stages 3447
+// us; 128 x 128 with 8 x 16 per thread and two blocks per SM 3433 us. Addressing shared memory
+// by 32-bit byte offsets instead of generic pointers removed 0.6% of the instructions and ran
+// 1.2% slower. 85% of cuBLAS (3145 us) would need the overhead under ~10% at this issue rate, or
+// ~0.74 issued per cycle at this instruction count. (reports/h200/2026-12-01-sgemm-async-at-aa15839)
 
 #if __CUDA_ARCH__ >= 800
 // 16 bytes global -> shared, of which the first src_bytes (0, 4, 8, 12 or 16) are read and the
