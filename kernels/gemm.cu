@@ -550,19 +550,10 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
 // allow ~59 TFLOP/s; it runs at ~3270 clocks a step. Each step's loads are issued one step before
 // their stores, and the block's barrier then waits for the slowest of its 512 loads (in a cold L2,
 // DRAM misses of 1-2 us under load against ~1.6 us a step); tile 2, one block per SM, has no
-// other block to issue meanwhile and loses most. Tiles 3 and 4 (f32, sm_80+) copy global ->
-// shared by cp.async into a ring of stages (4 and 3), issued 3 and 2 steps ahead:
-//   tile 3 per warp per step (nn): 512 FFMA, 32 LDS.128, 5 LDGSTS (A transposed: 4 x 4 bytes;
-//   B: 1 x 16 bytes), ~12 address, loop, commit, wait and barrier: ~560 slots (91% FFMA, ceiling
-//   ~60 TFLOP/s); no staging registers, no STS; shared memory 4 x 8448 bytes, 2 blocks per SM.
-//   A load now has ~3 steps (~4.5 us) to arrive. If half of tile 0's ~1200 lost clocks a step are
-//   that wait, tile 3 reaches ~2650 clocks a step: ~46 TFLOP/s, ~2990 us, ~89% of cuBLAS.
-//   tile 4 (cuBLAS's apparent shape, 8 warps per SM, 8 x 16 per thread): per warp per step 1024
-//   FFMA, 48 LDS.128, 6 LDGSTS, ~1095 slots (93.5%); shared reads 37.5% of the pipe; 3/4 of tile
-//   0's L2 reads. If tile 2's loss was the loads at its SM-wide barrier, tile 4 reaches ~70% of
-//   peak (~46 TFLOP/s); if it is the barrier bubble itself, it stays near tile 2.
-// ptxas (CUDA 13.0, sm_90, f32 cp.async path): tile 3 128 registers, tile 4 212; 33792 and 37632
-// bytes of shared memory; no spills. Their register-staged fallbacks are tiles 0 and 2's code.
+// other block to issue meanwhile and loses most. Two more tiles (f32, sm_80+) copied global ->
+// shared by cp.async into rings of 4 and 3 stages, A transposed by four 4-byte copies per pack;
+// predicted ~89% of cuBLAS, they ran 4034 and 4107 us (reports/h200/2026-12-01-gemm-tile3 and
+// later runs). v8 below replaced them.
 
 // The warp-tiled thread map of v5 with paired lanes: a lane's bit 0 is bit 0 of its row group,
 // bits 1 .. log2(lanes_n) its column group, the bits above the rest of its row group. Rows and
@@ -596,18 +587,22 @@ struct PairedLaneMap {
   }
 };
 
-#if __CUDA_ARCH__ >= 800
-// Global -> shared without registers (sm_80+). The 4-byte form reads src_bytes (0 or 4) and
-// zero-fills the rest, so a copy past an edge reads nothing.
-__device__ __forceinline__ void copy_async_16(float* destination, const float* source) {
-  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(source));
+// A paired-lane thread's TM x TN outputs (4 x 4 pieces kMStride rows and kNStride columns apart)
+// through store_quad.
+template <typename Map, typename T>
+__device__ __forceinline__ void store_lane_pieces(const Args<T>& p, TileOrigin o, int m_offset, int n_offset,
+                                                  const float (&acc)[Map::TM][Map::TN], bool out_vector) {
+#pragma unroll
+  for (int i = 0; i < Map::TM; ++i) {
+    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
+    if (row >= p.m) continue;
+#pragma unroll
+    for (int g = 0; g < Map::TN / 4; ++g) {
+      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
+      store_quad(p, row, o.n0 + n_offset + g * Map::kNStride, quad, out_vector);
+    }
+  }
 }
-__device__ __forceinline__ void copy_async_4(float* destination, const float* source, bool inside) {
-  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(source), "r"(inside ? 4 : 0));
-}
-#endif
 
 // An Operand whose packs walk K: each owned pack's element offset is computed once and moved by a
 // fixed stride per K step. A pack wholly inside the extent, of a 16-byte-loadable operand, in a
@@ -659,40 +654,6 @@ struct StreamedOperand {
       if (Tile::owns(thread, s)) tile.put(smem, packs[s], thread, s);
   }
 
-#if __CUDA_ARCH__ >= 800
-  // f32 only: load and put in one, by cp.async into the shared stage smem, then on to the next
-  // step. An interior pack of a k-major tile is one 16-byte copy; of an extent-major tile four
-  // 4-byte copies down the stage's k rows (the transpose); any other pack four 4-byte copies that
-  // read nothing past the matrix (or the K tail) and zero-fill there.
-  __device__ void load_async(float* smem, bool full_step, Index k0, Index k_end, int thread) {
-    static_assert(std::is_same_v<T, float>, "cp.async copies bytes: only f32 tiles are stored as read");
-    constexpr int kLd = Tile::kSmemLd;
-#pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      if (!Tile::owns(thread, s)) continue;
-      const int r = tile.k_major ? Tile::KMajor::row_of(thread, s) : Tile::ExtentMajor::row_of(thread, s);
-      const int c = tile.k_major ? Tile::KMajor::col_of(thread, s) : Tile::ExtentMajor::col_of(thread, s);
-      auto destination = [&](int e) { return tile.k_major ? smem + r * kLd + c + e : smem + (c + e) * kLd + r; };
-      if (full_step && interior[s]) {
-        if (tile.k_major) {
-          copy_async_16(destination(0), tile.data + offset[s]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) copy_async_4(destination(e), tile.data + offset[s] + e, true);
-        }
-      } else {
-        const TileSource<T> source = tile.source(origin, k0, k_end);
-        const Index row = source.row0 + r, column = source.col0 + c;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool inside = row < source.rows && column + e < source.cols;
-          copy_async_4(destination(e), inside ? source.data + row * source.ld + column + e : source.data, inside);
-        }
-      }
-      offset[s] += step_stride;
-    }
-  }
-#endif
 };
 
 // One K step's FMAs, with k + 1's fragments read from shared memory before k's FMAs are issued
@@ -735,14 +696,8 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
   using AOperand = StreamedOperand<T, Map::BM, Map::BK, Map::kThreads>;
   using BOperand = StreamedOperand<T, Map::BN, Map::BK, Map::kThreads>;
   constexpr int kAStage = Map::BK * AOperand::Tile::kSmemLd, kBStage = Map::BK * BOperand::Tile::kSmemLd;
-#if __CUDA_ARCH__ >= 800
-  constexpr bool kAsync = std::is_same_v<T, float> && Map::kAsyncStages > 0;
-#else
-  constexpr bool kAsync = false;
-#endif
-  constexpr int kStages = kAsync ? Map::kAsyncStages : 2;  // as block_tile_shared_bytes counts them
-  __shared__ __align__(16) float a_tiles[kStages * kAStage];
-  __shared__ __align__(16) float b_tiles[kStages * kBStage];
+  __shared__ __align__(16) float a_tiles[2 * kAStage];
+  __shared__ __align__(16) float b_tiles[2 * kBStage];
 
   const int thread = threadIdx.x;
   const TileOrigin o = tile_origin(ceil_div(p.m, Map::BM), ceil_div(p.n, Map::BN), Map::BM, Map::BN);
@@ -754,66 +709,30 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
   const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
   float acc[Map::TM][Map::TN] = {};
 
-  if constexpr (kAsync) {
-#if __CUDA_ARCH__ >= 800
-    // A ring of kStages stages, steps issued kStages - 1 ahead, one commit group per step (empty
-    // past the last step, so the wait below always counts the same). At the top of step s: wait
-    // for this thread's copies of step s, then one barrier both publishes everyone's and retires
-    // the stage read in step s - 1, which step s + kStages - 1 then refills.
-    auto issue = [&](int step) {
-      if (step < k_steps) {
-        const Index k0 = static_cast<Index>(step) * Map::BK;
-        const int stage = step % kStages;
-        a.load_async(a_tiles + stage * kAStage, step < full_steps, k0, p.k, thread);
-        b.load_async(b_tiles + stage * kBStage, step < full_steps, k0, p.k, thread);
-      }
-      asm volatile("cp.async.commit_group;\n" ::);
-    };
-#pragma unroll
-    for (int step = 0; step < kStages - 1; ++step) issue(step);
-    for (int step = 0; step < k_steps; ++step) {
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
-      __syncthreads();
-      issue(step + kStages - 1);
-      const int stage = step % kStages;
-      multiply_prefetched<Map>(a_tiles + stage * kAStage + m_offset, b_tiles + stage * kBStage + n_offset, acc);
-    }
-#endif
-  } else {
-    Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
-    auto fetch = [&](int step) {
-      const Index k0 = static_cast<Index>(step) * Map::BK;
-      a.load(a_packs, step < full_steps, k0, p.k, thread);
-      b.load(b_packs, step < full_steps, k0, p.k, thread);
-    };
-    auto put = [&](int stage) {
-      a.put(a_tiles + stage * kAStage, a_packs, thread);
-      b.put(b_tiles + stage * kBStage, b_packs, thread);
-    };
+  Pack<T> a_packs[AOperand::kSlots], b_packs[BOperand::kSlots];
+  auto fetch = [&](int step) {
+    const Index k0 = static_cast<Index>(step) * Map::BK;
+    a.load(a_packs, step < full_steps, k0, p.k, thread);
+    b.load(b_packs, step < full_steps, k0, p.k, thread);
+  };
+  auto put = [&](int stage) {
+    a.put(a_tiles + stage * kAStage, a_packs, thread);
+    b.put(b_tiles + stage * kBStage, b_packs, thread);
+  };
 
-    fetch(0);
-    put(0);
+  fetch(0);
+  put(0);
+  __syncthreads();
+  for (int step = 0; step < k_steps; ++step) {
+    const bool more = step + 1 < k_steps;
+    if (more) fetch(step + 1);
+    const int stage = step % 2;
+    multiply_prefetched<Map>(a_tiles + stage * kAStage + m_offset, b_tiles + stage * kBStage + n_offset, acc);
+    if (more) put(1 - stage);
     __syncthreads();
-    for (int step = 0; step < k_steps; ++step) {
-      const bool more = step + 1 < k_steps;
-      if (more) fetch(step + 1);
-      const int stage = step % 2;
-      multiply_prefetched<Map>(a_tiles + stage * kAStage + m_offset, b_tiles + stage * kBStage + n_offset, acc);
-      if (more) put(1 - stage);
-      __syncthreads();
-    }
   }
 
-#pragma unroll
-  for (int i = 0; i < Map::TM; ++i) {
-    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
-    if (row >= p.m) continue;
-#pragma unroll
-    for (int g = 0; g < Map::TN / 4; ++g) {
-      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
-      store_quad(p, row, o.n0 + n_offset + g * Map::kNStride, quad, flags.out_vector);
-    }
-  }
+  store_lane_pieces<Map>(p, o, m_offset, n_offset, acc, flags.out_vector);
 }
 
 // ---- v8: warp_tiled_async ----------------------------------------------------------------------
@@ -822,7 +741,7 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 // registers (a load, then a store to shared memory after the multiply), so a block's barrier
 // waits for the slowest of its loads one step after they were issued, and every element of A
 // passes through 4-byte transposing stores. (Measured below: not the whole story.)
-// v7's cp.async tiles (3, 4) moved the loads off the critical path but kept the transpose: each
+// v7's cp.async tiles (since removed) moved the loads off the critical path but kept the transpose: each
 // 16-byte pack of K-contiguous A became four 4-byte copies, each warp instruction touching 32
 // rows' sectors, and they ran slower than tile 0.
 //
@@ -864,6 +783,11 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 __device__ __forceinline__ void copy_async_16_partial(float* destination, const float* source, int src_bytes) {
   const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(source), "r"(src_bytes));
+}
+// 4 bytes, read only when inside (else zero-filled): unaligned operands, element by element.
+__device__ __forceinline__ void copy_async_4(float* destination, const float* source, bool inside) {
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(source), "r"(inside ? 4 : 0));
 }
 #endif
 
@@ -1058,16 +982,7 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
   }
   asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy outlives the block (the empty groups)
 
-#pragma unroll
-  for (int i = 0; i < Map::TM; ++i) {
-    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
-    if (row >= p.m) continue;
-#pragma unroll
-    for (int g = 0; g < Map::TN / 4; ++g) {
-      const float quad[4] = {acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]};
-      store_quad(p, row, o.n0 + n_offset + g * Map::kNStride, quad, flags.out_vector);
-    }
-  }
+  store_lane_pieces<Map>(p, o, m_offset, n_offset, acc, flags.out_vector);
 #else
   __trap();  // sm_80+ only: the catalogue refuses older devices, and the launch below does too
 #endif
@@ -1131,7 +1046,7 @@ cudaError_t launch_warp_tiled_async(const Args<float>& p, Flags flags, cudaStrea
 
 static_assert(kBlockTileCount == 4, "launch_block_tile names every tile");
 static_assert(kAsyncTileCount == 4, "warp_tiled_async names every tile");
-static_assert(kBroadcastTileCount == 5, "warp_tiled_broadcast names every tile");
+static_assert(kBroadcastTileCount == 3, "warp_tiled_broadcast names every tile");
 static_assert(kWarpTileCount == 4, "warp_tiled names every tile");
 
 }  // namespace
@@ -1202,8 +1117,6 @@ cudaError_t warp_tiled_broadcast(const Args<T>& p, int tile, cudaStream_t stream
     case 0: return launch_warp_tiled_broadcast<T, 0>(p, flags, stream);
     case 1: return launch_warp_tiled_broadcast<T, 1>(p, flags, stream);
     case 2: return launch_warp_tiled_broadcast<T, 2>(p, flags, stream);
-    case 3: return launch_warp_tiled_broadcast<T, 3>(p, flags, stream);
-    case 4: return launch_warp_tiled_broadcast<T, 4>(p, flags, stream);
     default: return cudaErrorInvalidValue;
   }
 }

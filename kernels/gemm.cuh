@@ -53,10 +53,9 @@ struct Args {
 // 0 leaves it out, as for the first tiles, whose code it would change); 2 at 256 threads caps a
 // thread at 128 registers. register_staged: when double-buffered, the next K step waits in
 // registers on every arch (as on sm_75) instead of in cp.async staging in shared memory, which a
-// 128 x 128 x 16 tile could not fit beside its two stages in 48 KB. async_stages (warp_tiled_broadcast
-// only; 0: none): for f32 on sm_80+, that many shared stages filled by cp.async straight from
-// global memory, async_stages - 1 K steps ahead; other types and sm_75 keep the register-staged
-// two-stage loop.
+// 128 x 128 x 16 tile could not fit beside its two stages in 48 KB. async_stages and k_run
+// (warp_tiled_async only): the shared stages its cp.async ring holds, filled async_stages - 1 K
+// steps ahead, and how many K values a thread reads at once from a K-contiguous tile.
 struct BlockTile {
   int bm, bn, bk, tm, tn;
   int warps_m = 0;
@@ -64,7 +63,7 @@ struct BlockTile {
   int min_blocks = 0;
   bool register_staged = false;
   int async_stages = 0;
-  int k_run = 0;  // warp_tiled_async: K values a thread reads at once from a K-contiguous tile
+  int k_run = 0;
   constexpr int threads() const { return (bm / tm) * (bn / tn); }
 };
 
@@ -100,14 +99,6 @@ inline constexpr BlockTile kBroadcastTiles[] = {
     // The same warps and lanes, 8 of them in one block (4 x 2): half the L2 reads per FMA of a
     // 128 x 128 tile, but one block per SM.
     {128, 256, 8, 8, 16, 4, 4, 1, true},
-    // Tile 0 with four cp.async stages (f32, sm_80+): loads are three K steps ahead and never
-    // pass through registers, so a slow load no longer holds a whole block at the next barrier.
-    // (bk = 16 with two cp.async stages fits 128 registers in f32 on sm_90, but its register-staged
-    // fallback, f16/bf16 and sm_75, spills there.)
-    {128, 128, 8, 8, 8, 4, 4, 2, true, 4},
-    // Tile 2 with three cp.async stages: cuBLAS's apparent shape (8 warps per SM, 128 outputs per
-    // thread), loads two K steps ahead.
-    {128, 256, 8, 8, 16, 4, 4, 1, true, 3},
 };
 // The curated tiles of warp_tiled_async (f32, sm_80+; bk 8: the swizzle is of 8-float rows; both
 // row and column pieces 16 or more apart, so a piece keeps its rows' swizzle).
@@ -160,8 +151,6 @@ constexpr std::size_t block_tile_shared_bytes(const BlockTile& t, bool double_bu
                                               int element_bytes) {
   const std::size_t stage = static_cast<std::size_t>(t.bk) * static_cast<std::size_t>(t.bm + 4 + t.bn + 4) * 4;
   if (!double_buffered) return stage;
-  if (t.async_stages > 0 && compute_capability >= 80 && element_bytes == 4)
-    return static_cast<std::size_t>(t.async_stages) * stage;
   const std::size_t staging =
       compute_capability >= 80 && !t.register_staged
           ? static_cast<std::size_t>(tile_slots(t, t.bm, element_bytes) + tile_slots(t, t.bn, element_bytes)) *
@@ -210,8 +199,7 @@ inline std::size_t split_k_workspace_bytes(std::int64_t m, std::int64_t n, int s
 // (an SM returns 128 bytes of shared memory per clock, one register per lane; a paired LDS.128
 // takes 2 clocks instead of 4), the next k's fragments read into registers while this k's FMAs
 // run, and interior 16-byte loads walking precomputed offsets instead of re-deriving and
-// re-checking each address. Edges and the K tail go through v3's guarded loads. Tiles with
-// async_stages (f32 on sm_80+) fill a ring of shared stages by cp.async instead.
+// re-checking each address. Edges and the K tail go through v3's guarded loads.
 template <typename T>
 cudaError_t warp_tiled_broadcast(const Args<T>&, int tile, cudaStream_t);
 

@@ -224,7 +224,7 @@ std::string tile_list(const kg::BlockTile* tiles, int count) {
     out += std::to_string(t.tm) + "x" + std::to_string(t.tn) + " per thread";
     if (t.min_blocks > 1) out += ", " + std::to_string(t.min_blocks) + " blocks per SM";
     if (t.register_staged) out += ", next K step staged in registers";
-    if (t.async_stages > 0) out += " (f32 on sm_80+: " + std::to_string(t.async_stages) + " cp.async stages instead)";
+    if (t.async_stages > 0) out += ", " + std::to_string(t.async_stages) + " cp.async stages";
   }
   return out;
 }
