@@ -96,6 +96,11 @@ std::optional<CandidateOutcome> Measurer::run_once(const Launch& launch, int set
 }
 
 double Measurer::estimate_us(const Launch& launch) {
+  // The five timed launches queue behind a hold on the device, so each event pair times the
+  // kernel, not the host's submission gap before it: on a slow or busy host those gaps once
+  // made an 8-row softmax (~3 us) look like 10+ us, and it was timed one launch at a time.
+  constexpr unsigned kHoldUs = 200;  // ~5x what queueing 5 launches and 10 events takes
+  SHAPETUNE_CUDA_CHECK(kernels::memory::hold_stream(kHoldUs, stream_));
   std::vector<double> samples;
   for (int i = 0; i < 5; ++i) {
     SHAPETUNE_CUDA_CHECK(cudaEventRecord(starts_[i], stream_));

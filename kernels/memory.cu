@@ -24,6 +24,14 @@ __global__ void evict_kernel(const uint4* __restrict__ buffer, std::size_t count
   if (checksum == 0x9e3779b9u && threadIdx.x == 0x3ff) *sink = checksum;
 }
 
+__global__ void hold_kernel(unsigned long long nanoseconds) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
 template <typename Word>
 __global__ void copy_kernel(const Word* __restrict__ src, Word* __restrict__ dst, std::size_t count) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -36,6 +44,11 @@ __global__ void copy_kernel(const Word* __restrict__ src, Word* __restrict__ dst
 cudaError_t evict_l2_by_reading(const void* buffer, std::size_t bytes, unsigned* sink, cudaStream_t stream) {
   const std::size_t count = bytes / sizeof(uint4);
   evict_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<const uint4*>(buffer), count, sink);
+  return cudaGetLastError();
+}
+
+cudaError_t hold_stream(unsigned microseconds, cudaStream_t stream) {
+  hold_kernel<<<1, 1, 0, stream>>>(1000ull * microseconds);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,5 @@
-// Kernels that move memory for the harness itself: evicting L2 between timing samples and
-// measuring the copy ceiling.
+// Kernels for the harness itself: evicting L2 between timing samples, holding a stream while
+// launches queue behind it, and measuring the copy ceiling.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,6 +13,11 @@ namespace shapetune::kernels::memory {
 // charged to the next timed kernel. `sink` is written only on an impossible checksum, so the
 // reads cannot be optimized away.
 cudaError_t evict_l2_by_reading(const void* buffer, std::size_t bytes, unsigned* sink, cudaStream_t);
+
+// Keeps the stream busy on the device for `microseconds` (one thread watching the global timer),
+// so that work queued behind it meanwhile runs back to back, without the host's submission
+// gaps between launches.
+cudaError_t hold_stream(unsigned microseconds, cudaStream_t);
 
 // dst = src over `bytes` (a multiple of 16), grid-stride, 16-byte accesses.
 cudaError_t copy_vec16(const void* src, void* dst, std::size_t bytes, cudaStream_t);
