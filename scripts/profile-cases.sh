@@ -6,10 +6,10 @@
 #   scripts/profile-cases.sh SHAPES.yaml KERNEL_REGEX CASE_REGEX [CASE_REGEX ...]
 #
 # CASE_REGEX is a Google Benchmark filter on the case names shapetune-bench prints (PROBLEM_KEY/
-# VARIANT{CONFIG}/manual_time; '.' for the braces), e.g.
+# VARIANT{CONFIG}/iterations:1/manual_time; '.' for the braces), e.g.
 #   'f32/rows=8192,classes=32000/fused_ring_row.consumer_warps=16,chunk_bytes=32768,blocks_per_sm=1.'
-# A config-less variant needs its end marked without '$' (every name ends in /manual_time):
-#   'gemm.nn/f32/m=4096,n=4096,k=4096/cublas/manual_time', with a KERNEL_REGEX the library's
+# A config-less variant needs its end marked without '$' (the suffix follows it), e.g.
+#   'gemm.nn/f32/m=4096,n=4096,k=4096/cublas/iterations', with a KERNEL_REGEX the library's
 #   kernel matches.
 # Each case's .ncu-rep, its details page as text and a digest go to $OUT/profile (default
 # ./profile-out/profile); the digest of every case is printed last.
