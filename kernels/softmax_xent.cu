@@ -39,7 +39,12 @@ __device__ __forceinline__ float rescale(float from, float to) { return from == 
 // Adds N values at once: one rescale of the running sum instead of one per new maximum, and N
 // times fewer additions to it (a lane's running sum over a 50000-class row loses precision to
 // each). -inf values (the left-out label, padding past a row's end) add nothing.
-template <int N>
+//
+// kExpFma (the 16-bit kernels): exp(v - max) as 2^(v * log2e - max * log2e), one FFMA and the
+// MUFU instead of a subtract, a multiply and the MUFU. The product max * log2e is rounded, which
+// moves each exp by up to ~1e-6 relative at logits of tens: nothing next to a 16-bit rtol, too
+// much for f32's 1e-5 with room, so f32 keeps the exact subtraction.
+template <int N, bool kExpFma = false>
 __device__ __forceinline__ void add_values(MaxSum& s, const float (&v)[N]) {
   float local_max = v[0];
 #pragma unroll
@@ -49,8 +54,14 @@ __device__ __forceinline__ void add_values(MaxSum& s, const float (&v)[N]) {
   // A pairwise sum: a chain log2(N) additions long instead of N, so the exps of one batch
   // retire without waiting on each other's adds.
   float e[N];
+  if constexpr (kExpFma) {
+    const float shift = new_max * kLog2e;
 #pragma unroll
-  for (int i = 0; i < N; ++i) e[i] = fast_exp(v[i] - new_max);
+    for (int i = 0; i < N; ++i) e[i] = fast_exp2(fmaf(v[i], kLog2e, -shift));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) e[i] = fast_exp(v[i] - new_max);
+  }
 #pragma unroll
   for (int width = 1; width < N; width *= 2)
 #pragma unroll
@@ -74,6 +85,7 @@ __device__ __forceinline__ void drop_label(float (&v)[N], int first_class, int c
 struct RowXent {
   float max;
   float scale;           // dlogits[c] = exp(x[c] - max) * scale for c != label
+  float exp2_offset;     // ... = 2^(x[c] * log2e + exp2_offset): log2(scale) - max * log2e
   float label_gradient;  // dlogits[label] = (p[label] - 1) / rows = -others / total / rows
   float loss;            // -log p[label]
 };
@@ -86,7 +98,7 @@ __device__ __forceinline__ RowXent finish(const MaxSum& others, float label_logi
   const float scale = inv_rows / total;
   // The label holding the max is where the loss is small: log1p keeps its digits there.
   const float loss = label_logit == max ? log1pf(others_sum) : logf(total) + (max - label_logit);
-  return {max, scale, -others_sum * scale, loss};
+  return {max, scale, __log2f(scale) - max * kLog2e, -others_sum * scale, loss};
 }
 
 __device__ __forceinline__ float gradient(float logit, bool is_label, const RowXent& r) {
@@ -97,8 +109,18 @@ template <typename T>
 __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int first_class, int label, const RowXent& r) {
   constexpr int kPack = Pack<T>::kCount;
   Pack<T> out;
+  if constexpr (sizeof(T) == 2) {
+    // One FFMA and the MUFU per element, the scale folded into the exponent: log2(scale) is
+    // rounded at ~25 in magnitude (2e-6, about 1e-6 relative in the gradient), far under half
+    // a 16-bit ulp. f32 keeps the subtraction and the multiply.
+    float g[kPack];
 #pragma unroll
-  for (int i = 0; i < kPack; ++i) out.v[i] = from_float<T>(fast_exp(to_float(logits.v[i]) - r.max) * r.scale);
+    for (int i = 0; i < kPack; ++i) g[i] = fast_exp2(fmaf(to_float(logits.v[i]), kLog2e, r.exp2_offset));
+    out = pack_of_floats<T>(g);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPack; ++i) out.v[i] = from_float<T>(fast_exp(to_float(logits.v[i]) - r.max) * r.scale);
+  }
   const int offset = label - first_class;
   if (offset < 0 || offset >= kPack) return out;
 #pragma unroll
@@ -304,7 +326,7 @@ __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_
         float v[kPack];
         to_floats(packs[u], v);
         drop_label(v, split.head + p * kPack, 1, label);
-        add_values(others, v);
+        add_values<kPack, sizeof(T) == 2>(others, v);
       }
     }
   }
@@ -620,7 +642,7 @@ __device__ void consume_ring_rows(const T* __restrict__ logits, const std::int32
             for (int j = 0; j < kPack; ++j) v[u * kPack + j] = -INFINITY;  // adds nothing
           }
         }
-        add_values(others, v);
+        add_values<kBatch * kPack, sizeof(T) == 2>(others, v);
       }
     }
 
@@ -718,7 +740,7 @@ __device__ void consume_ring_rows_per_warp(const T* __restrict__ logits, const s
           for (int j = 0; j < kPack; ++j) v[u * kPack + j] = -INFINITY;
         }
       }
-      add_values(others, v);
+      add_values<kBatch * kPack, sizeof(T) == 2>(others, v);
     }
     others = lane_group_reduce(others, kWarpSize, MergeOp{});
     label_logit = lane_group_reduce(label_logit, kWarpSize, MaxOp{});

@@ -119,9 +119,17 @@ __device__ __forceinline__ Welford shuffle_xor(Welford v, int offset) {
                  __shfl_xor_sync(kFullMask, v.m2, offset)};
 }
 
-// Every lane ends with the reduction over its aligned group of `width` <= 32 lanes.
+// Every lane ends with the reduction over its aligned group of `width` <= 32 lanes. A whole warp
+// (the common case) takes an unrolled copy of the same steps, in the same order: the loop over a
+// run-time width costs a compare, a branch and an index update per step, which showed in the
+// per-row instruction count of the LayerNorm and softmax_xent register kernels.
 template <typename V, typename Op>
 __device__ __forceinline__ V lane_group_reduce(V v, int width, Op op) {
+  if (width == kWarpSize) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v = op(v, shuffle_xor(v, offset));
+    return v;
+  }
   for (int offset = width / 2; offset > 0; offset /= 2) v = op(v, shuffle_xor(v, offset));
   return v;
 }
