@@ -1,6 +1,7 @@
 #include "kernels/layernorm.cuh"
 
 #include "kernels/common/async_copy.cuh"
+#include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
 #include "kernels/common/vector_io.cuh"
@@ -147,6 +148,20 @@ __device__ __forceinline__ void write_normalized(const RowView<T>& v, const Row<
   store_pack(v.y + v.split.head + pack * Pack<T>::kCount, normalized_pack(v, p, pack, mean, rstd, values));
 }
 
+// As write_normalized, from deviations d = value - mean that the caller kept from its variance
+// pass: the same arithmetic (the subtraction is the one the variance took), one instruction per
+// element fewer. The register kernels are instruction-bound in 16-bit types.
+template <typename T>
+__device__ __forceinline__ void write_deviations(const RowView<T>& v, const Row<T>& p, int pack, float rstd,
+                                                 const float (&d)[Pack<T>::kCount]) {
+  constexpr int K = Pack<T>::kCount;
+  float g[K], b[K], out[K];
+  load_params(p.gamma, p.beta, v.split.head + pack * K, v.params_packed, g, b);
+#pragma unroll
+  for (int j = 0; j < K; ++j) out[j] = d[j] * rstd * g[j] + b[j];
+  store_pack(v.y + v.split.head + pack * K, pack_of_floats<T>(out));
+}
+
 // ---- v4 and fused streaming ----------------------------------------------------------------
 template <typename T, bool kResidual>
 __global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
@@ -232,18 +247,25 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
 #pragma unroll
   for (int i = 0; i < kPacks; ++i)
     if (in_row(i)) {
+      // h goes out now: the values become deviations below.
+      if constexpr (kResidual) store_floats(v.h + v.split.head + (g.thread + i * threads_per_row) * K, values[i]);
 #pragma unroll
       for (int j = 0; j < K; ++j) sum += values[i][j];
     }
-  const float mean = group_reduce(sum, threads_per_row, partials, SumOp{}) / p.row.cols;
+  // One division per row instead of two (div.rn is a MUFU and a correction sequence each).
+  const float inv_cols = 1.f / static_cast<float>(p.row.cols);
+  const float mean = group_reduce(sum, threads_per_row, partials, SumOp{}) * inv_cols;
   float squares = has_edge ? (edge - mean) * (edge - mean) : 0.f;
 #pragma unroll
   for (int i = 0; i < kPacks; ++i)
     if (in_row(i)) {
 #pragma unroll
-      for (int j = 0; j < K; ++j) squares += (values[i][j] - mean) * (values[i][j] - mean);
+      for (int j = 0; j < K; ++j) {
+        values[i][j] -= mean;
+        squares += values[i][j] * values[i][j];
+      }
     }
-  const float variance = group_reduce(squares, threads_per_row, partials, SumOp{}) / p.row.cols;
+  const float variance = group_reduce(squares, threads_per_row, partials, SumOp{}) * inv_cols;
   if (!g.active) return;
 
   const float rstd = rsqrtf(variance + p.row.epsilon);
@@ -255,8 +277,137 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
   for (int i = 0; i < kPacks; ++i) {
     const int pack = g.thread + i * threads_per_row;
     if (pack >= v.split.packs) continue;
-    if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[i]);
-    write_normalized(v, p.row, pack, mean, rstd, values[i]);
+    write_deviations(v, p.row, pack, rstd, values[i]);
+  }
+}
+
+// ---- fused ring ------------------------------------------------------------------------------
+// fused_register loads, reduces and writes one row per block, so an SM's loads stop while its
+// rows reduce. Holding the next row's packs in registers as well was tried (plain LayerNorm bf16
+// 65536 x 4096: 447 us against register_row's 283): registers then hold one row ahead per block,
+// too few bytes in flight. Here persistent blocks walk rows blockIdx.x, + gridDim.x, ..., and
+// thread 0 keeps the next `stages` row bodies of x and r on their way into a ring of
+// shared-memory slots by bulk copies (TMA), one instruction per row body, each slot completing on
+// its own mbarrier: several rows in flight per block at no cost in registers. Each thread reads
+// its packs out of the slot into registers, as fused_register holds them; no thread reads the
+// slot after the first reduction's barrier, so thread 0 refills it there. The two reductions use
+// two partial buffers in turn: one barrier each. bf16 65536 x 4096: 558 us against
+// fused_pipelined's 571. The kernel takes plain rows too (kResidual false), but no variant uses
+// them: plain LayerNorm this way measured 306 us against register_row's 283, so it is not built.
+
+// The sum over the block, the same bits in every thread. `partials` holds one slot per warp; the
+// caller alternates two buffers, so one barrier suffices: a buffer is written again only after
+// the barrier of the reduction between, which every thread reaches after reading it.
+__device__ __forceinline__ float block_sum(float v, float* partials) {
+  v = lane_group_reduce(v, kWarpSize, SumOp{});
+  if (threadIdx.x % kWarpSize == 0) partials[threadIdx.x / kWarpSize] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) total += partials[w];
+  return total;
+}
+
+// A ring slot: the row body of x, then (residual) that of r, slot_packs packs each.
+template <bool kResidual>
+struct RingSlots {
+  uint4* data;      // slot 0
+  unsigned full;    // shared address of slot 0's mbarrier (8 bytes each)
+  int slot_packs;   // packs per row body (the widest any row has)
+  int stages;
+
+  __device__ uint4* x(int slot) const { return data + static_cast<std::size_t>(slot) * (kResidual ? 2 : 1) * slot_packs; }
+  __device__ uint4* r(int slot) const { return x(slot) + slot_packs; }
+  __device__ unsigned bar(int slot) const { return full + 8u * static_cast<unsigned>(slot); }
+};
+
+// Thread 0: the bulk copies of a row's bodies into a slot (nothing past the last row). A row
+// without a body still completes its slot's phase (0 bytes expected).
+template <typename T, bool kResidual>
+__device__ __forceinline__ void request_ring_row(const ResidualRow<T>& p, std::int64_t row, const RingSlots<kResidual>& ring,
+                                                 int slot) {
+  if (row >= p.row.rows) return;
+  const std::int64_t offset = row * p.row.cols;
+  const RowSplit split = RowSplit::of(p.row.x + offset, p.row.cols);
+  const auto bytes = static_cast<unsigned>(split.packs) * 16u;
+  mbarrier_arrive_expect_tx(ring.bar(slot), (kResidual ? 2u : 1u) * bytes);
+  if (bytes == 0) return;
+  bulk_copy_to_shared(shared_address(ring.x(slot)), p.row.x + offset + split.head, bytes, ring.bar(slot));
+  if constexpr (kResidual) bulk_copy_to_shared(shared_address(ring.r(slot)), p.r + offset + split.head, bytes, ring.bar(slot));
+}
+
+template <typename T, int kPacks, bool kResidual>
+__global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
+  constexpr int K = Pack<T>::kCount;
+  // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
+  extern __shared__ uint4 ring_storage[];  // the slots, then their mbarriers
+  __shared__ float partials[2][32];
+  static_assert(static_cast<std::int64_t>(sizeof(partials)) == kRingStaticSharedBytes);
+  const RingSlots<kResidual> ring{
+      ring_storage,
+      shared_address(ring_storage + static_cast<std::size_t>(stages) * (kResidual ? 2 : 1) * slot_packs), slot_packs,
+      stages};
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbarrier_init(ring.bar(s), 1);
+    fence_barrier_init();
+    for (int s = 0; s < stages; ++s) request_ring_row(p, blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, ring, s);
+  }
+  __syncthreads();
+
+  const float inv_cols = 1.f / static_cast<float>(p.row.cols);  // a multiply per statistic, not a division
+  int slot = 0;
+  unsigned phase = 0;
+  for (std::int64_t row = blockIdx.x; row < p.row.rows; row += gridDim.x) {
+    const RowView<T> v = RowView<T>::of(p, row);
+    const bool has_edge = static_cast<int>(threadIdx.x) < v.split.edges();
+    const int edge_col = has_edge ? v.split.template edge_index<T>(threadIdx.x) : 0;
+    // Edge elements (at most 14, one per thread) from global memory, requested before the wait.
+    const float edge = has_edge ? load_source<T, kResidual>(v, edge_col, p.round_h) : 0.f;
+    auto in_row = [&](int i) { return static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x) < v.split.packs; };
+
+    mbarrier_wait(ring.bar(slot), phase);
+    const uint4* x_slot = ring.x(slot);
+    const uint4* r_slot = ring.r(slot);
+    float values[kPacks][K];
+    float sum = edge;
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i) {
+      if (!in_row(i)) continue;
+      const int pack = threadIdx.x + i * blockDim.x;
+      const Pack<T> xp = load_pack(reinterpret_cast<const T*>(x_slot + pack));
+      Pack<T> rp;
+      if constexpr (kResidual) rp = load_pack(reinterpret_cast<const T*>(r_slot + pack));
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        values[i][j] = source_value<T, kResidual>(xp.v[j], kResidual ? rp.v[j] : T{}, p.round_h);
+        sum += values[i][j];
+      }
+      // h goes out now: the values become deviations below.
+      if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[i]);
+    }
+    const float mean = block_sum(sum, partials[0]) * inv_cols;
+    // Every thread has read its packs of this slot: refill it with the row `stages` steps ahead.
+    if (threadIdx.x == 0) request_ring_row(p, row + static_cast<std::int64_t>(stages) * gridDim.x, ring, slot);
+    if (++slot == stages) slot = 0, phase ^= 1;
+
+    float squares = has_edge ? (edge - mean) * (edge - mean) : 0.f;
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i)
+      if (in_row(i)) {
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+          values[i][j] -= mean;
+          squares += values[i][j] * values[i][j];
+        }
+      }
+    const float rstd = rsqrtf(block_sum(squares, partials[1]) * inv_cols + p.row.epsilon);
+
+    if (has_edge) {
+      if constexpr (kResidual) v.h[edge_col] = from_float<T>(edge);
+      v.y[edge_col] = from_float<T>(normalize(edge, mean, rstd, p.row.gamma, p.row.beta, edge_col));
+    }
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i)
+      if (in_row(i)) write_deviations(v, p.row, threadIdx.x + i * blockDim.x, rstd, values[i]);
   }
 }
 
@@ -478,6 +629,57 @@ cudaError_t dispatch_register(const ResidualRow<T>& p, int threads_per_row, int 
   }
 }
 
+// Persistent: as many blocks as fit the device at once (more would only queue behind them).
+template <typename Kernel>
+cudaError_t resident_grid(Kernel kernel, int block_size, std::size_t shared, std::int64_t rows, unsigned* grid) {
+  int device = 0, sms = 0, blocks_per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_size, shared);
+      e != cudaSuccess)
+    return e;
+  if (blocks_per_sm == 0) return cudaErrorLaunchOutOfResources;
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * blocks_per_sm;
+  *grid = static_cast<unsigned>(rows < resident ? rows : resident);
+  return cudaSuccess;
+}
+
+template <typename T, int kPacks, bool kResidual>
+cudaError_t launch_ring(const ResidualRow<T>& p, int block_size, int stages, cudaStream_t stream) {
+  auto kernel = ring_row_kernel<T, kPacks, kResidual>;
+  if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
+  const int slot_packs = p.row.cols / Pack<T>::kCount;
+  const auto shared = static_cast<std::size_t>(ring_dynamic_shared_bytes(p.row.cols, sizeof(T), stages, kResidual));
+  // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+      e != cudaSuccess)
+    return e;
+  unsigned grid = 0;
+  if (cudaError_t e = resident_grid(kernel, block_size, shared, p.row.rows, &grid); e != cudaSuccess) return e;
+  kernel<<<grid, block_size, shared, stream>>>(p, stages, slot_packs);
+  return cudaGetLastError();
+}
+
+template <typename T, bool kResidual>
+cudaError_t dispatch_ring(const ResidualRow<T>& p, int block_size, int packs_per_thread, int stages,
+                          cudaStream_t stream) {
+  // Whole warps (the block sum), at least one thread per edge element.
+  if (block_size < kWarpSize || block_size > 1024 || block_size % kWarpSize != 0 || stages < 1) return cudaErrorInvalidValue;
+  if (!same_phase(p)) return cudaErrorNotSupported;
+  int device = 0, major = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
+    return e;
+  if (major < 9) return cudaErrorInvalidValue;  // bulk copies and mbarrier transactions are sm_90's
+  switch (packs_per_thread) {
+    case 1: return launch_ring<T, 1, kResidual>(p, block_size, stages, stream);
+    case 2: return launch_ring<T, 2, kResidual>(p, block_size, stages, stream);
+    case 4: return launch_ring<T, 4, kResidual>(p, block_size, stages, stream);
+    case 8: return launch_ring<T, 8, kResidual>(p, block_size, stages, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T, int kStages, bool kStreaming>
 cudaError_t launch_pipelined(const ResidualRow<T>& p, int block_size, cudaStream_t stream) {
   auto kernel = pipelined_kernel<T, kStages, kStreaming>;
@@ -486,16 +688,8 @@ cudaError_t launch_pipelined(const ResidualRow<T>& p, int block_size, cudaStream
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
       e != cudaSuccess)
     return e;
-  int device = 0, sms = 0, blocks_per_sm = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_size, shared);
-      e != cudaSuccess)
-    return e;
-  if (blocks_per_sm == 0) return cudaErrorLaunchOutOfResources;
-  // Persistent: every block resident at once (more would only queue behind them).
-  const std::int64_t resident = static_cast<std::int64_t>(sms) * blocks_per_sm;
-  const auto grid = static_cast<unsigned>(p.row.rows < resident ? p.row.rows : resident);
+  unsigned grid = 0;
+  if (cudaError_t e = resident_grid(kernel, block_size, shared, p.row.rows, &grid); e != cudaSuccess) return e;
   kernel<<<grid, block_size, shared, stream>>>(p);
   return cudaGetLastError();
 }
@@ -567,6 +761,12 @@ cudaError_t residual_register_row(const ResidualRow<T>& p, int threads_per_row, 
 }
 
 template <typename T>
+cudaError_t residual_ring_row(const ResidualRow<T>& p, int block_size, int packs_per_thread, int stages,
+                              cudaStream_t stream) {
+  return dispatch_ring<T, true>(p, block_size, packs_per_thread, stages, stream);
+}
+
+template <typename T>
 cudaError_t residual_pipelined(const ResidualRow<T>& p, int block_size, int stages, bool streaming_stores,
                                cudaStream_t stream) {
   // A power of two (the block reduction's groups) of at least a warp (one edge element per thread).
@@ -585,6 +785,7 @@ cudaError_t residual_pipelined(const ResidualRow<T>& p, int block_size, int stag
   template cudaError_t residual_add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                  \
   template cudaError_t residual_vec_welford<T>(const ResidualRow<T>&, int, int, cudaStream_t);               \
   template cudaError_t residual_register_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);         \
+  template cudaError_t residual_ring_row<T>(const ResidualRow<T>&, int, int, int, cudaStream_t);             \
   template cudaError_t residual_pipelined<T>(const ResidualRow<T>&, int, int, bool, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_LAYERNORM(float)

@@ -71,6 +71,16 @@ template <typename T>
 cudaError_t residual_register_row(const ResidualRow<T>&, int threads_per_row, int block_size, int packs_per_thread,
                                   cudaStream_t);
 
+// Fused, ring (sm_90): like fused_register with one row per block (block_size threads, a
+// multiple of 32), but persistent: as many blocks as fit the device walk rows blockIdx.x,
+// + gridDim.x, ..., and thread 0 keeps the next `stages` rows' x and r bodies on their way into
+// a ring of shared-memory slots by bulk copies (TMA); each thread reads its packs from the slot
+// into registers (packs_per_thread 1, 2, 4 or 8). x, r, h and y must share their address modulo
+// 16 (else cudaErrorNotSupported); cudaErrorInvalidValue below sm_90;
+// cudaErrorLaunchOutOfResources when registers or shared memory do not allow the block.
+template <typename T>
+cudaError_t residual_ring_row(const ResidualRow<T>&, int block_size, int packs_per_thread, int stages, cudaStream_t);
+
 // Fused, pipelined: persistent blocks (as many as fit the device at once), each walking rows
 // blockIdx.x, + gridDim.x, ... one at a time with all block_size threads, while the next
 // stages - 1 rows' x and r are already on their way into shared memory (cp.async on sm_80+; a
@@ -88,6 +98,14 @@ constexpr std::int64_t pipelined_dynamic_shared_bytes(std::int64_t cols, int ele
   return std::int64_t{stages} * 2 * (cols / (16 / element_bytes)) * 16;
 }
 constexpr std::int64_t kPipelinedStaticSharedBytes = 32 * 3 * sizeof(float);  // Welford partials[32]
+
+// residual_ring_row's dynamic shared memory: `stages` slots of the row body's 16-byte packs of x
+// and r, then an 8-byte mbarrier per slot. (The kernel also takes plain rows, x only; no variant
+// uses that: register_row was faster in every measured case.)
+constexpr std::int64_t ring_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages, bool residual) {
+  return std::int64_t{stages} * ((residual ? 2 : 1) * (cols / (16 / element_bytes)) * 16 + 8);
+}
+constexpr std::int64_t kRingStaticSharedBytes = 2 * 32 * sizeof(float);  // the block sums' partials
 
 // Edge elements (unaligned head + tail) of a row never exceed this many; the register kernels
 // give each thread one edge slot, so they need threads_per_row >= this.

@@ -84,6 +84,29 @@ Support register_capacity(const Problem& p, const Config& c) {
   return groups_fit(p, c);
 }
 
+// fused_ring (sm_90) holds one row per block in registers, block_size * packs_per_thread packs,
+// and `stages` row bodies of x and r in shared memory.
+Support ring_fits(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  if (limits.compute_capability < 90) return Support::no("bulk copies into an mbarrier ring need sm_90");
+  const std::int64_t pack = pack_elements(p.dtype), per_thread = c.at("packs_per_thread");
+  const std::int64_t packs_needed = p.shape.at("cols") / pack, block = c.at("block_size");
+  if (per_thread * pack > 64)
+    return Support::no("more than 64 floats of row per thread would spill; the kernel is not built for it");
+  if (packs_needed > block * per_thread)
+    return Support::no("row needs " + std::to_string(packs_needed) + " packs; config holds " +
+                       std::to_string(block * per_thread));
+  if (per_thread > 1 && packs_needed <= block * (per_thread / 2))
+    return Support::no("half the packs per thread would hold the row (this config only wastes registers)");
+  const std::int64_t bytes = kl::ring_dynamic_shared_bytes(p.shape.at("cols"), static_cast<int>(dtype_size(p.dtype)),
+                                                           static_cast<int>(c.at("stages")), true) +
+                             kl::kRingStaticSharedBytes;
+  if (bytes > limits.shared_memory_per_block_optin)
+    return Support::no(std::to_string(c.at("stages")) + " ring slots need " + std::to_string(bytes) +
+                       " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  return Support::yes();
+}
+
 // fused_pipelined stages whole row bodies of x and r in shared memory: the width it can take
 // depends on the device (227 KB per block on an H100/H200: in 2 stages, f32 rows up to ~14500
 // wide, 16-bit ones up to ~29000).
@@ -203,6 +226,9 @@ ParamAxis group_axis(std::vector<std::int64_t> values) {
 }
 const ParamAxis kBlockAxis{"block_size", {128, 256, 512, 1024}, "threads per block"};
 const ParamAxis kPacksAxis{"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"};
+const ParamAxis kRingBlockAxis{"block_size", {128, 256, 512, 1024}, "threads per block, all on one row"};
+const ParamAxis kRingPacksAxis{"packs_per_thread", {1, 2, 4, 8}, "16-byte packs each thread keeps in registers"};
+const ParamAxis kRingStagesAxis{"stages", {2, 3, 4}, "ring slots per block: rows on their way while one is normalized"};
 const ParamAxis kStagesAxis{"stages", {2, 3}, "row buffers per block: stages - 1 rows in flight while one is normalized"};
 const ParamAxis kStreamingAxis{"streaming_stores", {0, 1}, "1: h and y stored evict-first (st.global.cs)"};
 const ParamAxis kRoundAxis{"round_h", {0, 1}, "1: statistics of h rounded to the storage type (as frameworks do)"};
@@ -344,6 +370,20 @@ void add_residual_variants(Catalogue& cat) {
                                      cfg(c, "packs_per_thread"), s);
   });
   cat.add(fused_register);
+
+  Variant ring = variant("residual_layernorm", "fused_ring",
+                         "as fused_register with one row per block, but persistent (sm_90): thread 0 keeps the next "
+                         "rows' x and r on their way into a shared-memory ring by bulk copies (TMA)");
+  ring.params = ParamSpace({kRingBlockAxis, kRingPacksAxis, kRingStagesAxis, kRoundAxis});
+  ring.default_config = Config({{"block_size", 256}, {"packs_per_thread", 4}, {"stages", 3}, {"round_h", 1}});
+  ring.supports = [round_h_matters](const Problem& p, const Config& c, const DeviceLimits& limits) {
+    const Support s = round_h_matters(p, c);
+    return s.ok ? ring_fits(p, c, limits) : s;
+  };
+  ring.launch = residual_launch([](auto residual, const Config& c, cudaStream_t s) {
+    return kl::residual_ring_row(residual, cfg(c, "block_size"), cfg(c, "packs_per_thread"), cfg(c, "stages"), s);
+  });
+  cat.add(ring);
 
   Variant pipelined = variant("residual_layernorm", "fused_pipelined",
                               "persistent blocks walk rows; the next rows' x and r stream into shared memory "

@@ -73,7 +73,8 @@ TEST(LayerNormVariantsCatalogue, LaddersBaselinesAndDefaults) {
                                                           "block_row_welford", "vec_welford", "register_row",
                                                           "cudnn*"}));
   EXPECT_EQ(names("residual_layernorm"),
-            (std::vector<std::string>{"unfused*", "fused_vec", "fused_register", "fused_pipelined"}));
+            (std::vector<std::string>{"unfused*", "fused_vec", "fused_register", "fused_ring",
+                                      "fused_pipelined"}));
   const DeviceLimits limits = nominal_device_limits();
   for (const char* primitive : {"layernorm", "residual_layernorm"}) {
     const Primitive& p = *catalogue().find_primitive(primitive);
@@ -98,6 +99,26 @@ TEST(LayerNormVariantsCatalogue, RegisterCapacityAndRoundingFlag) {
   const Config spills({{"threads_per_row", 64}, {"block_size", 256}, {"packs_per_thread", 16}});
   EXPECT_FALSE(reg.supports(problem(DType::f16, 8192), spills, limits).ok);  // 128 floats per thread
   EXPECT_TRUE(reg.supports(problem(DType::f32, 4096), spills, limits).ok);   // 64 floats
+
+  // fused_ring: one row per block in registers, `stages` bodies of x and r in shared memory, sm_90 only.
+  const Variant& ring = *catalogue().find_variant("residual_layernorm", "fused_ring");
+  auto ring_config = [](std::int64_t block, std::int64_t packs, std::int64_t stages) {
+    return Config({{"block_size", block}, {"packs_per_thread", packs}, {"stages", stages}, {"round_h", 1}});
+  };
+  auto residual = [](DType t, std::int64_t cols) {
+    return Problem{"residual_layernorm", t, Shape({{"rows", 8}, {"cols", cols}})};
+  };
+  EXPECT_TRUE(ring.supports(residual(DType::bf16, 4096), ring_config(128, 4, 3), limits).ok);   // 512 packs
+  EXPECT_FALSE(ring.supports(residual(DType::bf16, 4104), ring_config(128, 4, 3), limits).ok);  // 513 packs
+  EXPECT_FALSE(ring.supports(residual(DType::f32, 4096), ring_config(256, 8, 3), limits).ok);   // half would do
+  // f32 8192 wide: 32 KB of x and 32 KB of r a slot; 3 slots fit in 227 KB, 4 do not.
+  EXPECT_TRUE(ring.supports(residual(DType::f32, 8192), ring_config(1024, 2, 3), limits).ok);
+  const Support four = ring.supports(residual(DType::f32, 8192), ring_config(1024, 2, 4), limits);
+  EXPECT_FALSE(four.ok);
+  EXPECT_NE(four.reason.find("shared memory"), std::string::npos) << four.reason;
+  DeviceLimits turing = limits;
+  turing.compute_capability = 75;
+  EXPECT_FALSE(ring.supports(residual(DType::bf16, 4096), ring_config(128, 4, 3), turing).ok);
 
   const Variant& fused = *catalogue().find_variant("residual_layernorm", "fused_vec");
   const Config rounded({{"threads_per_row", 32}, {"block_size", 256}, {"round_h", 1}});

@@ -51,40 +51,55 @@ TEST_P(LayerNormVariants, ConstantRowsGiveBeta) {
   EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, 4, constant), 5);
 }
 
-// fused_pipelined's persistent blocks walk rows blockIdx.x, + gridDim.x, ... with stages - 1 rows
-// in flight; the awkward shapes above mostly give a block one row. Here every block walks several
-// (the grid is at most SMs x blocks per SM: ~2000 on an H200): 20000 rows of 33 (every row at
-// another phase, heads and tails everywhere, at most a pack per thread), 4000 of 2063 (in
-// 128-thread blocks, 2-3 packs per thread in 16-bit types, 4-5 in f32), 300 of 12289 (one block
-// per SM, past the 48 KB of shared memory a kernel gets without opting in). Unlike verify_every_config, a refusal
-// at launch is a failure: fused_pipelined refuses nothing that its supports() accepts.
-TEST_P(LayerNormVariants, PipelinedWalksManyRowsPerBlock) {
-  const Variant& v = *catalogue().find_variant("residual_layernorm", "fused_pipelined");
-  const Primitive& primitive = *catalogue().find_primitive("residual_layernorm");
+// The persistent variants (fused_pipelined, fused_ring) walk rows blockIdx.x,
+// + gridDim.x, ... with later rows in flight; the awkward shapes above mostly give a block one
+// row. Here every block walks several (the grid is at most SMs x blocks per SM: ~2000 on an
+// H200): 20000 rows of 33 (every row at another phase, heads and tails everywhere, at most a
+// pack per thread), 4000 of 2063 (in 128-thread blocks, 2-3 packs per thread in 16-bit types,
+// 4-5 in f32), 300 of 12289 (one block per SM, past the 48 KB of shared memory a kernel gets
+// without opting in). Unlike verify_every_config, a refusal at launch is a failure for
+// fused_pipelined, which refuses nothing that its supports() accepts; fused_ring may refuse
+// block sizes its registers do not allow.
+void verify_walking_many_rows(const char* primitive_name, const char* variant, DType dtype, const DeviceInfo& device,
+                              Measurer& measurer, bool may_refuse, int min_verified) {
+  const Variant& v = *catalogue().find_variant(primitive_name, variant);
+  const Primitive& primitive = *catalogue().find_primitive(primitive_name);
   std::uint64_t seed = std::random_device{}();
   for (const Case& c : {Case{20000, 33}, Case{4000, 2063}, Case{300, 12289}}) {
-    const Problem problem{"residual_layernorm", GetParam(), Shape({{"rows", c.rows}, {"cols", c.cols}})};
+    const Problem problem{primitive_name, dtype, Shape({{"rows", c.rows}, {"cols", c.cols}})};
     ProblemData data(primitive, problem, seed++);
     const Tolerance tol = tolerance_for(primitive, problem);
     int verified = 0;
     for (const Config& config : v.params.enumerate()) {
-      if (!v.supports(problem, config, device_.limits).ok) continue;
+      if (!v.supports(problem, config, device.limits).ok) continue;
       std::vector<void*> pointers = data.pointers(0);
-      const LaunchArgs args{problem, config, pointers, measurer_->stream(), measurer_->libraries(), nullptr, 0,
+      const LaunchArgs args{problem, config, pointers, measurer.stream(), measurer.libraries(), nullptr, 0,
                             data.scalars()};
-      data.prepare(0, measurer_->stream());
+      data.prepare(0, measurer.stream());
       const LaunchStatus status = v.launch(args);
       const std::string name = problem.key() + " " + v.name + "{" + config.key() + "}";
+      if (may_refuse && !status.ok && status.unsupported) continue;
       EXPECT_TRUE(status.ok) << name << ": " << status.message;
       if (!status.ok) continue;
-      const AccuracyReport report = data.check(0, tol, measurer_->stream());
+      const AccuracyReport report = data.check(0, tol, measurer.stream());
       EXPECT_EQ(report.mismatches, 0) << name << ": " << report.first_mismatch;
       ++verified;
     }
-    // On an H100/H200 every config runs but f32's round_h=0 (no effect there) and, at 12289
-    // columns, f32 in 3 stages (288 KB of shared memory).
-    EXPECT_GE(verified, 4) << problem.key();
+    EXPECT_GE(verified, min_verified) << problem.key() << " " << variant;
   }
+}
+
+// On an H100/H200 every fused_pipelined config runs but f32's round_h=0 (no effect there) and,
+// at 12289 columns, f32 in 3 stages (288 KB of shared memory).
+TEST_P(LayerNormVariants, PipelinedWalksManyRowsPerBlock) {
+  verify_walking_many_rows("residual_layernorm", "fused_pipelined", GetParam(), device_, *measurer_, false, 4);
+}
+
+// fused_ring: sm_90 only. Every shape here has at least two configs that run (f32 12289 wide:
+// 96 KB a slot, so 2 stages only, in 512 or 1024 threads).
+TEST_P(LayerNormVariants, RingWalksManyRowsPerBlock) {
+  if (device_.limits.compute_capability < 90) GTEST_SKIP() << "fused_ring needs sm_90";
+  verify_walking_many_rows("residual_layernorm", "fused_ring", GetParam(), device_, *measurer_, true, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, LayerNormVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
