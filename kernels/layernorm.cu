@@ -283,17 +283,17 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
 
 // ---- fused ring ------------------------------------------------------------------------------
 // fused_register loads, reduces and writes one row per block, so an SM's loads stop while its
-// rows reduce. Holding the next row's packs in registers as well was tried (plain LayerNorm bf16
-// 65536 x 4096: 447 us against register_row's 283): registers then hold one row ahead per block,
-// too few bytes in flight. Here persistent blocks walk rows blockIdx.x, + gridDim.x, ..., and
-// thread 0 keeps the next `stages` row bodies of x and r on their way into a ring of
-// shared-memory slots by bulk copies (TMA), one instruction per row body, each slot completing on
-// its own mbarrier: several rows in flight per block at no cost in registers. Each thread reads
-// its packs out of the slot into registers, as fused_register holds them; no thread reads the
-// slot after the first reduction's barrier, so thread 0 refills it there. The two reductions use
-// two partial buffers in turn: one barrier each. bf16 65536 x 4096: 558 us against
-// fused_pipelined's 571. The kernel takes plain rows too (kResidual false), but no variant uses
-// them: plain LayerNorm this way measured 306 us against register_row's 283, so it is not built.
+// rows reduce. Holding the next row's packs in registers as well was tried (plain LayerNorm
+// bf16 65536 x 4096: 368 us at best against register_row's 283): registers then hold one row
+// ahead per block, too few bytes in flight. Here persistent blocks walk rows blockIdx.x,
+// + gridDim.x, ..., and thread 0 keeps the next `stages` row bodies of x and r on their way into
+// a ring of shared-memory slots by bulk copies (TMA), one instruction per row body, each slot
+// completing on its own mbarrier: several rows in flight per block at no cost in registers. Each
+// thread reads its packs out of the slot into registers, as fused_register holds them; no thread
+// reads the slot after the first reduction's barrier, so thread 0 refills it there. The two
+// reductions use two partial buffers in turn: one barrier each. bf16 65536 x 4096: 553-560 us
+// against fused_pipelined's 567-571. The kernel takes plain rows too (kResidual false), but no
+// variant uses them: plain LayerNorm this way measured 306 us against register_row's 283.
 
 // The sum over the block, the same bits in every thread. `partials` holds one slot per warp; the
 // caller alternates two buffers, so one barrier suffices: a buffer is written again only after
