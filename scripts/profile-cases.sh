@@ -13,9 +13,13 @@
 #   kernel matches.
 # Each case's .ncu-rep, its details page as text and a digest go to $OUT/profile (default
 # ./profile-out/profile); the digest of every case is printed last.
+#
+# NCU_SECTIONS adds sections to the default ones (e.g. "ComputeWorkloadAnalysis InstructionStats":
+# pipe utilisation and instruction mix), NCU_METRICS adds metrics, comma-separated (e.g.
+# "smsp__inst_executed.sum,smsp__inst_executed_pipe_xu.sum"); their values join the digest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 3 ]; then sed -n '2,15p' "$0"; exit 2; fi
+if [ $# -lt 3 ]; then sed -n '2,19p' "$0"; exit 2; fi
 file=$1 kernel=$2
 shift 2
 out=${OUT:-$PWD/profile-out}/profile
@@ -26,6 +30,9 @@ if [ ! -x "$build/shapetune-bench" ] && [ -f "$build/bundle.tar.xz" ]; then
 fi
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 [ -x "$ncu" ] || { echo "profile-cases: no ncu on this machine" >&2; exit 2; }
+extra=()
+for section in ${NCU_SECTIONS:-}; do extra+=(--section "$section"); done
+[ -n "${NCU_METRICS:-}" ] && extra+=(--metrics "$NCU_METRICS")
 digest="$out/digest.txt"
 : >"$digest"
 i=0
@@ -35,7 +42,7 @@ for case in "$@"; do
   # One sample: the case's first launch of the kernel (its verification) is the one profiled.
   "$ncu" --kernel-name "regex:$kernel" --launch-count 1 --cache-control all --clock-control none \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-    --section MemoryWorkloadAnalysis --section LaunchStats -f -o "$report" \
+    --section MemoryWorkloadAnalysis --section LaunchStats "${extra[@]}" -f -o "$report" \
     "$build/shapetune-bench" "$file" --all-configs --min-samples 6 --max-samples 6 --time-cap 0.01 \
     --benchmark_filter="$case" >"$report.log" 2>&1
   echo "rc=$? ncu on $case" >>"$report.log"
@@ -45,6 +52,10 @@ for case in "$@"; do
     echo "== case $i: $case"
     grep -E "^ +(Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Active Warps Per Scheduler|Eligible Warps Per Scheduler|Issued Warp Per Scheduler|No Eligible|Warp Cycles Per Issued Instruction|Avg. Active Threads Per Warp|Dynamic Shared Memory Per Block|Grid Size|Block Size) " "$report.txt"
     grep -E "stall|Stall" "$report.txt" | head -12
+    # The added metrics, and the busiest pipe when ComputeWorkloadAnalysis was asked for.
+    metrics=${NCU_METRICS:-}
+    for metric in ${metrics//,/ }; do grep -E "^ +$metric " "$report.txt"; done
+    grep -E "is the highest-utilized pipeline" "$report.txt"
     # Cycles per issued instruction each stall reason costs, largest first.
     grep -E "smsp__average_warps?_issue_stalled_[a-z_]+_per_issue_active.ratio " "$report.raw.txt" |
       awk '{print $NF, $1}' | sort -rn | head -8
