@@ -292,8 +292,8 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
 // thread reads its packs out of the slot into registers, as fused_register holds them; no thread
 // reads the slot after the first reduction's barrier, so thread 0 refills it there. The two
 // reductions use two partial buffers in turn: one barrier each. bf16 65536 x 4096: 553-560 us
-// against fused_pipelined's 567-571. The kernel takes plain rows too (kResidual false), but no
-// variant uses them: plain LayerNorm this way measured 306 us against register_row's 283.
+// against fused_pipelined's 567-571. Plain LayerNorm this way (x alone in the ring) measured
+// 306 us against register_row's 283, so the kernel is built for the residual step only.
 
 // The sum over the block, the same bits in every thread. `partials` holds one slot per warp; the
 // caller alternates two buffers, so one barrier suffices: a buffer is written again only after
@@ -307,45 +307,40 @@ __device__ __forceinline__ float block_sum(float v, float* partials) {
   return total;
 }
 
-// A ring slot: the row body of x, then (residual) that of r, slot_packs packs each.
-template <bool kResidual>
+// A ring slot: the row body of x, then that of r, slot_packs packs each.
 struct RingSlots {
   uint4* data;      // slot 0
   unsigned full;    // shared address of slot 0's mbarrier (8 bytes each)
   int slot_packs;   // packs per row body (the widest any row has)
-  int stages;
 
-  __device__ uint4* x(int slot) const { return data + static_cast<std::size_t>(slot) * (kResidual ? 2 : 1) * slot_packs; }
+  __device__ uint4* x(int slot) const { return data + static_cast<std::size_t>(slot) * 2 * slot_packs; }
   __device__ uint4* r(int slot) const { return x(slot) + slot_packs; }
   __device__ unsigned bar(int slot) const { return full + 8u * static_cast<unsigned>(slot); }
 };
 
 // Thread 0: the bulk copies of a row's bodies into a slot (nothing past the last row). A row
 // without a body still completes its slot's phase (0 bytes expected).
-template <typename T, bool kResidual>
-__device__ __forceinline__ void request_ring_row(const ResidualRow<T>& p, std::int64_t row, const RingSlots<kResidual>& ring,
-                                                 int slot) {
+template <typename T>
+__device__ __forceinline__ void request_ring_row(const ResidualRow<T>& p, std::int64_t row, const RingSlots& ring, int slot) {
   if (row >= p.row.rows) return;
   const std::int64_t offset = row * p.row.cols;
   const RowSplit split = RowSplit::of(p.row.x + offset, p.row.cols);
   const auto bytes = static_cast<unsigned>(split.packs) * 16u;
-  mbarrier_arrive_expect_tx(ring.bar(slot), (kResidual ? 2u : 1u) * bytes);
+  mbarrier_arrive_expect_tx(ring.bar(slot), 2u * bytes);
   if (bytes == 0) return;
   bulk_copy_to_shared(shared_address(ring.x(slot)), p.row.x + offset + split.head, bytes, ring.bar(slot));
-  if constexpr (kResidual) bulk_copy_to_shared(shared_address(ring.r(slot)), p.r + offset + split.head, bytes, ring.bar(slot));
+  bulk_copy_to_shared(shared_address(ring.r(slot)), p.r + offset + split.head, bytes, ring.bar(slot));
 }
 
-template <typename T, int kPacks, bool kResidual>
+template <typename T, int kPacks>
 __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
   constexpr int K = Pack<T>::kCount;
   // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
   extern __shared__ uint4 ring_storage[];  // the slots, then their mbarriers
   __shared__ float partials[2][32];
   static_assert(static_cast<std::int64_t>(sizeof(partials)) == kRingStaticSharedBytes);
-  const RingSlots<kResidual> ring{
-      ring_storage,
-      shared_address(ring_storage + static_cast<std::size_t>(stages) * (kResidual ? 2 : 1) * slot_packs), slot_packs,
-      stages};
+  const RingSlots ring{ring_storage, shared_address(ring_storage + static_cast<std::size_t>(stages) * 2 * slot_packs),
+                       slot_packs};
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) mbarrier_init(ring.bar(s), 1);
     fence_barrier_init();
@@ -361,7 +356,7 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
     const bool has_edge = static_cast<int>(threadIdx.x) < v.split.edges();
     const int edge_col = has_edge ? v.split.template edge_index<T>(threadIdx.x) : 0;
     // Edge elements (at most 14, one per thread) from global memory, requested before the wait.
-    const float edge = has_edge ? load_source<T, kResidual>(v, edge_col, p.round_h) : 0.f;
+    const float edge = has_edge ? load_source<T, true>(v, edge_col, p.round_h) : 0.f;
     auto in_row = [&](int i) { return static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x) < v.split.packs; };
 
     mbarrier_wait(ring.bar(slot), phase);
@@ -374,15 +369,14 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
       if (!in_row(i)) continue;
       const int pack = threadIdx.x + i * blockDim.x;
       const Pack<T> xp = load_pack(reinterpret_cast<const T*>(x_slot + pack));
-      Pack<T> rp;
-      if constexpr (kResidual) rp = load_pack(reinterpret_cast<const T*>(r_slot + pack));
+      const Pack<T> rp = load_pack(reinterpret_cast<const T*>(r_slot + pack));
 #pragma unroll
       for (int j = 0; j < K; ++j) {
-        values[i][j] = source_value<T, kResidual>(xp.v[j], kResidual ? rp.v[j] : T{}, p.round_h);
+        values[i][j] = source_value<T, true>(xp.v[j], rp.v[j], p.round_h);
         sum += values[i][j];
       }
       // h goes out now: the values become deviations below.
-      if constexpr (kResidual) store_floats(v.h + v.split.head + pack * K, values[i]);
+      store_floats(v.h + v.split.head + pack * K, values[i]);
     }
     const float mean = block_sum(sum, partials[0]) * inv_cols;
     // Every thread has read its packs of this slot: refill it with the row `stages` steps ahead.
@@ -402,7 +396,7 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
     const float rstd = rsqrtf(block_sum(squares, partials[1]) * inv_cols + p.row.epsilon);
 
     if (has_edge) {
-      if constexpr (kResidual) v.h[edge_col] = from_float<T>(edge);
+      v.h[edge_col] = from_float<T>(edge);
       v.y[edge_col] = from_float<T>(normalize(edge, mean, rstd, p.row.gamma, p.row.beta, edge_col));
     }
 #pragma unroll
@@ -644,12 +638,12 @@ cudaError_t resident_grid(Kernel kernel, int block_size, std::size_t shared, std
   return cudaSuccess;
 }
 
-template <typename T, int kPacks, bool kResidual>
+template <typename T, int kPacks>
 cudaError_t launch_ring(const ResidualRow<T>& p, int block_size, int stages, cudaStream_t stream) {
-  auto kernel = ring_row_kernel<T, kPacks, kResidual>;
+  auto kernel = ring_row_kernel<T, kPacks>;
   if (cudaError_t e = check_block_fits(kernel, block_size); e != cudaSuccess) return e;
   const int slot_packs = p.row.cols / Pack<T>::kCount;
-  const auto shared = static_cast<std::size_t>(ring_dynamic_shared_bytes(p.row.cols, sizeof(T), stages, kResidual));
+  const auto shared = static_cast<std::size_t>(ring_dynamic_shared_bytes(p.row.cols, sizeof(T), stages));
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
       e != cudaSuccess)
@@ -660,9 +654,9 @@ cudaError_t launch_ring(const ResidualRow<T>& p, int block_size, int stages, cud
   return cudaGetLastError();
 }
 
-template <typename T, bool kResidual>
+template <typename T>
 cudaError_t dispatch_ring(const ResidualRow<T>& p, int block_size, int packs_per_thread, int stages,
-                          cudaStream_t stream) {
+                         cudaStream_t stream) {
   // Whole warps (the block sum), at least one thread per edge element.
   if (block_size < kWarpSize || block_size > 1024 || block_size % kWarpSize != 0 || stages < 1) return cudaErrorInvalidValue;
   if (!same_phase(p)) return cudaErrorNotSupported;
@@ -672,10 +666,10 @@ cudaError_t dispatch_ring(const ResidualRow<T>& p, int block_size, int packs_per
     return e;
   if (major < 9) return cudaErrorInvalidValue;  // bulk copies and mbarrier transactions are sm_90's
   switch (packs_per_thread) {
-    case 1: return launch_ring<T, 1, kResidual>(p, block_size, stages, stream);
-    case 2: return launch_ring<T, 2, kResidual>(p, block_size, stages, stream);
-    case 4: return launch_ring<T, 4, kResidual>(p, block_size, stages, stream);
-    case 8: return launch_ring<T, 8, kResidual>(p, block_size, stages, stream);
+    case 1: return launch_ring<T, 1>(p, block_size, stages, stream);
+    case 2: return launch_ring<T, 2>(p, block_size, stages, stream);
+    case 4: return launch_ring<T, 4>(p, block_size, stages, stream);
+    case 8: return launch_ring<T, 8>(p, block_size, stages, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -763,7 +757,7 @@ cudaError_t residual_register_row(const ResidualRow<T>& p, int threads_per_row, 
 template <typename T>
 cudaError_t residual_ring_row(const ResidualRow<T>& p, int block_size, int packs_per_thread, int stages,
                               cudaStream_t stream) {
-  return dispatch_ring<T, true>(p, block_size, packs_per_thread, stages, stream);
+  return dispatch_ring(p, block_size, packs_per_thread, stages, stream);
 }
 
 template <typename T>

@@ -100,10 +100,9 @@ constexpr std::int64_t pipelined_dynamic_shared_bytes(std::int64_t cols, int ele
 constexpr std::int64_t kPipelinedStaticSharedBytes = 32 * 3 * sizeof(float);  // Welford partials[32]
 
 // residual_ring_row's dynamic shared memory: `stages` slots of the row body's 16-byte packs of x
-// and r, then an 8-byte mbarrier per slot. (The kernel also takes plain rows, x only; no variant
-// uses that: register_row was faster in every measured case.)
-constexpr std::int64_t ring_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages, bool residual) {
-  return std::int64_t{stages} * ((residual ? 2 : 1) * (cols / (16 / element_bytes)) * 16 + 8);
+// and r, then an 8-byte mbarrier per slot.
+constexpr std::int64_t ring_dynamic_shared_bytes(std::int64_t cols, int element_bytes, int stages) {
+  return std::int64_t{stages} * (2 * (cols / (16 / element_bytes)) * 16 + 8);
 }
 constexpr std::int64_t kRingStaticSharedBytes = 2 * 32 * sizeof(float);  // the block sums' partials
 

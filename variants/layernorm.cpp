@@ -70,35 +70,33 @@ Support groups_fit(const Problem& p, const Config& c) {
   return grid_fits((p.shape.at("rows") + rows_per_block - 1) / rows_per_block);
 }
 
-// The register variants hold the row body in packs_per_thread * threads_per_row packs.
-Support register_capacity(const Problem& p, const Config& c) {
+// A row body held in registers by `holders` threads of packs_per_thread packs each.
+Support row_packs_fit(const Problem& p, const Config& c, std::int64_t holders) {
   const std::int64_t pack = pack_elements(p.dtype), per_thread = c.at("packs_per_thread");
-  const std::int64_t packs_needed = p.shape.at("cols") / pack, group = c.at("threads_per_row");
+  const std::int64_t packs_needed = p.shape.at("cols") / pack;
   if (per_thread * pack > 64)
     return Support::no("more than 64 floats of row per thread would spill; the kernel is not built for it");
-  if (packs_needed > group * per_thread)
+  if (packs_needed > holders * per_thread)
     return Support::no("row needs " + std::to_string(packs_needed) + " packs; config holds " +
-                       std::to_string(group * per_thread));
-  if (per_thread > 1 && packs_needed <= group * (per_thread / 2))
+                       std::to_string(holders * per_thread));
+  if (per_thread > 1 && packs_needed <= holders * (per_thread / 2))
     return Support::no("half the packs per thread would hold the row (this config only wastes registers)");
-  return groups_fit(p, c);
+  return Support::yes();
+}
+
+// The register variants hold the row body in packs_per_thread * threads_per_row packs.
+Support register_capacity(const Problem& p, const Config& c) {
+  const Support s = row_packs_fit(p, c, c.at("threads_per_row"));
+  return s.ok ? groups_fit(p, c) : s;
 }
 
 // fused_ring (sm_90) holds one row per block in registers, block_size * packs_per_thread packs,
 // and `stages` row bodies of x and r in shared memory.
 Support ring_fits(const Problem& p, const Config& c, const DeviceLimits& limits) {
   if (limits.compute_capability < 90) return Support::no("bulk copies into an mbarrier ring need sm_90");
-  const std::int64_t pack = pack_elements(p.dtype), per_thread = c.at("packs_per_thread");
-  const std::int64_t packs_needed = p.shape.at("cols") / pack, block = c.at("block_size");
-  if (per_thread * pack > 64)
-    return Support::no("more than 64 floats of row per thread would spill; the kernel is not built for it");
-  if (packs_needed > block * per_thread)
-    return Support::no("row needs " + std::to_string(packs_needed) + " packs; config holds " +
-                       std::to_string(block * per_thread));
-  if (per_thread > 1 && packs_needed <= block * (per_thread / 2))
-    return Support::no("half the packs per thread would hold the row (this config only wastes registers)");
+  if (const Support s = row_packs_fit(p, c, c.at("block_size")); !s.ok) return s;
   const std::int64_t bytes = kl::ring_dynamic_shared_bytes(p.shape.at("cols"), static_cast<int>(dtype_size(p.dtype)),
-                                                           static_cast<int>(c.at("stages")), true) +
+                                                           static_cast<int>(c.at("stages"))) +
                              kl::kRingStaticSharedBytes;
   if (bytes > limits.shared_memory_per_block_optin)
     return Support::no(std::to_string(c.at("stages")) + " ring slots need " + std::to_string(bytes) +
@@ -226,7 +224,6 @@ ParamAxis group_axis(std::vector<std::int64_t> values) {
 }
 const ParamAxis kBlockAxis{"block_size", {128, 256, 512, 1024}, "threads per block"};
 const ParamAxis kPacksAxis{"packs_per_thread", {1, 2, 4, 8, 16}, "16-byte packs each thread keeps in registers"};
-const ParamAxis kRingBlockAxis{"block_size", {128, 256, 512, 1024}, "threads per block, all on one row"};
 const ParamAxis kRingPacksAxis{"packs_per_thread", {1, 2, 4, 8}, "16-byte packs each thread keeps in registers"};
 const ParamAxis kRingStagesAxis{"stages", {2, 3, 4}, "ring slots per block: rows on their way while one is normalized"};
 const ParamAxis kStagesAxis{"stages", {2, 3}, "row buffers per block: stages - 1 rows in flight while one is normalized"};
@@ -374,7 +371,7 @@ void add_residual_variants(Catalogue& cat) {
   Variant ring = variant("residual_layernorm", "fused_ring",
                          "as fused_register with one row per block, but persistent (sm_90): thread 0 keeps the next "
                          "rows' x and r on their way into a shared-memory ring by bulk copies (TMA)");
-  ring.params = ParamSpace({kRingBlockAxis, kRingPacksAxis, kRingStagesAxis, kRoundAxis});
+  ring.params = ParamSpace({kBlockAxis, kRingPacksAxis, kRingStagesAxis, kRoundAxis});
   ring.default_config = Config({{"block_size", 256}, {"packs_per_thread", 4}, {"stages", 3}, {"round_h", 1}});
   ring.supports = [round_h_matters](const Problem& p, const Config& c, const DeviceLimits& limits) {
     const Support s = round_h_matters(p, c);
