@@ -24,9 +24,16 @@ __device__ __forceinline__ Pack<T> load_pack(const T* p) {
   return pack;
 }
 
+// One 128-bit store, always. A plain uint4 assignment was split by the compiler into four 32-bit
+// stores where the pack had been assembled from 16-bit pieces (softmax_xent's gradients, the
+// LayerNorm ring kernel's h, the activations' 16-bit results): four store instructions per pack.
+// The __stwb intrinsic keeps it whole but compiles to a strong store (STG.E.128.STRONG.SM); this
+// is the plain, weak one. A generic pointer to global memory is its global address.
 template <typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
-  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(&pack);
+  const uint4 w = *reinterpret_cast<const uint4*>(&pack);
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w)
+               : "memory");
 }
 
 // As store_pack, with the evict-first hint (st.global.cs): for outputs that nothing reads back
@@ -36,30 +43,54 @@ __device__ __forceinline__ void store_pack_streaming(T* p, const Pack<T>& pack) 
   __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&pack));
 }
 
-// A pack widened to floats (the arithmetic type of every kernel).
+// A pack widened to floats (the arithmetic type of every kernel). 16-bit types widen by 32-bit
+// words: a bf16 pair is two bit operations (the low element shifted up, the high one masked),
+// where widening element by element unpacks each half first, and reading `pack.v[i]` from a
+// pack in shared memory would load 16 bits at a time (8 loads where one 128-bit load will do).
 template <typename T>
 __device__ __forceinline__ void to_floats(const Pack<T>& pack, float (&v)[Pack<T>::kCount]) {
+  if constexpr (sizeof(T) == 2) {
+    const uint4 words = *reinterpret_cast<const uint4*>(&pack);
+    const unsigned w[4] = {words.x, words.y, words.z, words.w};
 #pragma unroll
-  for (int i = 0; i < Pack<T>::kCount; ++i) v[i] = to_float(pack.v[i]);
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+      } else {
+        __half2 pair;
+        *reinterpret_cast<unsigned*>(&pair) = w[i];
+        const float2 f = __half22float2(pair);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Pack<T>::kCount; ++i) v[i] = to_float(pack.v[i]);
+  }
 }
 
 // Floats narrowed into a pack. 16-bit types convert two at a time (one cvt.rn.{f16x2,bf16x2}.f32
 // per pair on sm_80+, where one per element would be twice the instructions: enough to matter in
-// the 16-bit elementwise kernels, whose instruction budget per element is half of fp32's).
+// the 16-bit elementwise kernels, whose instruction budget per element is half of fp32's). The
+// pairs are assembled as 32-bit words: a pack built element by element may be stored 32 bits at
+// a time (four stores where one 128-bit store will do).
 template <typename T>
 __device__ __forceinline__ Pack<T> pack_of_floats(const float (&v)[Pack<T>::kCount]) {
   Pack<T> pack;
   if constexpr (sizeof(T) == 2) {
+    unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < Pack<T>::kCount; i += 2) {
+    for (int i = 0; i < 4; ++i) {
       if constexpr (std::is_same_v<T, __half>) {
-        const __half2 pair = __floats2half2_rn(v[i], v[i + 1]);
-        pack.v[i] = pair.x, pack.v[i + 1] = pair.y;
+        const __half2 pair = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *reinterpret_cast<const unsigned*>(&pair);
       } else {
-        const __nv_bfloat162 pair = __floats2bfloat162_rn(v[i], v[i + 1]);
-        pack.v[i] = pair.x, pack.v[i + 1] = pair.y;
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *reinterpret_cast<const unsigned*>(&pair);
       }
     }
+    *reinterpret_cast<uint4*>(&pack) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
 #pragma unroll
     for (int i = 0; i < Pack<T>::kCount; ++i) pack.v[i] = from_float<T>(v[i]);
