@@ -8,8 +8,8 @@
 // read or write leaves the row) and the float64 reference does the same.
 //
 // The mean is deterministic: the per-row losses go to the workspace and are added up in a fixed
-// order (in double); the fused variants do it in their own launch (the last block to finish),
-// `unfused` in a fourth one. No float atomics anywhere, so the same inputs give the same bits on
+// order (in double) by a small second kernel (on sm_90 a programmatic dependent launch, whose
+// start overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same inputs give the same bits on
 // every run of a config.
 #pragma once
 
@@ -20,13 +20,9 @@
 
 namespace shapetune::kernels::softmax_xent {
 
-// Workspace of the fused variants: one float per row (the row losses), then an 8-byte slot for
-// the ticket counter that finds the last block (zeroed by a memset in each launch, so the
-// workspace may hold anything before).
-inline std::size_t fused_ticket_offset(std::int64_t rows) {
-  return (static_cast<std::size_t>(rows) * sizeof(float) + 7) / 8 * 8;
-}
-inline std::size_t fused_workspace_bytes(std::int64_t rows) { return fused_ticket_offset(rows) + 8; }
+// Workspace of the fused variants: one float per row, the row losses that the mean kernel
+// launched after them averages.
+inline std::size_t fused_workspace_bytes(std::int64_t rows) { return static_cast<std::size_t>(rows) * sizeof(float); }
 
 // Workspace of `unfused`: the f32 probabilities, then the row losses, then each row's
 // 1 - p[label] (kept so that the gradient kernel need not subtract two nearly equal numbers).

@@ -45,7 +45,7 @@ XentTensors<T> tensors_of(const LaunchArgs& a) {
 
 using WorkspaceBytes = std::function<std::size_t(const Problem&, const Config&)>;
 
-// The row losses and the ticket that finds the block that adds them up.
+// The row losses, which a second kernel averages.
 std::size_t fused_workspace(const Problem& p, const Config&) { return kx::fused_workspace_bytes(p.shape.at("rows")); }
 
 // Adapts `call(tensors, rows, classes, config, workspace, stream)` to the catalogue's launch
