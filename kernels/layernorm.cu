@@ -126,9 +126,13 @@ __device__ __forceinline__ float load_source(const RowView<T>& v, int c, bool ro
   return source_value<T, kResidual>(v.x[c], kResidual ? v.r[c] : T{}, round_h);
 }
 
-template <typename T>
+// kPlainStore: by store_pack_plain (fused_ring, see ring_row_kernel).
+template <typename T, bool kPlainStore = false>
 __device__ __forceinline__ void store_floats(T* p, const float (&values)[Pack<T>::kCount]) {
-  store_pack(p, pack_of_floats<T>(values));
+  if constexpr (kPlainStore)
+    store_pack_plain(p, pack_of_floats<T>(values));
+  else
+    store_pack(p, pack_of_floats<T>(values));
 }
 
 template <typename T>
@@ -151,7 +155,7 @@ __device__ __forceinline__ void write_normalized(const RowView<T>& v, const Row<
 // As write_normalized, from deviations d = value - mean that the caller kept from its variance
 // pass: the same arithmetic (the subtraction is the one the variance took), one instruction per
 // element fewer. The register kernels are instruction-bound in 16-bit types.
-template <typename T>
+template <typename T, bool kPlainStore = false>
 __device__ __forceinline__ void write_deviations(const RowView<T>& v, const Row<T>& p, int pack, float rstd,
                                                  const float (&d)[Pack<T>::kCount]) {
   constexpr int K = Pack<T>::kCount;
@@ -159,7 +163,7 @@ __device__ __forceinline__ void write_deviations(const RowView<T>& v, const Row<
   load_params(p.gamma, p.beta, v.split.head + pack * K, v.params_packed, g, b);
 #pragma unroll
   for (int j = 0; j < K; ++j) out[j] = d[j] * rstd * g[j] + b[j];
-  store_pack(v.y + v.split.head + pack * K, pack_of_floats<T>(out));
+  store_floats<T, kPlainStore>(v.y + v.split.head + pack * K, out);
 }
 
 // ---- v4 and fused streaming ----------------------------------------------------------------
@@ -375,8 +379,11 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
         values[i][j] = source_value<T, true>(xp.v[j], rp.v[j], p.round_h);
         sum += values[i][j];
       }
-      // h goes out now: the values become deviations below.
-      store_floats(v.h + v.split.head + pack * K, values[i]);
+      // h goes out now: the values become deviations below. Plain stores (here and for y): with
+      // store_pack's asm the compiler no longer duplicated this kernel's pass loops (1984 -> 1813
+      // PTX lines at bf16, 2 packs) and bf16 65536 x 4096 took 561-564 us instead of 552-554
+      // (A/B on one H200, reports/h200/2026-12-01-xent-mean-kernel-at-5249b04, call 8).
+      store_floats<T, true>(v.h + v.split.head + pack * K, values[i]);
     }
     const float mean = block_sum(sum, partials[0]) * inv_cols;
     // Every thread has read its packs of this slot: refill it with the row `stages` steps ahead.
@@ -401,7 +408,7 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
     }
 #pragma unroll
     for (int i = 0; i < kPacks; ++i)
-      if (in_row(i)) write_deviations(v, p.row, threadIdx.x + i * blockDim.x, rstd, values[i]);
+      if (in_row(i)) write_deviations<T, true>(v, p.row, threadIdx.x + i * blockDim.x, rstd, values[i]);
   }
 }
 
