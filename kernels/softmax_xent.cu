@@ -136,7 +136,7 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 // run. Double, so 65536 row losses add up without float's drift.
 __device__ void store_mean(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
   __shared__ double partial[32];
-  constexpr int kUnroll = 16;  // loads in flight per thread: the last block waits on these alone
+  constexpr int kUnroll = 16;  // loads in flight per thread: the one block waits on these alone
   double sum = 0;
   const int threads = blockDim.x;
   for (std::int64_t base = threadIdx.x; base < rows; base += kUnroll * threads) {

@@ -28,7 +28,7 @@ struct Case {
 // rows; the MLP's head; two classes, where the label often dominates: a plain float p - 1 misses
 // rtol 1e-5 on about one row in five there (791 of 4096 in a host simulation). Widths just
 // under and over a warp and a pack multiple (31, 33, 127, 1025); one-row problems of every
-// width class, where the last block to finish is the only one.
+// width class, where the mean kernel averages a single row loss.
 const Case kAwkwardShapes[] = {{1, 1},     {1, 3},    {1, 31},     {5, 33},  {3, 127},  {7, 1000}, {1, 1025},
                                {3, 4097},  {1, 32000}, {2, 32000}, {65536, 17}, {33, 10}, {128, 10}, {4096, 2}};
 
