@@ -95,23 +95,34 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
 // by whatever the ring holds past the current row: no thread's loads wait for a reduction.
 // A row's body must fit the ring (ring_slots); shared memory is split among `blocks_per_sm`
 // blocks. warp_per_row: each row is one warp's alone (its body in one slot), reduced with
-// shuffles only: for narrow rows, many in flight per SM. Returns cudaErrorLaunchOutOfResources when the ring cannot hold a row,
-// cudaErrorNotSupported as v3 does, cudaErrorInvalidValue below sm_90 or for a bad config.
+// shuffles only: for narrow rows, many in flight per SM. claim_rows (block mode only): after its
+// first row a block claims the next from a counter in the workspace instead of taking every
+// gridDim-th row, so that SMs which run faster take more rows; a one-thread kernel zeroes the
+// counter first (the ring kernel is its programmatic dependent). Workspace:
+// ring_workspace_bytes(rows). Returns cudaErrorLaunchOutOfResources when the ring cannot hold a
+// row, cudaErrorNotSupported as v3 does, cudaErrorInvalidValue below sm_90, for a bad config or
+// for 2^31 rows or more.
 inline constexpr int kMaxRingConsumerWarps = 31;  // with the producer warp, a 1024-thread block
 inline constexpr int kRingStaticSharedBytes = 1024;  // the kernel's static shared memory, with room to spare
+inline constexpr int kRingMetaBytes = 16;           // per slot: the row (and label) it starts, if any
+inline constexpr int kRingSlotOverheadBytes = 16 + kRingMetaBytes;  // and its full and empty mbarriers
 template <typename T>
 cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
-                           void* workspace, cudaStream_t);
+                           bool claim_rows, void* workspace, cudaStream_t);
 
-// Ring slots of `chunk_bytes` (plus their two 8-byte mbarriers) that fit a block's share of an
+// fused_ring_row's workspace: the row losses, then (16-byte aligned) the row counter.
+inline std::size_t ring_claims_offset(std::int64_t rows) { return (fused_workspace_bytes(rows) + 15) / 16 * 16; }
+inline std::size_t ring_workspace_bytes(std::int64_t rows) { return ring_claims_offset(rows) + 16; }
+
+// Ring slots of `chunk_bytes` (plus their mbarriers and RowMeta) that fit a block's share of an
 // SM's shared memory: `shared_per_sm` split over `blocks_per_sm`, each less the `reserved` bytes
 // the driver keeps per block and the kernel's static shared memory, capped at the opt-in limit.
 inline int ring_slots(std::int64_t chunk_bytes, int blocks_per_sm, std::int64_t shared_per_sm,
                       std::int64_t shared_per_block_optin, std::int64_t reserved_per_block) {
   std::int64_t budget = shared_per_sm / blocks_per_sm - reserved_per_block;
   budget = (budget < shared_per_block_optin ? budget : shared_per_block_optin) - kRingStaticSharedBytes;
-  return budget <= 0 ? 0 : static_cast<int>(budget / (chunk_bytes + 16));
+  return budget <= 0 ? 0 : static_cast<int>(budget / (chunk_bytes + kRingSlotOverheadBytes));
 }
 
 // Slots one row's body takes: the worst-aligned row has classes / pack whole packs.

@@ -212,9 +212,9 @@ TEST(SoftmaxXentVariantsCatalogue, WorkspacesHoldWhatEachVariantKeeps) {
   };
   EXPECT_EQ(bytes("unfused"), 4u * 4096 * (32000 + 2));  // f32 probabilities, row losses, complements
   for (const char* name :
-       {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row", "fused_cluster_row",
-        "fused_ring_row"})
+       {"fused_warp_row", "fused_block_row", "fused_smem_row", "fused_register_row", "fused_cluster_row"})
     EXPECT_EQ(bytes(name), 4u * 4096) << name;  // the row losses
+  EXPECT_EQ(bytes("fused_ring_row"), 4u * 4096 + 16);  // and the counter it claims rows from
 }
 
 TEST(SoftmaxXentVariantsCatalogue, ClusterRowNeedsSm90AndCoversTheRowWithEveryBlock) {
@@ -291,21 +291,28 @@ TEST(SoftmaxXentVariantsCatalogue, SmemRowStagesRowsThatFitTheDevicesSharedMemor
 
 TEST(SoftmaxXentVariantsCatalogue, RingRowTakesRowsWhoseBodyFitsTheRing) {
   namespace kx = kernels::softmax_xent;
-  // 228 KiB per SM, 1 KiB reserved per block, 227 KiB opt-in (sm_90), less the static 1 KiB.
-  EXPECT_EQ(kx::ring_slots(16384, 1, 228 * 1024, 227 * 1024, 1024), 226 * 1024 / (16384 + 16));  // 14
-  EXPECT_EQ(kx::ring_slots(16384, 2, 228 * 1024, 227 * 1024, 1024), 112 * 1024 / (16384 + 16));  // 6
-  EXPECT_EQ(kx::ring_slots(4096, 1, 64 * 1024, 48 * 1024, 1024), 47 * 1024 / (4096 + 16));         // capped by opt-in
+  // 228 KiB per SM, 1 KiB reserved per block, 227 KiB opt-in (sm_90), less the static 1 KiB;
+  // each slot also takes two 8-byte mbarriers and a 16-byte RowMeta.
+  EXPECT_EQ(kx::ring_slots(16384, 1, 228 * 1024, 227 * 1024, 1024), 226 * 1024 / (16384 + 32));  // 14
+  EXPECT_EQ(kx::ring_slots(16384, 2, 228 * 1024, 227 * 1024, 1024), 112 * 1024 / (16384 + 32));  // 6
+  EXPECT_EQ(kx::ring_slots(4096, 1, 64 * 1024, 48 * 1024, 1024), 47 * 1024 / (4096 + 32));         // capped by opt-in
   EXPECT_EQ(kx::ring_slots(32768, 64, 228 * 1024, 227 * 1024, 1024), 0);                          // nothing left
   // The worst-aligned row's body: classes / pack whole packs.
   EXPECT_EQ(kx::ring_chunks_per_row(32000, 4, 16384), 8);  // 128000 bytes
   EXPECT_EQ(kx::ring_chunks_per_row(32000, 2, 16384), 4);  // 64000 bytes
   EXPECT_EQ(kx::ring_chunks_per_row(3, 4, 4096), 0);       // no whole pack: edges only
   EXPECT_EQ(kx::ring_chunks_per_row(1025, 4, 4096), 1);
+  // The row losses, then the claims counter 16-byte aligned.
+  EXPECT_EQ(kx::ring_claims_offset(8192), 8192u * 4);
+  EXPECT_EQ(kx::ring_claims_offset(3), 16u);
+  EXPECT_EQ(kx::ring_workspace_bytes(3), 32u);
 
   const Variant& v = *catalogue().find_variant("softmax_xent", "fused_ring_row");
   const DeviceLimits h200 = nominal_device_limits();
-  const Config one({{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 1}, {"warp_per_row", 0}});
-  const Config two({{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 2}, {"warp_per_row", 0}});
+  const Config one({{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 1}, {"warp_per_row", 0},
+                    {"claim_rows", 1}});
+  const Config two({{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 2}, {"warp_per_row", 0},
+                    {"claim_rows", 0}});
   EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8192, 32000), one, h200).ok);  // 8 of 14 slots
   const Support f32_two = v.supports(xent_problem(DType::f32, 8192, 32000), two, h200);
   EXPECT_FALSE(f32_two.ok);  // 8 of 6
@@ -315,7 +322,8 @@ TEST(SoftmaxXentVariantsCatalogue, RingRowTakesRowsWhoseBodyFitsTheRing) {
   EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8, 60000), one, h200).ok);      // 240000 bytes: 15 slots
   // A row per warp: the body in one slot, and not in half of one past the smallest slot.
   auto per_warp = [](std::int64_t chunk) {
-    return Config({{"consumer_warps", 8}, {"chunk_bytes", chunk}, {"blocks_per_sm", 1}, {"warp_per_row", 1}});
+    return Config({{"consumer_warps", 8}, {"chunk_bytes", chunk}, {"blocks_per_sm", 1}, {"warp_per_row", 1},
+                   {"claim_rows", 0}});
   };
   EXPECT_TRUE(v.supports(xent_problem(DType::f32, 8192, 1024), per_warp(4096), h200).ok);    // 4096-byte body
   EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8192, 1024), per_warp(8192), h200).ok);   // half the slot
@@ -324,10 +332,15 @@ TEST(SoftmaxXentVariantsCatalogue, RingRowTakesRowsWhoseBodyFitsTheRing) {
   EXPECT_TRUE(v.supports(xent_problem(DType::f16, 65536, 17), per_warp(4096), h200).ok);     // tiny rows
   EXPECT_FALSE(v.supports(xent_problem(DType::bf16, 8192, 32000), per_warp(32768), h200).ok);  // 2 slots
   // Each slot one warp's: 3 blocks per SM leave 2 slots of 32 KiB, fewer than 8 warps.
-  const Config crowded({{"consumer_warps", 8}, {"chunk_bytes", 32768}, {"blocks_per_sm", 3}, {"warp_per_row", 1}});
+  const Config crowded({{"consumer_warps", 8}, {"chunk_bytes", 32768}, {"blocks_per_sm", 3}, {"warp_per_row", 1},
+                        {"claim_rows", 0}});
   const Support too_few = v.supports(xent_problem(DType::f32, 64, 5000), crowded, h200);  // 20000-byte body
   EXPECT_FALSE(too_few.ok);
   EXPECT_NE(too_few.reason.find("fewer slots"), std::string::npos) << too_few.reason;
+  // Warp mode takes its rows in a fixed order: no claiming.
+  Config claiming = per_warp(4096);
+  claiming.set("claim_rows", 1);
+  EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8192, 1024), claiming, h200).ok);
   DeviceLimits t4 = h200;
   t4.compute_capability = 75;
   const Support old_device = v.supports(xent_problem(DType::bf16, 8192, 32000), one, t4);
