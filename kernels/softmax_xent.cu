@@ -134,15 +134,12 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 // ---- the mean -------------------------------------------------------------------------------
 // A fixed split of the row losses over one block's threads and a fixed tree: the same bits every
 // run. Double, so 65536 row losses add up without float's drift.
-// `thread` of `threads` (a multiple of 32, at most 1024) adds; `sync` is their barrier. The
-// tree depends on `threads` alone.
-template <typename Sync>
-__device__ void store_mean(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss,
-                           int thread, int threads, Sync sync) {
+__device__ void store_mean(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
   __shared__ double partial[32];
   constexpr int kUnroll = 16;  // loads in flight per thread: the one block waits on these alone
   double sum = 0;
-  for (std::int64_t base = thread; base < rows; base += kUnroll * threads) {
+  const int threads = blockDim.x;
+  for (std::int64_t base = threadIdx.x; base < rows; base += kUnroll * threads) {
     float v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -153,10 +150,10 @@ __device__ void store_mean(const float* __restrict__ row_losses, std::int64_t ro
     for (int u = 0; u < kUnroll; ++u) sum += v[u];
   }
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
-  const int warp = thread / kWarpSize, warps = threads / kWarpSize;
-  if (thread % kWarpSize == 0) partial[warp] = sum;
-  sync();
-  if (thread != 0) return;
+  const int warp = threadIdx.x / kWarpSize, warps = (threads + kWarpSize - 1) / kWarpSize;
+  if (threadIdx.x % kWarpSize == 0) partial[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
   double total = 0;
   for (int w = 0; w < warps; ++w) total += partial[w];
   *loss = static_cast<float>(total / static_cast<double>(rows));
@@ -174,7 +171,7 @@ __global__ void mean_kernel(const float* __restrict__ row_losses, std::int64_t r
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // a no-op unless launched as a dependent
 #endif
-  store_mean(row_losses, rows, loss, static_cast<int>(threadIdx.x), kMeanThreads, [] { __syncthreads(); });
+  store_mean(row_losses, rows, loss);
 }
 
 // Every fused kernel calls this first: the mean kernel may be scheduled once every block of the
@@ -542,15 +539,12 @@ __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>()
 // ahead only by the slots the ring holds past one row: the launch refuses rows that do not fit.
 //
 // Which rows a block takes (block mode): row blockIdx.x first, then either row + gridDim.x, ...
-// (static) or whatever row it claims next from a counter in the workspace (claim_rows).
-// Claiming balances SMs that run slower than others: with the static split, Nsight Compute
-// showed the H200's SMs going idle from 87.5% of the kernel's cycles on (bf16 8192 x 32000, 31
-// rows each), 6.7% idle on average. A claiming launch is cooperative: block 0 zeroes the counter
-// while every block's first row streams in, then the grid syncs once; the last block to finish
-// (a second counter) averages the row losses, so neither a reset nor a mean kernel goes with it.
-// The producer tells the consumers the row (and its label) in the RowMeta of the row's first
-// slot, written before that slot's arrival (a release the consumers' wait acquires); row -1
-// there, on a slot with no bytes, ends the block.
+// (static) or whatever row it claims next from a counter in the workspace (claimed). Claiming
+// balances SMs that run slower than others: with the static split, Nsight Compute showed the
+// H200's SMs going idle from 87.5% of the kernel's cycles on (bf16 8192 x 32000, 31 rows each),
+// 6.7% idle on average. The producer tells the consumers the row (and its label) in the RowMeta
+// of the row's first slot, written before that slot's arrival (a release the consumers' wait
+// acquires); row -1 there, on a slot with no bytes, ends the block.
 constexpr unsigned kRingBarrier = 1;  // the consumers' named barrier (0 is __syncthreads)
 
 struct RowMeta {
@@ -584,43 +578,49 @@ __device__ __forceinline__ int ring_slots_of(const RowSplit& split, int chunk_pa
   return max((split.packs + chunk_packs - 1) / chunk_packs, 1);
 }
 
-// Streams one row's slots into the ring (block mode), the RowMeta with its first. With `claims`,
-// claims the row after it once the first slot is under way, so the claim's round trip never
-// holds up a copy; `next` is then gridDim.x + the claim, else row + gridDim.x.
-template <typename T>
-__device__ void issue_row(const T* __restrict__ logits, std::int64_t row, int label, int classes, const Ring& ring,
-                          RingCursor& at, unsigned* claims, std::int64_t& next) {
-  const T* in = logits + row * classes;
-  const RowSplit split = RowSplit::of(in, classes);
-  const char* body = reinterpret_cast<const char*>(in + split.head);
-  const std::int64_t body_bytes = static_cast<std::int64_t>(split.packs) * 16;
-  const int slots = ring_slots_of(split, ring.chunk_bytes / 16);
-  next = row + gridDim.x;
-  for (int s = 0; s < slots; ++s, at.advance(ring.slots)) {
-    mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the consumers have written this slot's last row out
-    const unsigned full = ring.full + 8 * at.slot;
-    if (s == 0) ring.metas[at.slot] = RowMeta{row, label, 0};
-    if (body_bytes == 0) {
-      mbarrier_arrive(full);  // completes the phase with no bytes to wait for
-    } else {
-      const std::int64_t offset = static_cast<std::int64_t>(s) * ring.chunk_bytes;
-      const auto bytes = static_cast<unsigned>(min(static_cast<std::int64_t>(ring.chunk_bytes), body_bytes - offset));
-      mbarrier_arrive_expect_tx(full, bytes);
-      bulk_copy_to_shared(ring.data + static_cast<unsigned>(at.slot * ring.chunk_bytes), body + offset, bytes, full);
-    }
-    if (claims && s == 0) next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
-  }
-}
-
-// Block mode's producer, from the row after `row` (whose slots are issued; `next` follows it):
-// rows until `next` runs past the last, then the end marker.
+// Block mode's producer. claims: null for the static order, else the counter to claim rows from
+// (reset by the launch's first kernel, which this grid depends on: griddepcontrol.wait before
+// the first claim, which comes after the first row is under way).
 template <typename T>
 __device__ void produce_block_rows(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                   std::int64_t rows, int classes, const Ring& ring, unsigned* claims, RingCursor at,
-                                   std::int64_t next) {
-  while (next < rows) {
-    const std::int64_t row = next;
-    issue_row(logits, row, clamp_label(labels[row], classes), classes, ring, at, claims, next);
+                                   std::int64_t rows, int classes, const Ring& ring, unsigned* claims) {
+  RingCursor at;
+  const int chunk_packs = ring.chunk_bytes / 16;
+  std::int64_t row = blockIdx.x;  // the grid has no more blocks than rows
+  int label = clamp_label(labels[row], classes);
+  for (bool first = true;; first = false) {
+    const T* in = logits + row * classes;
+    const RowSplit split = RowSplit::of(in, classes);
+    const char* body = reinterpret_cast<const char*>(in + split.head);
+    const std::int64_t body_bytes = static_cast<std::int64_t>(split.packs) * 16;
+    const int slots = ring_slots_of(split, chunk_packs);
+    // The next row is claimed while this one streams in, so the claim's round trip never holds
+    // up a copy: after the first slot, or on the first row after the last (the reset kernel may
+    // still be finishing when the grid starts).
+    const int claim_after = first ? slots - 1 : 0;
+    std::int64_t next = row + gridDim.x;
+    for (int s = 0; s < slots; ++s, at.advance(ring.slots)) {
+      mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the consumers have written this slot's last row out
+      const unsigned full = ring.full + 8 * at.slot;
+      if (s == 0) ring.metas[at.slot] = RowMeta{row, label, 0};
+      if (body_bytes == 0) {
+        mbarrier_arrive(full);  // completes the phase with no bytes to wait for
+      } else {
+        const std::int64_t offset = static_cast<std::int64_t>(s) * ring.chunk_bytes;
+        const auto bytes = static_cast<unsigned>(min(static_cast<std::int64_t>(ring.chunk_bytes), body_bytes - offset));
+        mbarrier_arrive_expect_tx(full, bytes);
+        bulk_copy_to_shared(ring.data + static_cast<unsigned>(at.slot * ring.chunk_bytes), body + offset, bytes, full);
+      }
+      if (claims && s == claim_after) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (first) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+        next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
+      }
+    }
+    if (next >= rows) break;
+    row = next;
+    label = clamp_label(labels[row], classes);  // waits for the claim only now
   }
   mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);
   ring.metas[at.slot].row = -1;
@@ -718,12 +718,10 @@ __device__ __forceinline__ void write_ring_packs(const Pack<T>* packs, T* out, i
                                                                 label_offset - p * kPack, r));
 }
 
-// done (claimed rows only): the counter of blocks that have stored all their row losses; the
-// last block to finish averages them into *loss (else the mean kernel does).
 template <typename T>
 __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ dlogits,
-                                  float* __restrict__ row_losses, std::int64_t rows, int classes, const Ring& ring,
-                                  const unsigned char* slots_generic, unsigned* done, float* loss, float inv_rows) {
+                                  float* __restrict__ row_losses, int classes, const Ring& ring,
+                                  const unsigned char* slots_generic, float inv_rows) {
   constexpr int kPack = Pack<T>::kCount;
   static_assert(kMaxRingConsumerWarps <= kWarpSize);
   // Indexed by the row's parity: a row's partials are rewritten two rows later, after every
@@ -738,7 +736,7 @@ __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ 
   for (int parity = 0;; parity ^= 1) {
     mbarrier_wait(ring.full + 8 * at.slot, at.phase);  // the row's first slot: its RowMeta, its first chunk
     const RowMeta meta = ring.metas[at.slot];
-    if (meta.row < 0) break;
+    if (meta.row < 0) return;
     const std::int64_t row = meta.row;
     const int label = meta.label;
     const T* in = logits + row * classes;
@@ -804,19 +802,6 @@ __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ 
     }
     at = chunk;
   }
-  if (!done) return;
-  // Thread 0 stored this block's row losses; fenced, they are visible to the block that counts
-  // last, which has seen every other block's count (the threadFenceReduction pattern).
-  __shared__ bool last;
-  if (thread == 0) {
-    __threadfence();
-    last = atomicAdd(done, 1u) == gridDim.x - 1;
-    if (last) __threadfence();
-  }
-  named_barrier_sync(kRingBarrier, static_cast<unsigned>(threads));
-  if (last)
-    store_mean(row_losses, rows, loss, thread, threads,
-               [threads] { named_barrier_sync(kRingBarrier, static_cast<unsigned>(threads)); });
 }
 
 // Warp mode (rows whose body fits one slot): the block's k-th row is in slot k % slots and
@@ -879,7 +864,7 @@ template <typename T>
 __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
     ring_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
                     float* __restrict__ row_losses, std::int64_t rows, int classes, int chunk_bytes,
-                    int slots, bool warp_rows, unsigned* claims, float* loss, float inv_rows) {
+                    int slots, bool warp_rows, unsigned* claims, float inv_rows) {
   let_the_mean_launch();
   // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
   extern __shared__ uint4 ring_storage[];  // 16-byte aligned, as the bulk copies need
@@ -897,30 +882,27 @@ __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
     fence_barrier_init();
   }
   __syncthreads();
-  if (warp_rows) {
-    if (threadIdx.x == 0)
+  if (threadIdx.x < kWarpSize) {
+    if (threadIdx.x != 0) return;
+    if (warp_rows)
       produce_warp_rows(logits, rows, classes, ring);
-    else if (threadIdx.x >= kWarpSize)
-      consume_ring_rows_per_warp(logits, labels, dlogits, row_losses, rows, classes, ring, slots_generic, inv_rows);
-    return;
+    else
+      produce_block_rows(logits, labels, rows, classes, ring, claims);
+  } else if (warp_rows) {
+    consume_ring_rows_per_warp(logits, labels, dlogits, row_losses, rows, classes, ring, slots_generic, inv_rows);
+  } else {
+    consume_ring_rows(logits, dlogits, row_losses, classes, ring, slots_generic, inv_rows);
   }
-  // Block mode. The first row (blockIdx.x) streams in before anything else; with claims (a
-  // cooperative launch), block 0 zeroes the claim and done counters meanwhile and the grid
-  // syncs once, so that no block claims before they are zero.
-  RingCursor at;
-  std::int64_t next = 0;
-  if (threadIdx.x == 0)
-    issue_row(logits, blockIdx.x, clamp_label(labels[blockIdx.x], classes), classes, ring, at, nullptr, next);
-  if (claims) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) claims[0] = 0, claims[1] = 0;
-    cooperative_groups::this_grid().sync();
-    if (threadIdx.x == 0) next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
-  }
-  if (threadIdx.x == 0)
-    produce_block_rows(logits, labels, rows, classes, ring, claims, at, next);
-  else if (threadIdx.x >= kWarpSize)
-    consume_ring_rows(logits, dlogits, row_losses, rows, classes, ring, slots_generic, claims ? claims + 1 : nullptr,
-                      loss, inv_rows);
+}
+
+// The launch's first kernel when fused_ring_row claims rows: zeroes the counter, letting the
+// ring kernel (its programmatic dependent) start at once; the producers wait for it
+// (griddepcontrol.wait) only before their first claim.
+__global__ void reset_claims_kernel(unsigned* claims) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  *claims = 0;
 }
 
 template <typename Kernel>
@@ -1099,21 +1081,20 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
   if (resident == 0) return cudaErrorLaunchOutOfResources;
   const std::int64_t persistent = static_cast<std::int64_t>(std::min(resident, blocks_per_sm)) * sms;
   float* row_losses = static_cast<float*>(workspace);
+  unsigned* claims = nullptr;
   cudaLaunchConfig_t config = launch_config(static_cast<unsigned>(std::min(rows, persistent)), threads, dynamic, stream);
-  if (!claim_rows)
-    return launch_then_mean(config, row_losses, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes,
-                            chunk_bytes, usable, warp_per_row, static_cast<unsigned*>(nullptr),
-                            static_cast<float*>(nullptr), inverse(rows));
-  // One cooperative launch: its grid syncs once after the counters are zeroed, and its last
-  // block averages the row losses (no reset or mean kernel around it).
-  auto* claims = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + ring_claims_offset(rows));
-  cudaLaunchAttribute cooperative{};
-  cooperative.id = cudaLaunchAttributeCooperative;
-  cooperative.val.cooperative = 1;
-  config.attrs = &cooperative;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, logits, labels, dlogits, row_losses, rows, classes, chunk_bytes, usable,
-                            warp_per_row, claims, loss, inverse(rows));
+  cudaLaunchAttribute programmatic{};
+  if (claim_rows) {
+    claims = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + ring_claims_offset(rows));
+    reset_claims_kernel<<<1, 1, 0, stream>>>(claims);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    programmatic.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &programmatic;
+    config.numAttrs = 1;
+  }
+  return launch_then_mean(config, row_losses, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes,
+                          chunk_bytes, usable, warp_per_row, claims, inverse(rows));
 }
 
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \

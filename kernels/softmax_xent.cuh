@@ -9,8 +9,7 @@
 //
 // The mean is deterministic: the per-row losses go to the workspace and are added up in a fixed
 // order (in double) by a small second kernel (on sm_90 a programmatic dependent launch, whose
-// start overlaps the fused kernel), `unfused`'s fourth, or (fused_ring_row claiming rows) by the
-// fused kernel's last block. No float atomics anywhere, so the same inputs give the same bits on
+// start overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same inputs give the same bits on
 // every run of a config.
 #pragma once
 
@@ -98,9 +97,9 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
 // blocks. warp_per_row: each row is one warp's alone (its body in one slot), reduced with
 // shuffles only: for narrow rows, many in flight per SM. claim_rows (block mode only): after its
 // first row a block claims the next from a counter in the workspace instead of taking every
-// gridDim-th row, so that SMs which run faster take more rows. Such a launch is cooperative (its
-// grid syncs once, after block 0 has zeroed the counters) and its last block to finish averages
-// the row losses: one kernel, no mean kernel. Workspace: ring_workspace_bytes(rows). Returns cudaErrorLaunchOutOfResources when the ring cannot hold a
+// gridDim-th row, so that SMs which run faster take more rows; a one-thread kernel zeroes the
+// counter first (the ring kernel is its programmatic dependent). Workspace:
+// ring_workspace_bytes(rows). Returns cudaErrorLaunchOutOfResources when the ring cannot hold a
 // row, cudaErrorNotSupported as v3 does, cudaErrorInvalidValue below sm_90, for a bad config or
 // for 2^31 rows or more.
 inline constexpr int kMaxRingConsumerWarps = 31;  // with the producer warp, a 1024-thread block
@@ -112,8 +111,7 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
                            int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
                            bool claim_rows, void* workspace, cudaStream_t);
 
-// fused_ring_row's workspace: the row losses, then (16-byte aligned) the claim counter and the
-// counter of finished blocks.
+// fused_ring_row's workspace: the row losses, then (16-byte aligned) the row counter.
 inline std::size_t ring_claims_offset(std::int64_t rows) { return (fused_workspace_bytes(rows) + 15) / 16 * 16; }
 inline std::size_t ring_workspace_bytes(std::int64_t rows) { return ring_claims_offset(rows) + 16; }
 

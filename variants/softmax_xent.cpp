@@ -287,9 +287,8 @@ void add_ring_row(Catalogue& cat) {
        {"blocks_per_sm", {1, 2, 3}, "resident blocks per SM, sharing its shared memory"},
        {"warp_per_row", {0, 1}, "1: each row one warp's alone, its body in one slot (narrow rows); 0: all warps"},
        {"claim_rows", {0, 1},
-        "with warp_per_row 0: 1: blocks claim their next row from a counter (SMs that run faster take more rows; "
-        "one cooperative launch, its last block averages the losses); 0: block b takes rows b, b + grid, ... "
-        "(then a mean kernel)"}});
+        "with warp_per_row 0: 1: blocks claim their next row from a counter (SMs that run faster take more rows); "
+        "0: block b takes rows b, b + grid, ..."}});
   v.default_config = Config(
       {{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 1}, {"warp_per_row", 0}, {"claim_rows", 1}});
   v.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
