@@ -191,6 +191,16 @@ cudaLaunchConfig_t launch_config(unsigned grid, unsigned block, std::size_t dyna
   return config;
 }
 
+// The launch attribute that makes a kernel the programmatic dependent of the one queued before
+// it on its stream (sm_90): it may start once every block of that one has executed
+// griddepcontrol.launch_dependents, and waits for the rest in griddepcontrol.wait.
+cudaLaunchAttribute programmatic_dependent() {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
+}
+
 // Queues `kernel` on `config` (after every check that could refuse it), then the mean of the
 // row losses it stores: a programmatic dependent on sm_90, an ordinary launch before.
 template <typename... Params, typename... Args>
@@ -202,9 +212,7 @@ cudaError_t launch_then_mean(const cudaLaunchConfig_t& config, const float* row_
     return e;
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...); e != cudaSuccess) return e;
   cudaLaunchConfig_t mean = launch_config(1, kMeanThreads, 0, config.stream);
-  cudaLaunchAttribute programmatic{};
-  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute programmatic = programmatic_dependent();
   if (major >= 9) mean.attrs = &programmatic, mean.numAttrs = 1;
   return cudaLaunchKernelEx(&mean, mean_kernel, row_losses, rows, loss);
 }
@@ -357,7 +365,8 @@ __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
       const int p = base + u * threads;
-      if (p < split.packs) store_pack(body_out + p * kPack, gradient_pack(packs[u], label - (split.head + p * kPack), r));
+      if (p < split.packs)
+        store_pack(body_out + p * kPack, gradient_pack(packs[u], label - (split.head + p * kPack), r));
     }
   }
 }
@@ -1086,14 +1095,13 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
   const std::int64_t persistent = static_cast<std::int64_t>(std::min(resident, blocks_per_sm)) * sms;
   float* row_losses = static_cast<float*>(workspace);
   unsigned* claims = nullptr;
-  cudaLaunchConfig_t config = launch_config(static_cast<unsigned>(std::min(rows, persistent)), threads, dynamic, stream);
-  cudaLaunchAttribute programmatic{};
+  cudaLaunchConfig_t config =
+      launch_config(static_cast<unsigned>(std::min(rows, persistent)), threads, dynamic, stream);
+  cudaLaunchAttribute programmatic = programmatic_dependent();
   if (claim_rows) {
     claims = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + ring_claims_offset(rows));
     reset_claims_kernel<<<1, 1, 0, stream>>>(claims);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    programmatic.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &programmatic;
     config.numAttrs = 1;
   }

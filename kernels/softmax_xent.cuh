@@ -9,8 +9,8 @@
 //
 // The mean is deterministic: the per-row losses go to the workspace and are added up in a fixed
 // order (in double) by a small second kernel (on sm_90 a programmatic dependent launch, whose
-// start overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same inputs give the same bits on
-// every run of a config.
+// start overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same
+// inputs give the same bits on every run of a config.
 #pragma once
 
 #include <cuda_runtime_api.h>
