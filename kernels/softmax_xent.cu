@@ -551,19 +551,15 @@ __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>()
 // (static) or whatever row it claims next from a counter in the workspace (claimed). Claiming
 // balances SMs that run slower than others: with the static split, Nsight Compute showed the
 // H200's SMs going idle from 87.5% of the kernel's cycles on (bf16 8192 x 32000, 31 rows each),
-// 6.7% idle on average. Claimed rows still end unevenly: when the counter runs out each block is
-// somewhere in its last row, ~8.5 us of work at bf16 x 32000 with 264 rows in flight, so the
-// last block ends about half a row after the median one (4.5 us of 136 at 4096 rows). The split
-// tail (claim_rows 2) makes the last units half rows. The producer tells the consumers the row,
-// its label and which part of it (RowMeta) in the unit's first slot, written before that slot's
-// arrival (a release the consumers' wait acquires); row -1 there, on a slot with no bytes, ends
-// the block.
+// 6.7% idle on average. The producer tells the consumers the row (and its label) in the RowMeta
+// of the row's first slot, written before that slot's arrival (a release the consumers' wait
+// acquires); row -1 there, on a slot with no bytes, ends the block.
 constexpr unsigned kRingBarrier = 1;  // the consumers' named barrier (0 is __syncthreads)
 
 struct RowMeta {
   std::int64_t row;  // -1: no more rows for this block
   int label;         // clamped
-  int part;          // 0: the whole row; 1, 2: its first or second half (the split tail)
+  int unused;
 };
 static_assert(sizeof(RowMeta) == kRingMetaBytes);
 
@@ -585,40 +581,15 @@ struct RingCursor {
   }
 };
 
-// The body chunks [begin, end) a unit of work covers: the whole row (part 0), or the first
-// ceil(chunks / 2) of them (part 1) or the rest (part 2). A unit with no chunks (a row without a
-// body, or the second half of a one-chunk row) takes one slot with no bytes, for its RowMeta.
-struct ChunkRange {
-  int begin, end;
-};
-__device__ __forceinline__ ChunkRange unit_chunks(int chunks, int part) {
-  const int mid = (chunks + 1) / 2;
-  return part == 0 ? ChunkRange{0, chunks} : part == 1 ? ChunkRange{0, mid} : ChunkRange{mid, chunks};
+// Slots a row takes in block mode: one per chunk of its body, and one with no bytes for a row
+// with no body (it carries the RowMeta).
+__device__ __forceinline__ int ring_slots_of(const RowSplit& split, int chunk_packs) {
+  return max((split.packs + chunk_packs - 1) / chunk_packs, 1);
 }
 
-// The split tail (claim_rows 2): the last rows are claimed as halves, first halves by the
-// even-numbered blocks and second halves by the odd ones, so that no block ever holds both
-// halves of a row. Each half's block publishes its statistics here and waits for the other
-// half's (SplitHalf::ready, zeroed by the launch's first kernel), then writes its half's
-// dlogits. Deadlock-free: a block takes its units in increasing row order, every claimed unit is
-// held by a running block (the grid is co-resident), and a block publishes before it waits, so
-// the waiter with the lowest row always finds its partner's block at that row or about to be.
-struct SplitHalf {
-  float max, sum;     // the half's MaxSum (the row's elements other than its label)
-  float label_logit;  // if the label is in this half
-  unsigned ready;     // 1 once the above are written (a release store; readers acquire)
-};
-static_assert(sizeof(SplitHalf) == kRingSplitHalfBytes);
-
-struct SplitTail {
-  std::int64_t first_row;  // rows from here on are split (== rows: none)
-  SplitHalf* halves;       // two per split row: [2 (row - first_row) + part - 1]
-};
-
-// Block mode's producer. claims: null for the static order, else the counters to claim rows
-// from (reset by the launch's first kernel, which this grid depends on: griddepcontrol.wait
-// before the first claim, which comes after the first row is under way): [0] whole rows, [1]
-// and [2] the first and second halves of the split tail's rows.
+// Block mode's producer. claims: null for the static order, else the counter to claim rows from
+// (reset by the launch's first kernel, which this grid depends on: griddepcontrol.wait before
+// the first claim, which comes after the first row is under way).
 //
 // A block claims its next row only once that row's first slot is free, i.e. once its consumers
 // have finished the row before the current one: one row of lookahead, as little as the prefetch
@@ -628,27 +599,25 @@ struct SplitTail {
 // 6 us after the median block's against 4.5, and 140 us against 137.7 (trial, same machine).
 template <typename T>
 __device__ void produce_block_rows(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                   std::int64_t rows, int classes, const Ring& ring, unsigned* claims,
-                                   std::int64_t split_first) {
+                                   std::int64_t rows, int classes, const Ring& ring, unsigned* claims) {
   RingCursor at;
   const int chunk_packs = ring.chunk_bytes / 16;
-  std::int64_t row = blockIdx.x;  // the grid has no more blocks than rows, nor than split_first
+  std::int64_t row = blockIdx.x;  // the grid has no more blocks than rows
   int label = clamp_label(labels[row], classes);
-  int part = 0;
   for (bool first = true;; first = false) {
     const T* in = logits + row * classes;
     const RowSplit split = RowSplit::of(in, classes);
     const char* body = reinterpret_cast<const char*>(in + split.head);
     const std::int64_t body_bytes = static_cast<std::int64_t>(split.packs) * 16;
-    const ChunkRange unit = unit_chunks((split.packs + chunk_packs - 1) / chunk_packs, part);
-    for (int ch = unit.begin; ch < max(unit.end, unit.begin + 1); ++ch, at.advance(ring.slots)) {
+    const int slots = ring_slots_of(split, chunk_packs);
+    for (int s = 0; s < slots; ++s, at.advance(ring.slots)) {
       mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the consumers have written this slot's last row out
       const unsigned full = ring.full + 8 * at.slot;
-      if (ch == unit.begin) ring.metas[at.slot] = RowMeta{row, label, part};
-      if (unit.end == unit.begin) {
+      if (s == 0) ring.metas[at.slot] = RowMeta{row, label, 0};
+      if (body_bytes == 0) {
         mbarrier_arrive(full);  // completes the phase with no bytes to wait for
       } else {
-        const std::int64_t offset = static_cast<std::int64_t>(ch) * ring.chunk_bytes;
+        const std::int64_t offset = static_cast<std::int64_t>(s) * ring.chunk_bytes;
         const auto bytes = static_cast<unsigned>(min(static_cast<std::int64_t>(ring.chunk_bytes), body_bytes - offset));
         mbarrier_arrive_expect_tx(full, bytes);
         bulk_copy_to_shared(ring.data + static_cast<unsigned>(at.slot * ring.chunk_bytes), body + offset, bytes, full);
@@ -658,13 +627,9 @@ __device__ void produce_block_rows(const T* __restrict__ logits, const std::int3
     if (claims) {
       mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the next row's first slot is free
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if (first) asm volatile("griddepcontrol.wait;" ::: "memory");  // the counters are zero
+      if (first) asm volatile("griddepcontrol.wait;" ::: "memory");  // the counter is zero
 #endif
-      if (part == 0) {
-        next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
-        if (next >= split_first && split_first < rows) part = 1 + static_cast<int>(blockIdx.x & 1);
-      }
-      if (part != 0) next = split_first + static_cast<std::int64_t>(atomicAdd(claims + part, 1u));
+      next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
     }
     if (next >= rows) break;
     row = next;
@@ -766,81 +731,46 @@ __device__ __forceinline__ void write_ring_packs(const Pack<T>* packs, T* out, i
                                                                 label_offset - p * kPack, r));
 }
 
-// Publishes a split row's half (its statistics `mine`, and its label logit if it holds the
-// label) and returns the other half's, as thread 0 of the consumers reads it; the caller's
-// barrier shares it. The other half's block may not have claimed it yet: it publishes before it
-// waits too (see SplitTail).
-struct HalfStats {
-  MaxSum stats;
-  float label_logit;
-};
-__device__ HalfStats exchange_halves(const SplitTail& tail, std::int64_t row, int part, HalfStats mine) {
-  SplitHalf* halves = tail.halves + 2 * (row - tail.first_row);
-  SplitHalf& out = halves[part - 1];
-  const SplitHalf& in = halves[2 - part];
-  unsigned ready = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The reset kernel's zeroes are this thread's to see too (the producer waited for them).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  out.max = mine.stats.max, out.sum = mine.stats.sum, out.label_logit = mine.label_logit;
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&out.ready), "r"(1u) : "memory");
-  for (;;) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(ready) : "l"(&in.ready) : "memory");
-    if (ready != 0) break;
-    __nanosleep(32);
-  }
-#else
-  __trap();
-#endif
-  return {{__ldcg(&in.max), __ldcg(&in.sum)}, __ldcg(&in.label_logit)};
-}
-
 template <typename T>
 __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ dlogits,
                                   float* __restrict__ row_losses, int classes, const Ring& ring,
-                                  const unsigned char* slots_generic, const SplitTail& tail, float inv_rows) {
+                                  const unsigned char* slots_generic, float inv_rows) {
   constexpr int kPack = Pack<T>::kCount;
   static_assert(kMaxRingConsumerWarps <= kWarpSize);
   // Indexed by the row's parity: a row's partials are rewritten two rows later, after every
-  // consumer has passed the barrier of the row between, so one barrier per row suffices (a split
-  // row's second barrier, after the exchange, keeps that true).
+  // consumer has passed the barrier of the row between, so one barrier per row suffices.
   __shared__ MaxSum partials[2][kMaxRingConsumerWarps];
   __shared__ float label_logits[2];
-  __shared__ HalfStats other_half[2];
   const int thread = static_cast<int>(threadIdx.x) - kWarpSize, threads = static_cast<int>(blockDim.x) - kWarpSize;
   const int warp = thread / kWarpSize, warps = threads / kWarpSize, lane = thread % kWarpSize;
   const int chunk_packs = ring.chunk_bytes / 16;
 
   RingCursor at;
   for (int parity = 0;; parity ^= 1) {
-    mbarrier_wait(ring.full + 8 * at.slot, at.phase);  // the unit's first slot: its RowMeta, its first chunk
+    mbarrier_wait(ring.full + 8 * at.slot, at.phase);  // the row's first slot: its RowMeta, its first chunk
     const RowMeta meta = ring.metas[at.slot];
     if (meta.row < 0) return;
     const std::int64_t row = meta.row;
-    const int label = meta.label, part = meta.part;
+    const int label = meta.label;
     const T* in = logits + row * classes;
     T* out = dlogits + row * classes;
     const RowSplit split = RowSplit::of(in, classes);
     const int chunks = (split.packs + chunk_packs - 1) / chunk_packs;
-    const ChunkRange unit = unit_chunks(chunks, part);
-    const bool has_edges = part != 2;  // the first half (or the whole row) takes the head and tail
     // Where the label is among the chunks: its class minus the chunk's first, for each chunk.
     auto label_offset = [&](int ch) { return label - (split.head + ch * chunk_packs * kPack); };
     auto holds_label = [&](int ch, int count) { return static_cast<unsigned>(label_offset(ch)) < count * kPack; };
 
     MaxSum others;
-    if (has_edges) {
-      for (int k = thread; k < split.edges(); k += threads) {
-        const int c = split.edge_index<T>(k);
-        const float x = to_float(in[c]);
-        if (c == label)
-          label_logits[parity] = x;
-        else
-          add_values(others, {x});
-      }
+    for (int k = thread; k < split.edges(); k += threads) {
+      const int c = split.edge_index<T>(k);
+      const float x = to_float(in[c]);
+      if (c == label)
+        label_logits[parity] = x;
+      else
+        add_values(others, {x});
     }
     RingCursor chunk = at;
-    for (int ch = unit.begin; ch < unit.end; ++ch, chunk.advance(ring.slots)) {
+    for (int ch = 0; ch < chunks; ++ch, chunk.advance(ring.slots)) {
       mbarrier_wait(ring.full + 8 * chunk.slot, chunk.phase);
       const auto* packs = reinterpret_cast<const Pack<T>*>(slots_generic + chunk.slot * ring.chunk_bytes);
       const int count = min(chunk_packs, split.packs - ch * chunk_packs);
@@ -858,30 +788,15 @@ __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ 
     // Every lane and warp merges the same pairs, so all hold the same bits.
     MaxSum row_stats = lane < warps ? partials[parity][lane] : MaxSum{};
     row_stats = lane_group_reduce(row_stats, kWarpSize, MergeOp{});
-    float label_logit = label_logits[parity];
-    if (part != 0) {
-      // Which half holds the label: the first takes the edges and the first half's chunks.
-      const int body_offset = label - split.head;
-      const bool in_body = static_cast<unsigned>(body_offset) < static_cast<unsigned>(split.packs * kPack);
-      const int label_part = in_body && body_offset / (chunk_packs * kPack) >= unit_chunks(chunks, 1).end ? 2 : 1;
-      if (thread == 0) other_half[parity] = exchange_halves(tail, row, part, {row_stats, label_logit});
-      named_barrier_sync(kRingBarrier, static_cast<unsigned>(threads));
-      const HalfStats other = other_half[parity];
-      // Both halves merge in the same order, so both write with the same bits.
-      row_stats = part == 1 ? merge(row_stats, other.stats) : merge(other.stats, row_stats);
-      if (label_part != part) label_logit = other.label_logit;
-    }
-    const RowXent r = finish(row_stats, label_logit, inv_rows);
-    if (thread == 0 && part != 2) row_losses[row] = r.loss;
+    const RowXent r = finish(row_stats, label_logits[parity], inv_rows);
+    if (thread == 0) row_losses[row] = r.loss;
 
-    if (has_edges) {
-      for (int k = thread; k < split.edges(); k += threads) {
-        const int c = split.edge_index<T>(k);
-        out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
-      }
+    for (int k = thread; k < split.edges(); k += threads) {
+      const int c = split.edge_index<T>(k);
+      out[c] = from_float<T>(gradient(to_float(in[c]), c == label, r));
     }
     chunk = at;
-    for (int ch = unit.begin; ch < unit.end; ++ch, chunk.advance(ring.slots)) {
+    for (int ch = 0; ch < chunks; ++ch, chunk.advance(ring.slots)) {
       // This thread waited on the chunk's full barrier above: its bytes are visible to it.
       const auto* packs = reinterpret_cast<const Pack<T>*>(slots_generic + chunk.slot * ring.chunk_bytes);
       const int count = min(chunk_packs, split.packs - ch * chunk_packs);
@@ -893,7 +808,7 @@ __device__ void consume_ring_rows(const T* __restrict__ logits, T* __restrict__ 
       __syncwarp();  // the warp's lanes are done reading the slot...
       if (lane == 0) mbarrier_arrive(ring.empty + 8 * chunk.slot);  // ...so the producer may refill it
     }
-    if (unit.end == unit.begin) {  // the unit's one slot carried only its RowMeta
+    if (chunks == 0) {  // the row's one slot carried only its RowMeta
       __syncwarp();
       if (lane == 0) mbarrier_arrive(ring.empty + 8 * chunk.slot);
       chunk.advance(ring.slots);
@@ -962,7 +877,7 @@ template <typename T>
 __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
     ring_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
                     float* __restrict__ row_losses, std::int64_t rows, int classes, int chunk_bytes,
-                    int slots, bool warp_rows, unsigned* claims, SplitTail tail, float inv_rows) {
+                    int slots, bool warp_rows, unsigned* claims, float inv_rows) {
   let_the_mean_launch();
   // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
   extern __shared__ uint4 ring_storage[];  // 16-byte aligned, as the bulk copies need
@@ -985,24 +900,22 @@ __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
     if (warp_rows)
       produce_warp_rows(logits, rows, classes, ring);
     else
-      produce_block_rows(logits, labels, rows, classes, ring, claims, tail.first_row);
+      produce_block_rows(logits, labels, rows, classes, ring, claims);
   } else if (warp_rows) {
     consume_ring_rows_per_warp(logits, labels, dlogits, row_losses, rows, classes, ring, slots_generic, inv_rows);
   } else {
-    consume_ring_rows(logits, dlogits, row_losses, classes, ring, slots_generic, tail, inv_rows);
+    consume_ring_rows(logits, dlogits, row_losses, classes, ring, slots_generic, inv_rows);
   }
 }
 
-// The launch's first kernel when fused_ring_row claims rows: zeroes the counters and the split
-// tail's ready flags, letting the ring kernel (its programmatic dependent) start at once; the
-// producers wait for it (griddepcontrol.wait) only before their first claim.
-constexpr int kResetThreads = 256;
-__global__ void __launch_bounds__(kResetThreads) reset_claims_kernel(unsigned* claims, SplitHalf* halves, int count) {
+// The launch's first kernel when fused_ring_row claims rows: zeroes the counter, letting the
+// ring kernel (its programmatic dependent) start at once; the producers wait for it
+// (griddepcontrol.wait) only before their first claim.
+__global__ void reset_claims_kernel(unsigned* claims) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  if (threadIdx.x < kRingClaimCounters) claims[threadIdx.x] = 0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) halves[i].ready = 0;
+  *claims = 0;
 }
 
 template <typename Kernel>
@@ -1144,11 +1057,10 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
 template <typename T>
 cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
-                           int claim_rows, void* workspace, cudaStream_t stream) {
+                           bool claim_rows, void* workspace, cudaStream_t stream) {
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
   if (consumer_warps < 1 || consumer_warps > kMaxRingConsumerWarps || chunk_bytes < 16 || chunk_bytes % 16 != 0 ||
-      blocks_per_sm < 1 || claim_rows < 0 || claim_rows > 2 || (warp_per_row && claim_rows != 0) ||
-      rows >= (std::int64_t{1} << 31))
+      blocks_per_sm < 1 || (warp_per_row && claim_rows) || rows >= (std::int64_t{1} << 31))
     return cudaErrorInvalidValue;
   int device = 0, major = 0, sms = 0, per_sm = 0, optin = 0, reserved = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
@@ -1169,7 +1081,6 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
   // Warp mode: every slot one warp's (see consume_ring_rows_per_warp).
   const int usable = warp_per_row ? slots / consumer_warps * consumer_warps : slots;
   if (chunks > (warp_per_row ? 1 : usable) || usable == 0) return cudaErrorLaunchOutOfResources;
-  if (claim_rows == 2 && chunks < 2) return cudaErrorInvalidValue;  // a one-chunk row has no halves
   const int threads = (consumer_warps + 1) * kWarpSize;
   const std::size_t dynamic = static_cast<std::size_t>(usable) * (chunk_bytes + kRingSlotOverheadBytes);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1183,26 +1094,19 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
   if (resident == 0) return cudaErrorLaunchOutOfResources;
   const std::int64_t persistent = static_cast<std::int64_t>(std::min(resident, blocks_per_sm)) * sms;
   float* row_losses = static_cast<float*>(workspace);
-  const auto grid = static_cast<unsigned>(std::min(rows, persistent));
-  cudaLaunchConfig_t config = launch_config(grid, threads, dynamic, stream);
-  cudaLaunchAttribute programmatic = programmatic_dependent();
   unsigned* claims = nullptr;
-  SplitTail tail{rows, nullptr};
-  if (claim_rows != 0) {
-    char* bytes = static_cast<char*>(workspace);
-    claims = reinterpret_cast<unsigned*>(bytes + ring_claims_offset(rows));
-    // Split rows: at most one per block (about the last round of rows), none before the static
-    // first rows, and none unless both an even and an odd block exist to take the halves.
-    const std::int64_t split_rows =
-        claim_rows == 2 && grid >= 2 ? std::min({std::int64_t{grid}, rows - grid, ring_split_capacity(rows)}) : 0;
-    tail = {rows - split_rows, reinterpret_cast<SplitHalf*>(bytes + ring_halves_offset(rows))};
-    reset_claims_kernel<<<1, kResetThreads, 0, stream>>>(claims, tail.halves, static_cast<int>(2 * split_rows));
+  cudaLaunchConfig_t config =
+      launch_config(static_cast<unsigned>(std::min(rows, persistent)), threads, dynamic, stream);
+  cudaLaunchAttribute programmatic = programmatic_dependent();
+  if (claim_rows) {
+    claims = reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + ring_claims_offset(rows));
+    reset_claims_kernel<<<1, 1, 0, stream>>>(claims);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     config.attrs = &programmatic;
     config.numAttrs = 1;
   }
   return launch_then_mean(config, row_losses, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes,
-                          chunk_bytes, usable, warp_per_row, claims, tail, inverse(rows));
+                          chunk_bytes, usable, warp_per_row, claims, inverse(rows));
 }
 
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \
@@ -1218,7 +1122,7 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
   template cudaError_t fused_smem_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, void*,    \
                                          cudaStream_t);                                                               \
   template cudaError_t fused_ring_row<T>(const T*, const std::int32_t*, float*, T*, std::int64_t, int, int, int, int, \
-                                         bool, int, void*, cudaStream_t);
+                                         bool, bool, void*, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(float)
 SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(__half)

@@ -95,14 +95,11 @@ cudaError_t fused_cluster_row(const T* logits, const std::int32_t* labels, float
 // by whatever the ring holds past the current row: no thread's loads wait for a reduction.
 // A row's body must fit the ring (ring_slots); shared memory is split among `blocks_per_sm`
 // blocks. warp_per_row: each row is one warp's alone (its body in one slot), reduced with
-// shuffles only: for narrow rows, many in flight per SM. claim_rows (block mode only): 0: block b
-// takes rows b, b + grid, ...; 1: after its first row a block claims the next from a counter in
-// the workspace, so that SMs which run faster take more rows (a small kernel zeroes the counter
-// first; the ring kernel is its programmatic dependent); 2: as 1, and the last rows (one per
-// block at most) are claimed as halves, first halves by even blocks and second halves by odd
-// ones, which exchange their statistics through the workspace: the blocks' last units of work
-// are half a row, so they end closer together (needs rows of at least two chunks). Workspace:
-// ring_workspace_bytes(rows, claim_rows). Returns cudaErrorLaunchOutOfResources when the ring cannot hold a
+// shuffles only: for narrow rows, many in flight per SM. claim_rows (block mode only): after its
+// first row a block claims the next from a counter in the workspace instead of taking every
+// gridDim-th row, so that SMs which run faster take more rows; a one-thread kernel zeroes the
+// counter first (the ring kernel is its programmatic dependent). Workspace:
+// ring_workspace_bytes(rows). Returns cudaErrorLaunchOutOfResources when the ring cannot hold a
 // row, cudaErrorNotSupported as v3 does, cudaErrorInvalidValue below sm_90, for a bad config or
 // for 2^31 rows or more.
 inline constexpr int kMaxRingConsumerWarps = 31;  // with the producer warp, a 1024-thread block
@@ -112,23 +109,11 @@ inline constexpr int kRingSlotOverheadBytes = 16 + kRingMetaBytes;  // and its f
 template <typename T>
 cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* loss, T* dlogits, std::int64_t rows,
                            int classes, int consumer_warps, int chunk_bytes, int blocks_per_sm, bool warp_per_row,
-                           int claim_rows, void* workspace, cudaStream_t);
+                           bool claim_rows, void* workspace, cudaStream_t);
 
-// fused_ring_row's workspace: the row losses; then (16-byte aligned) the claim counters (whole
-// rows, first halves, second halves); then, for claim_rows 2, the split tail's exchange, 16
-// bytes per half row.
-inline constexpr int kRingClaimCounters = 3;
-inline constexpr int kRingSplitHalfBytes = 16;
-inline constexpr std::int64_t kMaxRingSplitRows = 4096;  // more than any grid of this kernel
-inline std::int64_t ring_split_capacity(std::int64_t rows) {
-  return rows / 2 < kMaxRingSplitRows ? rows / 2 : kMaxRingSplitRows;
-}
+// fused_ring_row's workspace: the row losses, then (16-byte aligned) the row counter.
 inline std::size_t ring_claims_offset(std::int64_t rows) { return (fused_workspace_bytes(rows) + 15) / 16 * 16; }
-inline std::size_t ring_halves_offset(std::int64_t rows) { return ring_claims_offset(rows) + 16; }
-inline std::size_t ring_workspace_bytes(std::int64_t rows, int claim_rows) {
-  const std::int64_t halves = claim_rows == 2 ? 2 * ring_split_capacity(rows) : 0;
-  return ring_halves_offset(rows) + static_cast<std::size_t>(halves) * kRingSplitHalfBytes;
-}
+inline std::size_t ring_workspace_bytes(std::int64_t rows) { return ring_claims_offset(rows) + 16; }
 
 // Ring slots of `chunk_bytes` (plus their mbarriers and RowMeta) that fit a block's share of an
 // SM's shared memory: `shared_per_sm` split over `blocks_per_sm`, each less the `reserved` bytes

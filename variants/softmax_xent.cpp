@@ -286,10 +286,9 @@ void add_ring_row(Catalogue& cat) {
        {"chunk_bytes", {4096, 8192, 16384, 32768}, "bytes per ring slot (one bulk copy)"},
        {"blocks_per_sm", {1, 2, 3}, "resident blocks per SM, sharing its shared memory"},
        {"warp_per_row", {0, 1}, "1: each row one warp's alone, its body in one slot (narrow rows); 0: all warps"},
-       {"claim_rows", {0, 1, 2},
+       {"claim_rows", {0, 1},
         "with warp_per_row 0: 1: blocks claim their next row from a counter (SMs that run faster take more rows); "
-        "2: as 1, with the last rows claimed as halves by pairs of blocks that exchange their statistics (rows of "
-        "two slots or more); 0: block b takes rows b, b + grid, ..."}});
+        "0: block b takes rows b, b + grid, ..."}});
   v.default_config = Config(
       {{"consumer_warps", 8}, {"chunk_bytes", 16384}, {"blocks_per_sm", 1}, {"warp_per_row", 0}, {"claim_rows", 1}});
   v.supports = [](const Problem& p, const Config& c, const DeviceLimits& limits) {
@@ -302,7 +301,7 @@ void add_ring_row(Catalogue& cat) {
                                      limits.shared_memory_per_block_optin, kReserved);
     const std::int64_t chunks = kx::ring_chunks_per_row(p.shape.at("classes"), dtype_size(p.dtype), chunk);
     if (c.at("warp_per_row") == 1) {
-      if (c.at("claim_rows") != 0) return Support::no("a row per warp takes rows in a fixed order");
+      if (c.at("claim_rows") == 1) return Support::no("a row per warp takes rows in a fixed order");
       if (chunks > 1) return Support::no("a row per warp needs the row's body in one slot; it takes " +
                                          std::to_string(chunks));
       // Slots twice the body only make the ring shallower (the smallest slot is always allowed).
@@ -314,17 +313,14 @@ void add_ring_row(Catalogue& cat) {
     }
     if (chunks > slots)
       return Support::no("a row takes " + std::to_string(chunks) + " slots; the ring holds " + std::to_string(slots));
-    if (c.at("claim_rows") == 2 && chunks < 2) return Support::no("a row in one slot has no halves to split");
     return Support::yes();
   };
-  v.workspace_bytes = [](const Problem& p, const Config& c) {
-    return kx::ring_workspace_bytes(p.shape.at("rows"), cfg(c, "claim_rows"));
-  };
+  v.workspace_bytes = [](const Problem& p, const Config&) { return kx::ring_workspace_bytes(p.shape.at("rows")); };
   v.launch = xent_launch(v.workspace_bytes, [](auto t, std::int64_t rows, int classes, const Config& c,
                                                void* workspace, cudaStream_t s) {
     return kx::fused_ring_row(t.logits, t.labels, t.loss, t.dlogits, rows, classes, cfg(c, "consumer_warps"),
                               cfg(c, "chunk_bytes"), cfg(c, "blocks_per_sm"), cfg(c, "warp_per_row") == 1,
-                              cfg(c, "claim_rows"), workspace, s);
+                              cfg(c, "claim_rows") == 1, workspace, s);
   });
   cat.add(v);
 }

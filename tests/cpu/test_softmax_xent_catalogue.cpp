@@ -302,16 +302,10 @@ TEST(SoftmaxXentVariantsCatalogue, RingRowTakesRowsWhoseBodyFitsTheRing) {
   EXPECT_EQ(kx::ring_chunks_per_row(32000, 2, 16384), 4);  // 64000 bytes
   EXPECT_EQ(kx::ring_chunks_per_row(3, 4, 4096), 0);       // no whole pack: edges only
   EXPECT_EQ(kx::ring_chunks_per_row(1025, 4, 4096), 1);
-  // The row losses, then the claim counters 16-byte aligned, then 16 bytes per half of each row
-  // the tail may split (at most half the rows, at most kMaxRingSplitRows).
+  // The row losses, then the claims counter 16-byte aligned.
   EXPECT_EQ(kx::ring_claims_offset(8192), 8192u * 4);
   EXPECT_EQ(kx::ring_claims_offset(3), 16u);
-  EXPECT_EQ(kx::ring_halves_offset(3), 32u);
-  EXPECT_EQ(kx::ring_workspace_bytes(3, 1), 32u);
-  EXPECT_EQ(kx::ring_workspace_bytes(3, 2), 32u + 2 * 16);  // one split row
-  EXPECT_EQ(kx::ring_workspace_bytes(1, 2), 32u);           // none
-  EXPECT_EQ(kx::ring_workspace_bytes(8192, 2), 8192u * 4 + 16 + 2 * 16 * 4096);
-  EXPECT_EQ(kx::ring_workspace_bytes(1 << 20, 2), (1u << 20) * 4 + 16 + 2 * 16 * 4096);
+  EXPECT_EQ(kx::ring_workspace_bytes(3), 32u);
 
   const Variant& v = *catalogue().find_variant("softmax_xent", "fused_ring_row");
   const DeviceLimits h200 = nominal_device_limits();
@@ -347,13 +341,6 @@ TEST(SoftmaxXentVariantsCatalogue, RingRowTakesRowsWhoseBodyFitsTheRing) {
   Config claiming = per_warp(4096);
   claiming.set("claim_rows", 1);
   EXPECT_FALSE(v.supports(xent_problem(DType::f32, 8192, 1024), claiming, h200).ok);
-  // The split tail needs rows of two slots or more.
-  Config split = one;
-  split.set("claim_rows", 2);
-  EXPECT_TRUE(v.supports(xent_problem(DType::bf16, 4096, 32000), split, h200).ok);  // 4 slots of 16 KiB
-  const Support one_slot = v.supports(xent_problem(DType::bf16, 4096, 8000), split, h200);  // 16000 bytes
-  EXPECT_FALSE(one_slot.ok);
-  EXPECT_NE(one_slot.reason.find("halves"), std::string::npos) << one_slot.reason;
   DeviceLimits t4 = h200;
   t4.compute_capability = 75;
   const Support old_device = v.supports(xent_problem(DType::bf16, 8192, 32000), one, t4);
