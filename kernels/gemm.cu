@@ -589,12 +589,15 @@ struct PairedLaneMap {
 
 // A paired-lane thread's TM x TN outputs (4 x 4 pieces kMStride rows and kNStride columns apart)
 // through store_quad.
+// row_swap: accumulator row i of a piece holds the piece's row (i % 4) ^ row_swap (0..3; see
+// warp_tiled_async's RowSlotReader).
 template <typename Map, typename T>
 __device__ __forceinline__ void store_lane_pieces(const Args<T>& p, TileOrigin o, int m_offset, int n_offset,
-                                                  const float (&acc)[Map::TM][Map::TN], bool out_vector) {
+                                                  const float (&acc)[Map::TM][Map::TN], bool out_vector,
+                                                  int row_swap = 0) {
 #pragma unroll
   for (int i = 0; i < Map::TM; ++i) {
-    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + i % 4;
+    const Index row = o.m0 + m_offset + i / 4 * Map::kMStride + ((i % 4) ^ row_swap);
     if (row >= p.m) continue;
 #pragma unroll
     for (int g = 0; g < Map::TN / 4; ++g) {
@@ -856,6 +859,20 @@ struct AsyncOperand {
     }
 #endif
   }
+
+  // copy() for a block whose tiles lie wholly inside the operand in every K step (interior_tile
+  // below): one unguarded 16-byte copy per chunk, no branch, so the scheduler can interleave the
+  // copies with the FMAs around them. stage: the stage's shared-window byte address.
+  __device__ void copy_interior(unsigned stage, int thread) {
+#if __CUDA_ARCH__ >= 800
+#pragma unroll
+    for (int s = 0; s < kChunks; ++s) {
+      const unsigned destination = stage + 4u * static_cast<unsigned>(smem_offset(thread + s * kThreads));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(data + offset[s]));
+      offset[s] += kKContig ? kBK : kBK * ld;
+    }
+#endif
+  }
 };
 
 // A thread's fragments of one operand from a stage. K-contiguous: its rows' k .. k + kRun - 1 at
@@ -899,6 +916,36 @@ struct FragmentReader {
   }
 };
 
+// FragmentReader's K-contiguous reads with the swizzle left in place: a thread's four row groups
+// (rows first .. first + 3 of each piece, first a multiple of 4) fill the four 32-byte slots of
+// their 128-byte line, row first + j in slot j ^ swap (swap = first / 4 % 4). Reading slot j
+// as row j, every address is one base register plus a constant, where FragmentReader keeps four
+// bases (and the compiler, short of registers at 255, recomputed them every K step). The rows
+// come out permuted within each group of 4: accumulator row j holds row j ^ swap, which the
+// store puts back (store_lane_pieces' row_swap).
+template <int kExtent, int kCount, int kStride, int kRun>
+struct RowSlotReader {
+  static_assert(kStride % 16 == 0, "a piece kStride rows on keeps its rows' swizzle");
+  int base;
+  int swap;
+
+  __device__ explicit RowSlotReader(int first) : base(first / 4 * 32), swap(first / 4 % 4) {}
+  // out[i][r] = element (row (i / 4) * kStride + (i % 4 ^ swap) past first, k0 + r).
+  __device__ void run(const float* stage, int k0, float (&out)[kCount][kRun]) const {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      const float* p = stage + base + i / 4 * kStride * 8 + i % 4 * 8 + k0;
+      if constexpr (kRun == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p);
+        out[i][0] = v.x, out[i][1] = v.y, out[i][2] = v.z, out[i][3] = v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(p);
+        out[i][0] = v.x, out[i][1] = v.y;
+      }
+    }
+  }
+};
+
 template <int kTileIndex, bool kAKContig, bool kBKContig>
 __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThreads,
                                   PairedLaneMap<kTileIndex, kAsyncTiles>::kMinBlocks)
@@ -929,60 +976,84 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
   BOperand b(p.b, kBKContig ? k : n, kBKContig ? n : k, kBKContig ? k : n, static_cast<int>(o.n0), flags.b_vector,
              thread);
   const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
-  const FragmentReader<Map::BM, Map::TM, Map::kMStride, kAKContig, kRun> a_reader(m_offset);
+  // A K-contiguous A is read slot by slot (rows permuted within groups of 4, undone at the store).
+  using AReader = std::conditional_t<kAKContig, RowSlotReader<Map::BM, Map::TM, Map::kMStride, kRun>,
+                                     FragmentReader<Map::BM, Map::TM, Map::kMStride, false, kRun>>;
+  const AReader a_reader(m_offset);
   const FragmentReader<Map::BN, Map::TN, Map::kNStride, kBKContig, kRun> b_reader(n_offset);
   float acc[Map::TM][Map::TN] = {};
+  const unsigned a_shared = static_cast<unsigned>(__cvta_generic_to_shared(a_stages));
+  const unsigned b_shared = static_cast<unsigned>(__cvta_generic_to_shared(b_stages));
+  // Every chunk of every K step inside both operands: the copies need no checks.
+  const bool interior_tile = flags.a_vector && flags.b_vector && k % Map::BK == 0 &&
+                             static_cast<int>(o.m0) + Map::BM <= m && static_cast<int>(o.n0) + Map::BN <= n;
 
-  // One commit group per step (empty past the last), so the wait below always counts the same.
-  auto issue = [&](int step) {
-    if (step < k_steps) {
-      const int stage = step % kStages;
-      const Index k0 = static_cast<Index>(step) * Map::BK;
-      a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
-      b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-  };
-#pragma unroll
-  for (int step = 0; step < kStages - 1; ++step) issue(step);
-  for (int step = 0; step < k_steps; ++step) {
-    // This thread's copies of step `step` have landed; the barrier makes everyone's visible and
-    // retires the stage read in step - 1, which the issue below refills.
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
-    __syncthreads();
-    issue(step + kStages - 1);
-    const float* a_stage = a_stages + step % kStages * AOperand::kStageFloats;
-    const float* b_stage = b_stages + step % kStages * BOperand::kStageFloats;
-#pragma unroll
-    for (int k0 = 0; k0 < Map::BK; k0 += kRun) {
-      float a_run[Map::TM][kRun], b_run[Map::TN][kRun];
-      if constexpr (kAKContig) a_reader.run(a_stage, k0, a_run);
-      if constexpr (kBKContig) b_reader.run(b_stage, k0, b_run);
-#pragma unroll
-      for (int r = 0; r < kRun; ++r) {
-        float a_frag[Map::TM], b_frag[Map::TN];
-        if constexpr (kAKContig) {
-#pragma unroll
-          for (int i = 0; i < Map::TM; ++i) a_frag[i] = a_run[i][r];
+  // kInterior: the loop for an interior tile (unguarded copies), else the general one. One
+  // commit group per step (empty past the last), so the wait below always counts the same.
+  auto run = [&](auto interior) {
+    constexpr bool kInterior = decltype(interior)::value;
+    auto issue = [&](int step) {
+      if (step < k_steps) {
+        const int stage = step % kStages;
+        if constexpr (kInterior) {
+          a.copy_interior(a_shared + 4u * static_cast<unsigned>(stage * AOperand::kStageFloats), thread);
+          b.copy_interior(b_shared + 4u * static_cast<unsigned>(stage * BOperand::kStageFloats), thread);
         } else {
-          a_reader.row(a_stage, k0 + r, a_frag);
+          const Index k0 = static_cast<Index>(step) * Map::BK;
+          a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
+          b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
         }
-        if constexpr (kBKContig) {
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
 #pragma unroll
-          for (int j = 0; j < Map::TN; ++j) b_frag[j] = b_run[j][r];
-        } else {
-          b_reader.row(b_stage, k0 + r, b_frag);
+    for (int step = 0; step < kStages - 1; ++step) issue(step);
+    for (int step = 0; step < k_steps; ++step) {
+      // This thread's copies of step `step` have landed; the barrier makes everyone's visible and
+      // retires the stage read in step - 1, which the issue below refills.
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+      __syncthreads();
+      const float* a_stage = a_stages + step % kStages * AOperand::kStageFloats;
+      const float* b_stage = b_stages + step % kStages * BOperand::kStageFloats;
+#pragma unroll
+      for (int k0 = 0; k0 < Map::BK; k0 += kRun) {
+        float a_run[Map::TM][kRun], b_run[Map::TN][kRun];
+        if constexpr (kAKContig) a_reader.run(a_stage, k0, a_run);
+        if constexpr (kBKContig) b_reader.run(b_stage, k0, b_run);
+#pragma unroll
+        for (int r = 0; r < kRun; ++r) {
+          float a_frag[Map::TM], b_frag[Map::TN];
+          if constexpr (kAKContig) {
+#pragma unroll
+            for (int i = 0; i < Map::TM; ++i) a_frag[i] = a_run[i][r];
+          } else {
+            a_reader.row(a_stage, k0 + r, a_frag);
+          }
+          if constexpr (kBKContig) {
+#pragma unroll
+            for (int j = 0; j < Map::TN; ++j) b_frag[j] = b_run[j][r];
+          } else {
+            b_reader.row(b_stage, k0 + r, b_frag);
+          }
+#pragma unroll
+          for (int i = 0; i < Map::TM; ++i)
+#pragma unroll
+            for (int j = 0; j < Map::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
         }
-#pragma unroll
-        for (int i = 0; i < Map::TM; ++i)
-#pragma unroll
-          for (int j = 0; j < Map::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        // The next copies go out after the step's first FMAs, not in a block before them.
+        if (k0 == 0) issue(step + kStages - 1);
       }
     }
-  }
+  };
+  if (interior_tile)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
   asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy outlives the block (the empty groups)
 
-  store_lane_pieces<Map>(p, o, m_offset, n_offset, acc, flags.out_vector);
+  int row_swap = 0;
+  if constexpr (kAKContig) row_swap = a_reader.swap;
+  store_lane_pieces<Map>(p, o, m_offset, n_offset, acc, flags.out_vector, row_swap);
 #else
   __trap();  // sm_80+ only: the catalogue refuses older devices, and the launch below does too
 #endif
