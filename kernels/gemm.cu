@@ -768,17 +768,27 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 // Measured (H200, cold L2, Nsight Compute for the counts): that shape ran at 3666 us (k_run 4)
 // and 3761 us (k_run 2), slower than v7 tile 0 (3350 us). Both execute 2.71e9 warp instructions
 // for 2.15e9 FFMA (26% overhead, as v7 tile 0 does) and issue 0.71-0.73 per scheduler per cycle
-// against v7's 0.80 (dispatch stalls 0.9-1.05 cycles per instruction, v7's 0.38). The best is
-// kAsyncTiles[0] (128 x 256, 8 x 16 per thread, one block of 8 warps per SM, 4 static stages):
-// 3281 us, 41.9 TFLOP/s, 81.5% of cuBLAS SGEMM (2674 us). Over 3 stages (3441 us) it executes
-// 2.48e9 instructions (15% overhead) and issues 0.71 per scheduler per cycle (2 warps each:
-// selected 1.0, not selected 0.88, dispatch 0.51 cycles per instruction). Its SASS is 1024 FFMA
-// and 48 LDS.128 a step plus ~10 instructions per copied chunk and the fragment addresses,
-// recomputed every step. The same 4 stages in dynamic shared memory ran 3377 us, 6 stages 3447
-// us; 128 x 128 with 8 x 16 per thread and two blocks per SM 3433 us. Addressing shared memory
-// by 32-bit byte offsets instead of generic pointers removed 0.6% of the instructions and ran
-// 1.2% slower. 85% of cuBLAS (3145 us) would need the overhead under ~10% at this issue rate, or
-// ~0.74 issued per cycle at this instruction count. (reports/h200/2026-12-01-sgemm-async-at-aa15839)
+// against v7's 0.80. The best was then 128 x 256 (8 x 16 per thread, one block of 8 warps per SM,
+// 4 stages): 3281 us, 81.5% of cuBLAS SGEMM (2674 us). (reports/h200/2026-12-01-sgemm-async-at-aa15839)
+//
+// Nsight Compute's per-instruction samples then showed where that tile's time went, next to
+// cuBLAS's kernel (sm80_xmma_gemm_f32f32 256x128x8, 3 stages, 256 threads, 254 registers, the
+// same 8 warps per SM): both execute ~2.45e9 instructions, but cuBLAS issues 0.89 per scheduler
+// per cycle and this tile 0.74. The difference: dispatch stalls (15% of samples against 5%; in
+// the 128 x 128 tile below, FMAs that read all three operands from the register file, none from
+// the reuse cache, draw 3-5 times the dispatch samples of those that reuse one), and 8% in the K step's
+// copy block (branches per chunk for the edge checks, which both warps of a scheduler ran
+// together as one dependent integer chain), while at 255 registers the compiler recomputed the
+// four swizzled fragment bases every step. Hence, in this version:
+//   - a block whose tiles lie inside both operands at every K step takes a loop whose copies are
+//     plain cp.async to shared addresses computed once, with no branch, issued after the step's
+//     first k-run of FMAs so that they interleave with them;
+//   - a K-contiguous A is read by slot (RowSlotReader): one base register, the rows permuted
+//     within groups of 4 and put back by the store.
+// With them the 128 x 128 tile of 8 x 8 per thread and two blocks per SM (16 warps, 128
+// registers), which had run 3666 us, runs 3226 us over 4 stages, 3188 over 3 and 3097 over 2:
+// 86.3% of cuBLAS (2673 us, same call). The 128 x 256 tile went from 3277 to 3330 us.
+// (reports/h200/2026-12-01-sgemm-interior-copies)
 
 #if __CUDA_ARCH__ >= 800
 // 16 bytes global -> shared, of which the first src_bytes (0, 4, 8, 12 or 16) are read and the
@@ -861,14 +871,16 @@ struct AsyncOperand {
   }
 
   // copy() for a block whose tiles lie wholly inside the operand in every K step (interior_tile
-  // below): one unguarded 16-byte copy per chunk, no branch, so the scheduler can interleave the
-  // copies with the FMAs around them. stage: the stage's shared-window byte address.
-  __device__ void copy_interior(unsigned stage, int thread) {
+  // below): one 16-byte copy per chunk and no branch, so the scheduler can interleave the copies
+  // with the FMAs and shared loads around them. stage: the stage's shared-window byte address.
+  // live false (a step past the last): the copies read nothing and zero-fill a stage no step reads.
+  __device__ void copy_interior(unsigned stage, bool live, int thread) {
 #if __CUDA_ARCH__ >= 800
 #pragma unroll
     for (int s = 0; s < kChunks; ++s) {
       const unsigned destination = stage + 4u * static_cast<unsigned>(smem_offset(thread + s * kThreads));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(data + offset[s]));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination),
+                   "l"(live ? data + offset[s] : data), "r"(live ? 16 : 0));
       offset[s] += kKContig ? kBK : kBK * ld;
     }
 #endif
@@ -989,20 +1001,20 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
                              static_cast<int>(o.m0) + Map::BM <= m && static_cast<int>(o.n0) + Map::BN <= n;
 
   // kInterior: the loop for an interior tile (unguarded copies), else the general one. One
-  // commit group per step (empty past the last), so the wait below always counts the same.
+  // commit group per step (past the last, empty or zero-filling), so the wait below always
+  // counts the same.
   auto run = [&](auto interior) {
     constexpr bool kInterior = decltype(interior)::value;
     auto issue = [&](int step) {
-      if (step < k_steps) {
-        const int stage = step % kStages;
-        if constexpr (kInterior) {
-          a.copy_interior(a_shared + 4u * static_cast<unsigned>(stage * AOperand::kStageFloats), thread);
-          b.copy_interior(b_shared + 4u * static_cast<unsigned>(stage * BOperand::kStageFloats), thread);
-        } else {
-          const Index k0 = static_cast<Index>(step) * Map::BK;
-          a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
-          b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
-        }
+      const int stage = step % kStages;
+      if constexpr (kInterior) {
+        const bool live = step < k_steps;
+        a.copy_interior(a_shared + 4u * static_cast<unsigned>(stage * AOperand::kStageFloats), live, thread);
+        b.copy_interior(b_shared + 4u * static_cast<unsigned>(stage * BOperand::kStageFloats), live, thread);
+      } else if (step < k_steps) {
+        const Index k0 = static_cast<Index>(step) * Map::BK;
+        a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
+        b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
       }
       asm volatile("cp.async.commit_group;\n" ::);
     };

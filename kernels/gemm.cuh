@@ -103,20 +103,19 @@ inline constexpr BlockTile kBroadcastTiles[] = {
 // The curated tiles of warp_tiled_async (f32, sm_80+; bk 8: the swizzle is of 8-float rows; both
 // row and column pieces 16 or more apart, so a piece keeps its rows' swizzle).
 inline constexpr BlockTile kAsyncTiles[] = {
+    // 8 warps of 32 x 64 (4 x 2, lanes 4 x 8), 8 x 8 per thread, two blocks per SM (at most 128
+    // registers), 2 stages (16 KB): 16 warps per SM to hide the shared loads' latency and each
+    // other's barriers; a step's copies land while the step before is multiplied. The fastest
+    // at 4096^3 on the H200 (3097 us; 3 stages 3188, 4 stages 3226: fewer stages ran faster).
+    {128, 128, 8, 8, 8, 4, 4, 2, false, 2, 4},
+    // The same over 3 and 4 stages (24 and 32 KB): copies 2 and 3 steps ahead.
+    {128, 128, 8, 8, 8, 4, 4, 2, false, 3, 4},
+    {128, 128, 8, 8, 8, 4, 4, 2, false, 4, 4},
     // 8 warps of 32 x 128 (4 x 2, lanes 4 x 8), 8 x 16 per thread (128 FMAs per 6 shared reads),
     // one block per SM (up to 255 registers), 4 stages (48 KB, the most a block has without
-    // opting in; 6 stages of dynamic shared memory measured slower on the H200).
+    // opting in; 6 stages of dynamic shared memory measured slower on the H200): half the L2
+    // reads per FMA of the 128 x 128 tiles, 8 warps per SM.
     {128, 256, 8, 8, 16, 4, 4, 1, false, 4, 4},
-    // The same over 3 stages (36 KB): a load 2 steps ahead instead of 3.
-    {128, 256, 8, 8, 16, 4, 4, 1, false, 3, 4},
-    // 4 warps of 32 x 128 (4 x 1), the same 8 x 16 per thread, two blocks per SM (255 registers
-    // still fit: 8 warps x 32 x 256 is the whole register file), 4 stages (32 KB): the same
-    // warps per SM as tile 0, but one block's barrier leaves the other's warps issuing.
-    {128, 128, 8, 8, 16, 4, 4, 2, false, 4, 4},
-    // v7 tile 0's warps and lanes (4 x 2 warps of 32 x 64, 8 x 8 per thread), two blocks of 8
-    // warps per SM (at most 128 registers), 4 stages (32 KB): twice the blocks of tile 0, for
-    // problems too small to fill the GPU with 128 x 256 tiles.
-    {128, 128, 8, 8, 8, 4, 4, 2, false, 4, 4},
 };
 inline constexpr int kBlockTileCount = static_cast<int>(sizeof kBlockTiles / sizeof kBlockTiles[0]);
 inline constexpr int kWarpTileCount = static_cast<int>(sizeof kWarpTiles / sizeof kWarpTiles[0]);
@@ -209,7 +208,8 @@ cudaError_t warp_tiled_broadcast(const Args<T>&, int tile, cudaStream_t);
 // stores. A K-contiguous operand (A in nn and nt, B in nt) stays [extent][bk] in shared memory,
 // its 16-byte chunks swizzled so a warp's rows fall in different banks, and each thread reads 4
 // of its K values as one float4. Edges, the K tail and unaligned operands copy partial or 4-byte
-// chunks that zero-fill past the matrix.
+// chunks that zero-fill past the matrix; a block whose tiles are inside both operands at every
+// K step copies with no checks at all.
 cudaError_t warp_tiled_async(const Args<float>&, int tile, cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm

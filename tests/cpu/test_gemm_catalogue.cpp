@@ -459,7 +459,7 @@ TEST(GemmVariants, WarpTiledBroadcastSupportsAnyShapeAndNoOtherTile) {
       << help;
   // warp_tiled_async's help names its stages.
   const std::string async_help = catalogue().find_variant("gemm.nn", "warp_tiled_async")->params.axes().front().description;
-  EXPECT_NE(async_help.find("0: 128x256x8, 4x2 warps, lanes 4x8, 8x16 per thread, 4 cp.async stages"),
+  EXPECT_NE(async_help.find("0: 128x128x8, 4x2 warps, lanes 4x8, 8x8 per thread, 2 blocks per SM, 2 cp.async stages"),
             std::string::npos)
       << async_help;
 }
@@ -485,7 +485,8 @@ TEST(GemmVariants, WarpTiledAsyncIsF32OnAmpereAndLaterAtAnyShape) {
       EXPECT_NE(old_device.reason.find("sm_80"), std::string::npos) << old_device.reason;
     }
   }
-  EXPECT_EQ(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[0]), 4u * 8 * (128 + 256) * 4);
+  EXPECT_EQ(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[0]), 2u * 8 * (128 + 128) * 4);
+  EXPECT_EQ(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[3]), 4u * 8 * (128 + 256) * 4);
   // Static shared memory: every tile within the 48 KB a block has without opting in.
   for (int tile = 0; tile < kernels::gemm::kAsyncTileCount; ++tile)
     EXPECT_LE(kernels::gemm::async_tile_shared_bytes(kernels::gemm::kAsyncTiles[tile]), 48u * 1024) << tile;

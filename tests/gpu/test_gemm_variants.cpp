@@ -26,10 +26,13 @@ struct Case {
 // in tn never packs); more rows than a grid's y extent holds (naive strides over them); a few
 // blocks of the large tiles with edges on both sides and many whole K steps before a partial one
 // (300 x 260 x 520: interior blocks take the unguarded loads of warp_tiled_broadcast, edge blocks
-// and the last K step of bk = 16 the guarded ones; in warp_tiled_async the same split between
-// whole 16-byte copies and partial, zero-filling ones).
-const Case kAwkwardShapes[] = {{1, 1, 1},   {17, 33, 65},  {127, 129, 31}, {1, 129, 65},  {127, 1, 65},
-                               {33, 17, 1}, {100, 40, 72}, {33, 64, 136},  {70000, 3, 5}, {300, 260, 520}};
+// and the last K step of bk = 16 the guarded ones; in warp_tiled_async interior blocks take the
+// loop of unchecked copies, edge blocks whole 16-byte copies and partial, zero-filling ones);
+// whole tiles over a K that ends mid-step (256 x 256 x 130: warp_tiled_async's interior blocks
+// must take the checked loop).
+const Case kAwkwardShapes[] = {{1, 1, 1},     {17, 33, 65},  {127, 129, 31}, {1, 129, 65},
+                               {127, 1, 65},  {33, 17, 1},   {100, 40, 72},  {33, 64, 136},
+                               {70000, 3, 5}, {300, 260, 520}, {256, 256, 130}};
 const Case kScalarShapes[] = {{1, 1, 1}, {17, 33, 65}, {127, 129, 31}, {33, 17, 1}, {100, 40, 72}};
 const Case kLargeSquare = {256, 256, 256};
 
