@@ -887,6 +887,18 @@ struct AsyncOperand {
   }
 };
 
+// kRun (4 or 2) consecutive floats of a K-contiguous stage row, as one 16- or 8-byte shared read.
+template <int kRun>
+__device__ __forceinline__ void read_run(const float* p, float (&out)[kRun]) {
+  if constexpr (kRun == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    out[0] = v.x, out[1] = v.y;
+  }
+}
+
 // A thread's fragments of one operand from a stage. K-contiguous: its rows' k .. k + kRun - 1 at
 // once (row group j = i % 4 at row_base[j], the i / 4-th piece kStride rows on); else the k-th
 // row of the [8][extent] stage, float4 by float4.
@@ -908,14 +920,7 @@ struct FragmentReader {
 #pragma unroll
     for (int i = 0; i < kCount; ++i) {
       // Chunk 1 of a row is 4 floats after chunk 0 (the swizzle leaves bit 0 of the chunk alone).
-      const float* p = stage + base[i % 4] + i / 4 * kStride * 8 + k0;
-      if constexpr (kRun == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(p);
-        out[i][0] = v.x, out[i][1] = v.y, out[i][2] = v.z, out[i][3] = v.w;
-      } else {
-        const float2 v = *reinterpret_cast<const float2*>(p);
-        out[i][0] = v.x, out[i][1] = v.y;
-      }
+      read_run(stage + base[i % 4] + i / 4 * kStride * 8 + k0, out[i]);
     }
   }
   // Extent-contiguous: out[i] = element (row k, piece i).
@@ -935,7 +940,7 @@ struct FragmentReader {
 // bases (and the compiler, short of registers at 255, recomputed them every K step). The rows
 // come out permuted within each group of 4: accumulator row j holds row j ^ swap, which the
 // store puts back (store_lane_pieces' row_swap).
-template <int kExtent, int kCount, int kStride, int kRun>
+template <int kCount, int kStride, int kRun>
 struct RowSlotReader {
   static_assert(kStride % 16 == 0, "a piece kStride rows on keeps its rows' swizzle");
   int base;
@@ -945,16 +950,7 @@ struct RowSlotReader {
   // out[i][r] = element (row (i / 4) * kStride + (i % 4 ^ swap) past first, k0 + r).
   __device__ void run(const float* stage, int k0, float (&out)[kCount][kRun]) const {
 #pragma unroll
-    for (int i = 0; i < kCount; ++i) {
-      const float* p = stage + base + i / 4 * kStride * 8 + i % 4 * 8 + k0;
-      if constexpr (kRun == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(p);
-        out[i][0] = v.x, out[i][1] = v.y, out[i][2] = v.z, out[i][3] = v.w;
-      } else {
-        const float2 v = *reinterpret_cast<const float2*>(p);
-        out[i][0] = v.x, out[i][1] = v.y;
-      }
-    }
+    for (int i = 0; i < kCount; ++i) read_run(stage + base + i / 4 * kStride * 8 + i % 4 * 8 + k0, out[i]);
   }
 };
 
@@ -989,7 +985,7 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
              thread);
   const int m_offset = Map::m_offset(thread), n_offset = Map::n_offset(thread);
   // A K-contiguous A is read slot by slot (rows permuted within groups of 4, undone at the store).
-  using AReader = std::conditional_t<kAKContig, RowSlotReader<Map::BM, Map::TM, Map::kMStride, kRun>,
+  using AReader = std::conditional_t<kAKContig, RowSlotReader<Map::TM, Map::kMStride, kRun>,
                                      FragmentReader<Map::BM, Map::TM, Map::kMStride, false, kRun>>;
   const AReader a_reader(m_offset);
   const FragmentReader<Map::BN, Map::TN, Map::kNStride, kBKContig, kRun> b_reader(n_offset);
