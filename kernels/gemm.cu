@@ -1025,7 +1025,7 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
       const float* b_stage = b_stages + step % kStages * BOperand::kStageFloats;
 #pragma unroll
       for (int k0 = 0; k0 < Map::BK; k0 += kRun) {
-        float a_run[Map::TM][kRun], b_run[Map::TN][kRun];
+        [[maybe_unused]] float a_run[Map::TM][kRun], b_run[Map::TN][kRun];  // one is unused in nn and tn
         if constexpr (kAKContig) a_reader.run(a_stage, k0, a_run);
         if constexpr (kBKContig) b_reader.run(b_stage, k0, b_run);
 #pragma unroll
