@@ -212,4 +212,10 @@ cudaError_t warp_tiled_broadcast(const Args<T>&, int tile, cudaStream_t);
 // K step copies with no checks at all.
 cudaError_t warp_tiled_async(const Args<float>&, int tile, cudaStream_t);
 
+// warp_tiled_async's largest m and n: the kernel keeps tile origins in 32 bits and adds a whole
+// tile (at most 256) to one when it checks for an interior tile. The catalogue refuses larger
+// problems; warp_tiled_async() itself still checks only m, n, k <= 2^31 - 1 (moving this check
+// there changed the PTX of another kernel of gemm.cu, which then needs a GPU run to verify).
+inline constexpr std::int64_t kAsyncMaxExtent = 2147483647 - 256;
+
 }  // namespace shapetune::kernels::gemm

@@ -390,6 +390,8 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
       return Support::no("copies f32 tiles as they lie; 16-bit types are for the tensor-core variants");
     if (limits.compute_capability < 80)
       return Support::no("cp.async needs sm_80 or newer; this device is sm_" + std::to_string(limits.compute_capability));
+    if (p.shape.at("m") > kg::kAsyncMaxExtent || p.shape.at("n") > kg::kAsyncMaxExtent)
+      return Support::no("m and n must be at most 2^31 - 257 (32-bit tile arithmetic)");
     return all_of({threads_fit(tile->threads(), limits), shared_fits(kg::async_tile_shared_bytes(*tile), limits),
                    tiles_fit(p, tile->bm, tile->bn)});
   };
