@@ -132,93 +132,66 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 }
 
 // ---- the mean -------------------------------------------------------------------------------
-// The loss is the sum of `count` partial losses divided by `rows`: float row losses (one per
-// row), or double sums of a block's row losses (register_row). One block adds them up, in a
-// fixed split over its threads and a fixed tree, so the same inputs give the same bits on every
-// run; in double, so 65536 row losses add up without float's drift.
+// A fixed split of the row losses over one block's threads and a fixed tree: the same bits every
+// run. Each 16-byte chunk of 4 losses is added in float, the chunks in double, so 65536 row
+// losses add up without float's drift.
 //
 // On sm_90 the mean kernel is its fused kernel's programmatic dependent (launch_then_mean): the
 // fused kernel's blocks let it launch as soon as they start, and griddepcontrol.wait holds it
-// until the fused grid has finished and its partials are visible. It replaced a mean added up by
-// the block that finished last, which needed a ticket (an atomic counter, reset before every
+// until the fused grid has finished and its row losses are visible. It replaced a mean added up
+// by the block that finished last, which needed a ticket (an atomic counter, reset before every
 // launch since the workspace may hold anything): a memset before each launch, then at every
 // block's end a barrier and an atomic round trip. f32 8192 x 1024 on the H200 went from
 // 22.3-22.5 us to 20.6 (fused_register_row's best config in each).
 //
-// What the mean still cost there was measured with register_row's kernel alone against it plus
-// each kind of mean (H200, f32 8192 x 1024, cold L2; reports/h200/2026-12-01-xent-mean-cost):
-// 18.9 us alone; +0.5 us for a dependent that only waits and stores; +2.2 us for the mean as it
-// was (16 scalar loads of 8192 row losses per thread). Hence: 16-byte loads (a quarter of the
-// load instructions the one SM has to issue), fewer partials to read (register_row's blocks
-// sum their own rows), and a first pass over the same instructions before the wait.
-template <typename Value>
-struct MeanChunk;  // 16 bytes of partials and their sum
-template <>
-struct MeanChunk<float> {
-  using Type = float4;
-  __device__ __forceinline__ static double sum(const float4& v) {
-    return (static_cast<double>(v.x) + v.y) + (static_cast<double>(v.z) + v.w);
-  }
-};
-template <>
-struct MeanChunk<double> {
-  using Type = double2;
-  __device__ __forceinline__ static double sum(const double2& v) { return v.x + v.y; }
-};
-
-template <typename Value>
+// What the mean costs there (H200, f32 8192 x 1024, register_row{32,128,8}, cold L2; trial
+// kernels in reports/h200/2026-12-01-xent-mean-cost): the fused kernel alone 19.0 us; +0.7 us
+// with a dependent that only waits and stores; +2.0-2.2 us with this kernel as it was (16 scalar
+// loads per thread, each converted to double). With 16-byte loads: +1.8 us; reading only 264 of
+// the 8192 losses: +1.6 us, so what remains is the wait, one round trip to L2 and the block's
+// reduction, not the bytes. Also tried there and dropped: a first pass over the same
+// instructions before the wait, to warm the instruction cache (no difference); 128, 256 or 1024
+// threads (the same or slower); the block that finishes last adding up, with a counter that
+// resets itself (the same time at best, and the counter needs zeroed memory before the first
+// launch); a grid of only the resident blocks looping over rows, so that blocks add up their
+// own rows and the mean reads 264 sums (19.8-19.9 us in a kernel specialised to the shape;
+// register_row's own body looped needs ~127 registers, and 16 warps per SM lost 4-5 us).
 __global__ void __launch_bounds__(kMeanThreads)
-    mean_kernel(const Value* __restrict__ partials, std::int64_t count, std::int64_t rows, float* __restrict__ loss) {
-  using Chunk = MeanChunk<Value>;
-  constexpr int kPerChunk = static_cast<int>(sizeof(typename Chunk::Type) / sizeof(Value));
-  constexpr int kUnroll = 4;  // chunks in flight per thread: 8192 float row losses take one round
+    mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // a no-op unless launched as a dependent
+#endif
+  constexpr int kUnroll = 4;  // chunks in flight per thread: 8192 row losses take one round
   __shared__ double warp_sums[kMeanThreads / kWarpSize];
-  // Values before the first 16-byte boundary (the unfused chain's row losses follow its
+  // Losses before the first 16-byte boundary (the unfused chain's row losses follow its
   // probabilities, so they may start anywhere) and after the last whole chunk are read one each.
-  const int misaligned = static_cast<int>(reinterpret_cast<std::uintptr_t>(partials) % 16 / sizeof(Value));
-  const int head = static_cast<int>(std::min<std::int64_t>(count, (kPerChunk - misaligned) % kPerChunk));
-  const std::int64_t chunks = (count - head) / kPerChunk;
-  const int edges = static_cast<int>(count - head - chunks * kPerChunk) + head;
-  const auto* body = reinterpret_cast<const typename Chunk::Type*>(partials + head);
-  // sm_90: pass 0 runs while the fused grid may still be writing the partials, and its sum is
-  // dropped. It only brings these instructions into the SM's caches, so that pass 1 (after the
-  // wait) does not fetch them one miss at a time: the L2 flush between timed launches leaves
-  // them in DRAM. Measured: 0.1 us.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kFirstPass = 0;
-#else
-  constexpr int kFirstPass = 1;
-#endif
-#pragma unroll 1
-  for (int pass = kFirstPass; pass < 2; ++pass) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (pass == 1) asm volatile("griddepcontrol.wait;" ::: "memory");  // a no-op unless launched as a dependent
-#endif
-    double sum = 0;
-    for (std::int64_t base = threadIdx.x; base < chunks; base += kUnroll * kMeanThreads) {
-      typename Chunk::Type v[kUnroll];
+  const int misaligned = static_cast<int>(reinterpret_cast<std::uintptr_t>(row_losses) % 16 / sizeof(float));
+  const int head = static_cast<int>(std::min<std::int64_t>(rows, (4 - misaligned) % 4));
+  const std::int64_t chunks = (rows - head) / 4;
+  const int edges = head + static_cast<int>(rows - head - chunks * 4);
+  const auto* body = reinterpret_cast<const float4*>(row_losses + head);
+  double sum = 0;
+  for (std::int64_t base = threadIdx.x; base < chunks; base += kUnroll * kMeanThreads) {
+    float4 v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const std::int64_t i = base + u * kMeanThreads;
-        v[u] = i < chunks ? __ldcg(body + i) : typename Chunk::Type{};  // from L2: other SMs wrote them
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = base + u * kMeanThreads;
+      v[u] = i < chunks ? __ldcg(body + i) : float4{};  // from L2: other SMs wrote them
+    }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) sum += Chunk::sum(v[u]);
-    }
-    if (threadIdx.x < edges) {
-      const int k = static_cast<int>(threadIdx.x);
-      sum += static_cast<double>(__ldcg(partials + (k < head ? k : head + chunks * kPerChunk + (k - head))));
-    }
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
-    if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = sum;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double total = 0;
-      for (int w = 0; w < kMeanThreads / kWarpSize; ++w) total += warp_sums[w];
-      if (pass == 1) *loss = static_cast<float>(total / static_cast<double>(rows));
-    }
-    __syncthreads();  // pass 1 rewrites warp_sums
+    for (int u = 0; u < kUnroll; ++u) sum += static_cast<double>((v[u].x + v[u].y) + (v[u].z + v[u].w));
   }
+  if (static_cast<int>(threadIdx.x) < edges) {
+    const int k = static_cast<int>(threadIdx.x);
+    sum += static_cast<double>(__ldcg(row_losses + (k < head ? k : head + chunks * 4 + (k - head))));
+  }
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
+  if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0;
+  for (int w = 0; w < kMeanThreads / kWarpSize; ++w) total += warp_sums[w];
+  *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
 // Every fused kernel calls this first: the mean kernel may be scheduled once every block of the
@@ -248,12 +221,11 @@ cudaLaunchAttribute programmatic_dependent() {
   return attribute;
 }
 
-// Queues `kernel` on `config` (after every check that could refuse it), then the mean kernel
-// over the `count` partial losses it stores: a programmatic dependent on sm_90, an ordinary
-// launch before.
-template <typename Value, typename... Params, typename... Args>
-cudaError_t launch_then_mean(const cudaLaunchConfig_t& config, const Value* partials, std::int64_t count,
-                             std::int64_t rows, float* loss, void (*kernel)(Params...), Args... args) {
+// Queues `kernel` on `config` (after every check that could refuse it), then the mean of the
+// row losses it stores: a programmatic dependent on sm_90, an ordinary launch before.
+template <typename... Params, typename... Args>
+cudaError_t launch_then_mean(const cudaLaunchConfig_t& config, const float* row_losses, std::int64_t rows, float* loss,
+                             void (*kernel)(Params...), Args... args) {
   int device = 0, major = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
@@ -262,7 +234,7 @@ cudaError_t launch_then_mean(const cudaLaunchConfig_t& config, const Value* part
   cudaLaunchConfig_t mean = launch_config(1, kMeanThreads, 0, config.stream);
   cudaLaunchAttribute programmatic = programmatic_dependent();
   if (major >= 9) mean.attrs = &programmatic, mean.numAttrs = 1;
-  return cudaLaunchKernelEx(&mean, mean_kernel<Value>, partials, count, rows, loss);
+  return cudaLaunchKernelEx(&mean, mean_kernel, row_losses, rows, loss);
 }
 
 float inverse(std::int64_t rows) { return static_cast<float>(1.0 / static_cast<double>(rows)); }
@@ -449,15 +421,14 @@ struct RowSlice {
   int threads;  // threads_per_row * blocks_per_row
   bool active;
 
-  // `group`: the block's group of rows, block_size / threads_per_row of them (v5), or the
-  // cluster's one row (v6).
-  __device__ static RowSlice of(std::int64_t group, std::int64_t rows, int threads_per_row, int blocks_per_row) {
+  __device__ static RowSlice of(std::int64_t rows, int threads_per_row, int blocks_per_row) {
     if (blocks_per_row == 1) {
-      const std::int64_t row = group * (blockDim.x / threads_per_row) + threadIdx.x / threads_per_row;
-      return {row, static_cast<int>(threadIdx.x % threads_per_row), threads_per_row, row < rows};
+      const RowGroup g = RowGroup::of(rows, threads_per_row);
+      return {g.row, g.thread, threads_per_row, g.active};
     }
     const int rank = static_cast<int>(blockIdx.x % blocks_per_row);  // the block's rank in its cluster
-    return {group, rank * threads_per_row + static_cast<int>(threadIdx.x), threads_per_row * blocks_per_row, true};
+    return {blockIdx.x / blocks_per_row, rank * threads_per_row + static_cast<int>(threadIdx.x),
+            threads_per_row * blocks_per_row, true};
   }
 };
 
@@ -500,16 +471,16 @@ __device__ void wait_until_cluster_has_read() {
 #endif
 }
 
-// One row: v5, one per group of threads_per_row threads of the block; v6, one per cluster.
-// Returns the row's loss in the thread that leads the row (the row's thread 0, in rank 0 of a
-// cluster), 0 in the others.
 template <typename T, int kPacksPerThread>
-__device__ __forceinline__ float register_row_step(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                                                   T* __restrict__ dlogits, const RowSlice& s, int classes,
-                                                   int threads_per_row, int blocks_per_row, float inv_rows,
-                                                   float* partials) {
+__global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>())
+    register_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
+                        float* __restrict__ row_losses, std::int64_t rows, int classes,
+                        int threads_per_row, int blocks_per_row, float inv_rows) {
+  let_the_mean_launch();
   constexpr int kPack = Pack<T>::kCount;
   constexpr int kValues = kPacksPerThread * kPack;
+  __shared__ float partials[32];
+  const RowSlice s = RowSlice::of(rows, threads_per_row, blocks_per_row);
   const std::int64_t row = s.active ? s.row : 0;  // idle threads look at row 0 and write nothing
   const T* in = logits + row * classes;
   T* out = dlogits + row * classes;
@@ -561,6 +532,7 @@ __device__ __forceinline__ float register_row_step(const T* __restrict__ logits,
   MaxSum others{max, sum};
   if (blocks_per_row > 1) others = merge_over_cluster(others, blocks_per_row);
   const RowXent r = finish(others, label_logit, inv_rows);
+  if (s.active && s.thread == 0) row_losses[s.row] = r.loss;
 
   if (s.active) {
     for (int k = s.thread; k < split.edges(); k += s.threads) {
@@ -584,41 +556,7 @@ __device__ __forceinline__ float register_row_step(const T* __restrict__ logits,
       store_pack(out + split.head + p * kPack, pack_of_floats<T>(g));
     }
   }
-  return s.active && s.thread == 0 ? r.loss : 0.f;
-}
-
-// A block (v5) or a cluster (v6) per row group, as many as there are: each leaves the sum of
-// its rows' losses (a double) for the mean kernel, which then reads 2048 doubles instead of 8192
-// floats at f32 8192 x 1024 (4 rows per block).
-//
-// Tried (2026-12-01): a grid of only the resident blocks, each looping over row groups, whose
-// sums would number 264 there. The loop cost registers: every 16-bit and f32 instantiation
-// caching 32 or more values spilled (176 bytes per thread at f32 x 8 packs), where this
-// straight-line body fits.
-template <typename T, int kPacksPerThread>
-__global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>())
-    register_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
-                        double* __restrict__ block_losses, std::int64_t rows, int classes, int threads_per_row,
-                        int blocks_per_row, float inv_rows) {
-  let_the_mean_launch();
-  __shared__ float partials[32];
-  const std::int64_t group = blockIdx.x / blocks_per_row;
-  const float row_loss = register_row_step<T, kPacksPerThread>(
-      logits, labels, dlogits, RowSlice::of(group, rows, threads_per_row, blocks_per_row), classes, threads_per_row,
-      blocks_per_row, inv_rows, partials);
   if (blocks_per_row > 1) wait_until_cluster_has_read();
-  // The block's sum, in a fixed order: each warp's shuffle tree (the row leaders hold a loss,
-  // every other thread 0), then the warps in turn. In a cluster only rank 0 leads its row, and
-  // only rank 0 stores.
-  __shared__ double warp_sums[register_row_max_threads<T, kPacksPerThread>() / kWarpSize];
-  double sum = row_loss;
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
-  if (threadIdx.x % kWarpSize == 0) warp_sums[threadIdx.x / kWarpSize] = sum;
-  __syncthreads();
-  if (threadIdx.x != 0 || blockIdx.x % blocks_per_row != 0) return;
-  double total = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) total += warp_sums[w];
-  block_losses[group] = total;
 }
 
 // ---- v7 ------------------------------------------------------------------------------------
@@ -1010,7 +948,7 @@ cudaError_t check_block_fits(Kernel kernel, int block_size) {
 // One launch path for v5 (blocks_per_row 1: rows of block_size / threads_per_row per block) and
 // v6 (a cluster of blocks_per_row blocks per row, threads_per_row == block_size).
 template <typename T, int kPacksPerThread>
-cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* dlogits, double* block_losses,
+cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* dlogits, float* row_losses,
                                 float* loss, std::int64_t rows, int classes, int threads_per_row, int blocks_per_row,
                                 int block_size, cudaStream_t stream) {
   auto kernel = register_row_kernel<T, kPacksPerThread>;
@@ -1031,13 +969,12 @@ cudaError_t launch_register_row(const T* logits, const std::int32_t* labels, T* 
     if (cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config); e != cudaSuccess) return e;
     if (clusters == 0) return cudaErrorLaunchOutOfResources;
   }
-  const std::int64_t sums = config.gridDim.x / blocks_per_row;  // one per row group
-  return launch_then_mean(config, block_losses, sums, rows, loss, kernel, logits, labels, dlogits, block_losses, rows,
-                          classes, threads_per_row, blocks_per_row, inverse(rows));
+  return launch_then_mean(config, row_losses, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes,
+                          threads_per_row, blocks_per_row, inverse(rows));
 }
 
 template <typename T>
-using RegisterRowLaunch = cudaError_t (*)(const T*, const std::int32_t*, T*, double*, float*, std::int64_t, int,
+using RegisterRowLaunch = cudaError_t (*)(const T*, const std::int32_t*, T*, float*, float*, std::int64_t, int,
                                           int, int, int, cudaStream_t);
 
 template <typename T>
@@ -1059,7 +996,7 @@ cudaError_t register_row(const T* logits, const std::int32_t* labels, float* los
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
   const auto launch = register_row_launcher<T>(packs_per_thread);
   if (!launch) return cudaErrorInvalidValue;
-  return launch(logits, labels, dlogits, static_cast<double*>(workspace), loss, rows, classes, threads_per_row,
+  return launch(logits, labels, dlogits, static_cast<float*>(workspace), loss, rows, classes, threads_per_row,
                 blocks_per_row, block_size, stream);
 }
 
@@ -1081,7 +1018,7 @@ cudaError_t unfused(const T* logits, const std::int32_t* labels, float* loss, T*
   gradient_kernel<<<grid, kGradientThreads, 0, stream>>>(probs, labels, complements, dlogits, rows, classes,
                                                          inverse(rows));
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  mean_kernel<float><<<1, kMeanThreads, 0, stream>>>(row_losses, rows, rows, loss);
+  mean_kernel<<<1, kMeanThreads, 0, stream>>>(row_losses, rows, loss);
   return cudaGetLastError();
 }
 
@@ -1090,7 +1027,7 @@ cudaError_t fused_warp_row(const T* logits, const std::int32_t* labels, float* l
                            int classes, int warps_per_block, void* workspace, cudaStream_t stream) {
   float* row_losses = static_cast<float*>(workspace);
   return launch_then_mean(launch_config(grid_for(rows, warps_per_block), warps_per_block * kWarpSize, 0, stream),
-                          row_losses, rows, rows, loss, warp_row_kernel<T>, logits, labels, dlogits, row_losses, rows,
+                          row_losses, rows, loss, warp_row_kernel<T>, logits, labels, dlogits, row_losses, rows,
                           classes, inverse(rows));
 }
 
@@ -1099,7 +1036,7 @@ cudaError_t fused_block_row(const T* logits, const std::int32_t* labels, float* 
                             int classes, int block_size, void* workspace, cudaStream_t stream) {
   if (!same_16_byte_phase(logits, dlogits)) return cudaErrorNotSupported;
   float* row_losses = static_cast<float*>(workspace);
-  return launch_then_mean(launch_config(static_cast<unsigned>(rows), block_size, 0, stream), row_losses, rows, rows, loss,
+  return launch_then_mean(launch_config(static_cast<unsigned>(rows), block_size, 0, stream), row_losses, rows, loss,
                           block_row_kernel<T, false>, logits, labels, dlogits, row_losses, rows, classes,
                           inverse(rows));
 }
@@ -1117,7 +1054,7 @@ cudaError_t fused_smem_row(const T* logits, const std::int32_t* labels, float* l
     return e;
   float* row_losses = static_cast<float*>(workspace);
   return launch_then_mean(launch_config(static_cast<unsigned>(rows), block_size, staged_bytes, stream), row_losses,
-                          rows, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes, inverse(rows));
+                          rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes, inverse(rows));
 }
 
 template <typename T>
@@ -1188,8 +1125,8 @@ cudaError_t fused_ring_row(const T* logits, const std::int32_t* labels, float* l
     config.attrs = &programmatic;
     config.numAttrs = 1;
   }
-  return launch_then_mean(config, row_losses, rows, rows, loss, kernel, logits, labels, dlogits, row_losses, rows,
-                          classes, chunk_bytes, usable, warp_per_row, claims, inverse(rows));
+  return launch_then_mean(config, row_losses, rows, loss, kernel, logits, labels, dlogits, row_losses, rows, classes,
+                          chunk_bytes, usable, warp_per_row, claims, inverse(rows));
 }
 
 #define SHAPETUNE_INSTANTIATE_SOFTMAX_XENT(T)                                                                         \

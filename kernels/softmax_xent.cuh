@@ -7,11 +7,10 @@
 // Labels outside [0, classes) are the caller's bug; every kernel clamps them into range (so no
 // read or write leaves the row) and the float64 reference does the same.
 //
-// The mean is deterministic: the per-row losses (or, from the register kernels, each block's sum
-// of its rows' losses in double) go to the workspace and are added up in a fixed order (in
-// double) by a small second kernel (on sm_90 a programmatic dependent launch, whose start
-// overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same inputs
-// give the same bits on every run of a config.
+// The mean is deterministic: the per-row losses go to the workspace and are added up in a fixed
+// order (in double) by a small second kernel (on sm_90 a programmatic dependent launch, whose
+// start overlaps the fused kernel), `unfused`'s fourth. No float atomics anywhere, so the same
+// inputs give the same bits on every run of a config.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,10 +20,9 @@
 
 namespace shapetune::kernels::softmax_xent {
 
-// Workspace of the fused variants: what the mean kernel launched after them adds up. The row
-// losses (a float per row), or the register kernels' block sums (a double per block, and never
-// more blocks than rows).
-inline std::size_t fused_workspace_bytes(std::int64_t rows) { return static_cast<std::size_t>(rows) * sizeof(double); }
+// Workspace of the fused variants: one float per row, the row losses that the mean kernel
+// launched after them averages.
+inline std::size_t fused_workspace_bytes(std::int64_t rows) { return static_cast<std::size_t>(rows) * sizeof(float); }
 
 // Workspace of `unfused`: the f32 probabilities, then the row losses, then each row's
 // 1 - p[label] (kept so that the gradient kernel need not subtract two nearly equal numbers).
