@@ -14,7 +14,11 @@
 #include <set>
 #include <string_view>
 
+#include <fcntl.h>
 #include <stdlib.h>  // mkdtemp
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/counters.hpp"
 #include "core/format.hpp"
@@ -208,36 +212,51 @@ DbContents read_db(const std::string& path) {
   }
 }
 
-// A string for a gnuplot data file or script: double-quoted, backslashes and quotes escaped.
-std::string gp_string(std::string_view text) {
+// Strings from a database reach gnuplot in two places, and a database may come from anyone, so
+// neither may let gnuplot run anything. In a script, a double-quoted string undergoes backtick
+// command substitution; a single-quoted one is taken literally (no backticks, no @macros, no
+// escapes), its only special character the quote itself, written twice. Data files are never
+// substituted; there a double-quoted field groups words, and a quote inside it becomes '.
+// Control characters (a line break would end the command) and bytes outside printable ASCII
+// are replaced in both.
+char gp_safe_char(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  if (byte < 0x20 || byte == 0x7f) return ' ';
+  return byte > 0x7f ? '?' : c;
+}
+
+std::string gp_literal(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    const char safe = gp_safe_char(c);
+    out += safe;
+    if (safe == '\'') out += '\'';
+  }
+  return out + "'";
+}
+
+std::string dat_field(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c == '\n' || c == '\r') ? ' ' : c;
+    const char safe = gp_safe_char(c);
+    out += safe == '"' ? '\'' : safe;
   }
   return out + "\"";
 }
 
 std::string num(double v) { return printf_text("%.6g", v); }
 
-// For a shell command line: one single-quoted word.
-std::string shell_quote(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The top of every plot script: paths are found relative to the script itself (ARG0), so
 // `gnuplot DIR/plots/NAME.gp` works from any directory.
 std::string gp_preamble(const std::string& name, int width, int height) {
   std::string s;
-  s += "# Written by `shapetune report`. Render: gnuplot DIR/plots/" + name + ".gp (from any directory).\n";
-  s += "here = ARG0[1:strlen(ARG0) - strlen(\"" + name + ".gp\")]\n";
-  s += "data = here . \"../data/\"\n";
+  s += "# Written by shapetune report. Render: gnuplot DIR/plots/" + name + ".gp (from any directory).\n";
+  s += "here = ARG0[1:strlen(ARG0) - strlen(" + gp_literal(name + ".gp") + ")]\n";
+  s += "data = here . '../data/'\n";
   s += "reset\n";
   s += "set terminal svg size " + std::to_string(width) + "," + std::to_string(height) +
-       " dynamic noenhanced font \"sans,11\" background rgb \"white\"\n";
-  s += "set output here . \"" + name + ".svg\"\n";
+       " dynamic noenhanced font 'sans,11' background rgb 'white'\n";
+  s += "set output here . " + gp_literal(name + ".svg") + "\n";
   return s;
 }
 
@@ -269,12 +288,12 @@ void roofline_plot(Plotter& plotter, const std::string& family, const std::vecto
     if (!positive(c.bytes) || !positive(c.flops) || !positive(w->timing.median_us)) continue;
     const double x = c.flops / c.bytes;
     const double y = c.flops / (w->timing.median_us * 1e-6);
-    won += num(x) + " " + num(y) + " " + gp_string(w->problem.key()) + " " + gp_string(w->variant) + "\n";
+    won += num(x) + " " + num(y) + " " + dat_field(w->problem.key()) + " " + dat_field(w->variant) + "\n";
     lo = std::min(lo, x), hi = std::max(hi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
     ++points;
     if (!w->best_baseline.empty() && positive(w->baseline_us)) {
       const double yb = c.flops / (w->baseline_us * 1e-6);
-      base += num(x) + " " + num(yb) + " " + gp_string(w->problem.key()) + " " + gp_string(w->best_baseline) + "\n";
+      base += num(x) + " " + num(yb) + " " + dat_field(w->problem.key()) + " " + dat_field(w->best_baseline) + "\n";
       ylo = std::min(ylo, yb), yhi = std::max(yhi, yb);
       ++base_points;
     }
@@ -292,20 +311,20 @@ void roofline_plot(Plotter& plotter, const std::string& family, const std::vecto
       yhi = std::max(yhi, c->value);
     }
   std::string s = gp_preamble(stem, 900, 600);
-  s += "set title " + gp_string("roofline: " + family + " (measured ceilings only)") + "\n";
+  s += "set title " + gp_literal("roofline: " + family + " (measured ceilings only)") + "\n";
   s += "set logscale xy\n";
-  s += "set xlabel \"arithmetic intensity (FLOP/byte)\"\nset ylabel \"achieved FLOP/s\"\n";
+  s += "set xlabel 'arithmetic intensity (FLOP/byte)'\nset ylabel 'achieved FLOP/s'\n";
   s += "set grid\nset key top left\n";
   s += "set xrange [" + num(lo / 4) + ":" + num(hi * 4) + "]\n";
   s += "set yrange [" + num(ylo / 4) + ":" + num(yhi * 4) + "]\n";
-  std::string plot = "plot data . \"" + stem + "_winners.dat\" using 1:2 with points pt 7 ps 1.2 title \"winner\"";
+  std::string plot = "plot data . " + gp_literal(stem + "_winners.dat") + " using 1:2 with points pt 7 ps 1.2 title 'winner'";
   if (base_points)
-    plot += ", \\\n     data . \"" + stem + "_baselines.dat\" using 1:2 with points pt 6 ps 1.2 title \"best baseline\"";
+    plot += ", \\\n     data . " + gp_literal(stem + "_baselines.dat") + " using 1:2 with points pt 6 ps 1.2 title 'best baseline'";
   if (ceilings.copy_bytes_per_s)
     plot += ", \\\n     " + num(*ceilings.copy_bytes_per_s) + " * x with lines lw 2 title " +
-            gp_string("DRAM copy ceiling (" + fmt_rate(*ceilings.copy_bytes_per_s) + ")");
+            gp_literal("DRAM copy ceiling (" + fmt_rate(*ceilings.copy_bytes_per_s) + ")");
   for (const CeilingRecord* c : roofs)
-    plot += ", \\\n     " + num(c->value) + " with lines dt 2 title " + gp_string(c->name + " (" + ceiling_value_text(*c) + ")");
+    plot += ", \\\n     " + num(c->value) + " with lines dt 2 title " + gp_literal(c->name + " (" + ceiling_value_text(*c) + ")");
   s += plot + "\n";
   plotter.script(stem, "Roofline: " + family, s);
 }
@@ -316,16 +335,16 @@ void speedup_plot(Plotter& plotter, const std::vector<WinnerRecord>& winners) {
   int n = 0;
   for (const auto& w : winners) {
     if (w.best_baseline.empty() || !positive(w.speedup_vs_baseline)) continue;
-    text += std::to_string(n++) + " " + num(w.speedup_vs_baseline) + " " + gp_string(w.problem.key()) + " " +
-            gp_string(w.best_baseline) + "\n";
+    text += std::to_string(n++) + " " + num(w.speedup_vs_baseline) + " " + dat_field(w.problem.key()) + " " +
+            dat_field(w.best_baseline) + "\n";
   }
   if (n == 0) return;
   plotter.data("speedup.dat", text);
   std::string s = gp_preamble("speedup", std::max(900, 200 + 28 * n), 700);
-  s += "set title \"winner's speedup over the best library baseline\"\n";
-  s += "set lmargin 22\nset ylabel \"speedup (x)\"\nset grid ytics\nset style fill solid 0.6\nset boxwidth 0.7\n";
-  s += "set xtics rotate by 45 right font \",8\"\nset xrange [-1:" + std::to_string(n) + "]\nset yrange [0:*]\n";
-  s += "plot data . \"speedup.dat\" using 1:2:xtic(3) with boxes notitle, 1 with lines dt 2 lc rgb \"black\" notitle\n";
+  s += "set title " + gp_literal("winner's speedup over the best library baseline") + "\n";
+  s += "set lmargin 22\nset ylabel 'speedup (x)'\nset grid ytics\nset style fill solid 0.6\nset boxwidth 0.7\n";
+  s += "set xtics rotate by 45 right font ',8'\nset xrange [-1:" + std::to_string(n) + "]\nset yrange [0:*]\n";
+  s += "plot data . 'speedup.dat' using 1:2:xtic(3) with boxes notitle, 1 with lines dt 2 lc rgb 'black' notitle\n";
   plotter.script("speedup", "Speedup over the best baseline", s);
 }
 
@@ -338,24 +357,64 @@ void winner_map_plot(Plotter& plotter, const std::vector<WinnerRecord>& winners)
   int n = 0;
   for (const auto& w : winners) {
     const auto v = std::find(variants.begin(), variants.end(), w.variant) - variants.begin();
-    text += std::to_string(v) + " " + std::to_string(n++) + " " + gp_string(w.problem.key()) + " " +
-            gp_string(w.variant) + "\n";
+    text += std::to_string(v) + " " + std::to_string(n++) + " " + dat_field(w.problem.key()) + " " +
+            dat_field(w.variant) + "\n";
   }
   plotter.data("winner_map.dat", text);
   std::string s = gp_preamble("winner_map", std::max(700, 300 + 60 * static_cast<int>(variants.size())),
                               std::max(300, 160 + 16 * n));
-  s += "set title \"winning variant per problem\"\nset grid\n";
+  s += "set title 'winning variant per problem'\nset grid\n";
   s += "set xrange [-0.5:" + num(variants.size() - 0.5) + "]\nset yrange [" + num(n - 0.5) + ":-0.5]\n";
-  s += "set ytics font \",8\"\nset xtics rotate by 45 right (";
-  for (std::size_t i = 0; i < variants.size(); ++i) s += (i ? ", " : "") + gp_string(variants[i]) + " " + std::to_string(i);
+  s += "set ytics font ',8'\nset xtics rotate by 45 right (";
+  for (std::size_t i = 0; i < variants.size(); ++i) s += (i ? ", " : "") + gp_literal(variants[i]) + " " + std::to_string(i);
   s += ")\n";
-  s += "plot data . \"winner_map.dat\" using 1:2:ytic(3) with points pt 7 ps 1.5 notitle\n";
+  s += "plot data . 'winner_map.dat' using 1:2:ytic(3) with points pt 7 ps 1.5 notitle\n";
   plotter.script("winner_map", "Winner map", s);
 }
 
-bool on_path(const std::string& program) {
-  if (program.empty()) return false;
-  return std::system(("command -v " + shell_quote(program) + " >/dev/null 2>&1").c_str()) == 0;
+// The program's path: as given where it names a directory, else the first executable of that
+// name on PATH. No shell is involved in finding or running it.
+std::optional<std::string> find_program(const std::string& program) {
+  if (program.empty()) return std::nullopt;
+  if (program.find('/') != std::string::npos)
+    return access(program.c_str(), X_OK) == 0 ? std::optional<std::string>(program) : std::nullopt;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    struct stat info {};
+    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    if (colon == std::string_view::npos) return std::nullopt;
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+// Runs `program script` with stdout and stderr appended to log, stdin from /dev/null; its exit
+// status, or -1 when it could not be started or did not exit normally.
+int run_plot_script(const std::string& program, const fs::path& script, const fs::path& log) {
+  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return -1;
+  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
+  const std::string script_path = script.string();
+  char* const argv[] = {const_cast<char*>(program.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
+        dup2(log_fd, STDERR_FILENO) < 0)
+      _exit(127);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(log_fd);
+  if (pid < 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string devices_section(const std::vector<DeviceFingerprint>& devices) {
@@ -590,7 +649,8 @@ ReportResult write_report(const ReportOptions& options) {
     fs::remove(svg, ignored);
     result.scripts.push_back((dir / "plots" / (p.name + ".gp")).string());
   }
-  result.gnuplot_found = !plotter.plots.empty() && on_path(options.gnuplot);
+  const std::optional<std::string> gnuplot = plotter.plots.empty() ? std::nullopt : find_program(options.gnuplot);
+  result.gnuplot_found = gnuplot.has_value();
   std::vector<std::string> failed;
   if (result.gnuplot_found) {
     const fs::path log = dir / "plots" / "gnuplot.log";
@@ -599,9 +659,7 @@ ReportResult write_report(const ReportOptions& options) {
     for (const auto& p : plotter.plots) {
       const fs::path script = dir / "plots" / (p.name + ".gp");
       const fs::path svg = dir / "plots" / (p.name + ".svg");
-      const std::string command =
-          shell_quote(options.gnuplot) + " " + shell_quote(script.string()) + " >>" + shell_quote(log.string()) + " 2>&1";
-      const int status = std::system(command.c_str());
+      const int status = run_plot_script(*gnuplot, script, log);
       if (status == 0 && fs::exists(svg, ignored) && fs::file_size(svg, ignored) > 0)
         result.svgs.push_back(svg.string());
       else

@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "db/store.hpp"
 #include "support/test_support.hpp"
@@ -204,7 +205,7 @@ TEST_F(ReportFixture, DataFilesAndScripts) {
     ASSERT_TRUE(fs::exists(script)) << script;
     const std::string text = test_support::read_file(script);
     EXPECT_CONTAINS(text, "set terminal svg");
-    EXPECT_CONTAINS(text, std::string("set output here . \"") + name + ".svg\"");
+    EXPECT_CONTAINS(text, std::string("set output here . '") + name + ".svg'");
     EXPECT_FALSE(fs::exists(out / "plots" / (std::string(name) + ".svg")));
   }
   EXPECT_CONTAINS(test_support::read_file(out / "plots" / "roofline_softmax.gp"), "4.096e+12 * x with lines");
@@ -238,6 +239,90 @@ TEST_F(ReportFixture, SvgsWhenGnuplotIsPresent) {
   const std::string command = "cd / && gnuplot '" + (out / "plots" / "speedup.gp").string() + "' 2>/dev/null";
   EXPECT_EQ(std::system(command.c_str()), 0);
   EXPECT_TRUE(fs::exists(out / "plots" / "speedup.svg"));
+}
+
+// A report of someone else's database must never run anything. Every string field that reaches a
+// plot script or data file carries payloads that would create a marker file if gnuplot (or a
+// shell) ever executed them: backticks, $( ), a quote that ends a literal and calls system(),
+// a line break that starts a new command, a macro, a backslash.
+std::vector<std::string> hostile_payloads(const fs::path& marker_dir) {
+  const std::string m = (marker_dir / "PWNED").string();
+  return {"x`touch " + m + "1`", "x$(touch " + m + "2)", "x'.system('touch " + m + "3').'",
+          "x\".system(\"touch " + m + "4\").\"", "x\nsystem 'touch " + m + "5'\n", "x@evil\\'\\\"\x01\xff"};
+}
+
+// The script with its comments and every single-quoted gnuplot literal ('' inside one is a quote)
+// cut out: what is left is what gnuplot reads as commands.
+std::string outside_literals(const std::string& script) {
+  std::string out;
+  bool in_literal = false;
+  for (std::size_t i = 0; i < script.size(); ++i) {
+    const char c = script[i];
+    if (!in_literal) {
+      if (c == '#') {
+        while (i + 1 < script.size() && script[i + 1] != '\n') ++i;
+      } else if (c == '\'') {
+        in_literal = true;
+      } else {
+        out += c;
+      }
+    } else if (c == '\'') {
+      if (i + 1 < script.size() && script[i + 1] == '\'') ++i;
+      else in_literal = false;
+    }
+  }
+  EXPECT_FALSE(in_literal) << "an unterminated literal in\n" << script;
+  return out;
+}
+
+TEST(Report, HostileStringsInADatabaseNeverRun) {
+  test_support::TempDir tmp;
+  const std::string db = tmp.file("evil.db");
+  const auto payloads = hostile_payloads(tmp.path());
+  {
+    auto store = Store::open(db);
+    store->upsert_device(h200());
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      const std::string& p = payloads[i];
+      store->store_ceiling({kDevice, "fp32_fma" + p, 50e12, "FLOP/s", p, p, "2026-12-01T00:00:00Z"});
+      // A memory-bound and a compute-bound point per payload: every plot draws them.
+      WinnerRecord w = winner("softmax" + p, Shape({{"rows" + p, 1024}, {"cols", 1000 + std::int64_t(i)}}), "v" + p,
+                              Config(), 4.0, 0.01);
+      w.cost = Cost{8192000, 5120000};
+      w.best_baseline = "b" + p;
+      w.baseline_us = 5.0;
+      w.speedup_vs_baseline = 1.25;
+      w.runner_up_variant = "r" + p;
+      w.runner_up_us = 4.4;
+      store->store_winner(w);
+      WinnerRecord g = winner("gemm" + p, Shape({{"m", 4096 + std::int64_t(i)}, {"n", 4096}, {"k", 4096}}), "g" + p,
+                              Config(), 10000, 0.01);
+      g.cost = Cost{3.0 * 4096 * 4096 * 4, 2.0 * 4096 * 4096 * 4096};
+      g.best_baseline = "c" + p;
+      g.baseline_us = 9000;
+      g.speedup_vs_baseline = 0.9;
+      store->store_winner(g);
+    }
+    store->store_ceiling({kDevice, "dram_copy_best", 4.096e12, "B/s", payloads[0], payloads[1], "2026-12-01T00:00:00Z"});
+  }
+  const fs::path out = tmp.path() / "report";
+  const ReportResult result = write_report({db, out.string(), std::nullopt, "gnuplot"});
+  ASSERT_FALSE(result.scripts.empty());
+  for (const std::string& script_path : result.scripts) {
+    const std::string code = outside_literals(test_support::read_file(script_path));
+    for (const char* danger : {"`", "$(", "system", "@", "\"", "touch", "PWNED"})
+      EXPECT_FALSE(contains(code, danger)) << script_path << " has " << danger << " outside a literal:\n" << code;
+  }
+  for (const auto& entry : fs::directory_iterator(out / "data")) {
+    const std::string data = test_support::read_file(entry.path());
+    for (const std::string control : {"\r", "\x01", "\xff"})
+      EXPECT_FALSE(contains(data, control)) << entry.path();
+  }
+  if (result.gnuplot_found) {
+    EXPECT_EQ(result.plots_failed, 0) << "hostile labels must still render";
+  }
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_FALSE(fs::exists(tmp.path() / ("PWNED" + std::to_string(i)))) << "payload " << i << " ran";
 }
 
 TEST_F(ReportFixture, CompareVerdicts) {

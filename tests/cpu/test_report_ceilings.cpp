@@ -67,12 +67,12 @@ TEST(ReportCeilings, EveryCeilingListedAndEachDtypeGetsItsOwnRoof) {
   EXPECT_CONTAINS(md, "| 400.0 TFLOP/s | 50.0% |");
 
   const std::string gemm = test_support::read_file(out / "plots" / "roofline_gemm.gp");
-  EXPECT_CONTAINS(gemm, "8e+14 with lines dt 2 title \"tensor_f16 (800.0 TFLOP/s)\"");
+  EXPECT_CONTAINS(gemm, "8e+14 with lines dt 2 title 'tensor_f16 (800.0 TFLOP/s)'");
   EXPECT_FALSE(contains(gemm, "tensor_bf16")) << gemm;
   EXPECT_FALSE(contains(gemm, "fp32_fma")) << gemm;
   EXPECT_FALSE(contains(gemm, "sgemm")) << gemm;
   const std::string softmax = test_support::read_file(out / "plots" / "roofline_softmax.gp");
-  EXPECT_CONTAINS(softmax, "6e+13 with lines dt 2 title \"fp32_fma (60.0 TFLOP/s)\"");
+  EXPECT_CONTAINS(softmax, "6e+13 with lines dt 2 title 'fp32_fma (60.0 TFLOP/s)'");
   EXPECT_CONTAINS(softmax, "4.096e+12 * x with lines");
   EXPECT_FALSE(contains(softmax, "tensor_")) << softmax;
 }
