@@ -1,4 +1,4 @@
-// cuBLAS and cuBLASLt as implementations of the GEMM primitives (kernels/gemm.cuh: row-major
+// cuBLAS and cuBLASLt as implementations of the GEMM primitives (kernels/gemm/gemm.cuh: row-major
 // C[M,N] = epilogue(alpha op(A) op(B) + beta C + bias), layouts nn, nt, tn), used as baselines.
 //
 // Both libraries are column-major. A row-major matrix is the column-major view of its transpose,
@@ -19,7 +19,7 @@
 
 #include "baselines/cudnn.hpp"  // LibraryCallResult
 #include "core/types.hpp"
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 
 namespace shapetune {
 

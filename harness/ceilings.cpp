@@ -5,8 +5,8 @@
 #include "baselines/cublas.hpp"
 #include "harness/cuda_check.hpp"
 #include "harness/device_buffer.hpp"
-#include "kernels/ceilings.cuh"
-#include "kernels/memory.cuh"
+#include "harness/ceiling_kernels.cuh"
+#include "harness/timing_kernels.cuh"
 
 namespace shapetune {
 namespace {
@@ -44,10 +44,10 @@ std::vector<MeasuredCeiling> measure_memory_ceilings(Measurer& measurer, std::in
     SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), size, cudaMemcpyDeviceToDevice, s));
   });
   add("dram_copy_kernel_vec16", "grid-stride copy kernel, 16-byte accesses", [&](cudaStream_t s) {
-    SHAPETUNE_CUDA_CHECK(kernels::memory::copy_vec16(src.get(), dst.get(), size, s));
+    SHAPETUNE_CUDA_CHECK(ceiling_kernels::copy_vec16(src.get(), dst.get(), size, s));
   });
   add("dram_copy_kernel_scalar", "grid-stride copy kernel, 4-byte accesses", [&](cudaStream_t s) {
-    SHAPETUNE_CUDA_CHECK(kernels::memory::copy_scalar(src.get(), dst.get(), size, s));
+    SHAPETUNE_CUDA_CHECK(ceiling_kernels::copy_scalar(src.get(), dst.get(), size, s));
   });
   const auto best = *std::max_element(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.value < b.value; });
   out.push_back({kCopyCeilingName, best.value, "B/s", "best of the copies above (" + best.name + ")", best.timing});
@@ -55,7 +55,7 @@ std::vector<MeasuredCeiling> measure_memory_ceilings(Measurer& measurer, std::in
 }
 
 MeasuredCeiling measure_fma_ceiling(Measurer& measurer) {
-  namespace kc = kernels::ceilings;
+  namespace kc = ceiling_kernels;
   // Four blocks of 256 threads per SM are resident at once on every GPU since Volta (one wave,
   // no tail), 8 warps per scheduler with 8 chains each; 2^16 iterations make a launch ~2 ms on
   // an H200, long against the events' resolution.
@@ -73,7 +73,7 @@ MeasuredCeiling measure_fma_ceiling(Measurer& measurer) {
 }
 
 std::vector<MeasuredCeiling> measure_gemm_ceilings(Measurer& measurer, std::int64_t n, std::vector<std::string>& skipped) {
-  namespace kc = kernels::ceilings;
+  namespace kc = ceiling_kernels;
   struct Case {
     const char* name;
     DType dtype;
@@ -126,7 +126,7 @@ std::vector<MeasuredCeiling> measure_gemm_ceilings(Measurer& measurer, std::int6
 
 std::vector<MeasuredCeiling> measure_launch_ceilings(Measurer& measurer, int launches) {
   auto issue = [&](cudaStream_t s) {
-    for (int i = 0; i < launches; ++i) SHAPETUNE_CUDA_CHECK(kernels::ceilings::empty(s));
+    for (int i = 0; i < launches; ++i) SHAPETUNE_CUDA_CHECK(ceiling_kernels::empty(s));
   };
   const std::string each = std::to_string(launches) + " launches of an empty <<<1, 1>>> kernel";
   std::vector<MeasuredCeiling> out;

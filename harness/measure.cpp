@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "harness/cuda_check.hpp"
-#include "kernels/memory.cuh"
+#include "harness/timing_kernels.cuh"
 
 namespace shapetune {
 namespace {
@@ -74,7 +74,7 @@ std::int64_t Measurer::reserved_device_bytes() const {
 }
 
 void Measurer::evict_l2() {
-  SHAPETUNE_CUDA_CHECK(kernels::memory::evict_l2_by_reading(flush_buffer_.get(), flush_buffer_.bytes(),
+  SHAPETUNE_CUDA_CHECK(timing_kernels::evict_l2_by_reading(flush_buffer_.get(), flush_buffer_.bytes(),
                                                             static_cast<unsigned*>(flush_sink_.get()), stream_));
 }
 
@@ -100,7 +100,7 @@ double Measurer::estimate_us(const Launch& launch) {
   // kernel, not the host's submission gap before it: on a slow or busy host those gaps once
   // made an 8-row softmax (~3 us) look like 10+ us, and it was timed one launch at a time.
   constexpr unsigned kHoldUs = 200;  // ~5x what queueing 5 launches and 10 events takes
-  SHAPETUNE_CUDA_CHECK(kernels::memory::hold_stream(kHoldUs, stream_));
+  SHAPETUNE_CUDA_CHECK(timing_kernels::hold_stream(kHoldUs, stream_));
   std::vector<double> samples;
   for (int i = 0; i < 5; ++i) {
     SHAPETUNE_CUDA_CHECK(cudaEventRecord(starts_[i], stream_));

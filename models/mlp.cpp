@@ -14,7 +14,7 @@
 #include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
 #include "harness/device_buffer.hpp"
-#include "kernels/training.cuh"
+#include "models/training_kernels.cuh"
 #include "models/dispatcher.hpp"
 #include "variants/catalogue.hpp"
 
@@ -343,7 +343,7 @@ struct MlpTrainer::State {
   }
 
   void gather() {
-    SHAPETUNE_CUDA_CHECK(kernels::training::gather_batch(
+    SHAPETUNE_CUDA_CHECK(training_kernels::gather_batch(
         static_cast<const std::uint8_t*>(train_pixels.get()), static_cast<const std::uint8_t*>(train_labels.get()),
         static_cast<const std::int32_t*>(order.get()), static_cast<const std::int32_t*>(step_counter.get()),
         options.batch, kIn, kPixelScale, kPixelShift, static_cast<float*>(train->x.get()),
@@ -370,7 +370,7 @@ struct MlpTrainer::State {
     cudaGraph_t body = capture([&] {
       gather();
       enqueue_forward_backward();
-      SHAPETUNE_CUDA_CHECK(kernels::training::finish_step(static_cast<std::int32_t*>(step_counter.get()),
+      SHAPETUNE_CUDA_CHECK(training_kernels::finish_step(static_cast<std::int32_t*>(step_counter.get()),
                                                           static_cast<const float*>(train->loss.get()),
                                                           static_cast<double*>(loss_sum.get()), stream));
     });

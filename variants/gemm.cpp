@@ -1,12 +1,12 @@
 // GEMM: the twelve primitives "<op>.<layout>" (variants/gemm_common.hpp names them), their float64
 // reference (baselines/reference_gemm.cpp), and the ladder of CUDA-core variants
-// (kernels/gemm.cu). Tensor-core and cuBLAS variants register on the same primitives from their
+// (kernels/gemm/gemm.cu). Tensor-core and cuBLAS variants register on the same primitives from their
 // own files.
 #include <climits>
 #include <cmath>
 
 #include "baselines/reference.hpp"
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
 #include "variants/launch_helpers.hpp"

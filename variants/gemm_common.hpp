@@ -2,7 +2,7 @@
 // variants (variants/gemm*.cpp, baselines/cublas_gemm.cpp).
 //
 // Primitives: "<op>.<layout>" with op in {gemm, gemm_bias, gemm_bias_relu, gemm_bias_gelu} and
-// layout in {nn, nt, tn} (kernels/gemm.cuh says what they mean): twelve primitives, axes m, n, k,
+// layout in {nn, nt, tn} (kernels/gemm/gemm.cuh says what they mean): twelve primitives, axes m, n, k,
 // dtypes f32, f16, bf16 and tf32 (fp32 tensors, TF32 products allowed: tensor-core variants
 // and cuBLAS's TF32 mode only, tuned apart from f32).
 // Tensors, in order: a, b, then bias [n] for the epilogue ops, then c (inout: read when beta != 0).
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 #include "variants/catalogue.hpp"
 
 namespace shapetune {

@@ -1,5 +1,5 @@
 // Tensor-core variants of the twelve GEMM primitives (variants/gemm.cpp registers the
-// primitives), hand-written with warp-level mma.sync (kernels/gemm_tensor_core.cu):
+// primitives), hand-written with warp-level mma.sync (kernels/gemm/tensor_core.cu):
 //   mma_sync       f16 and bf16: m16n8k16, fp32 accumulation
 //   mma_sync_tf32  tf32 problems: fp32 tensors rounded to TF32, m16n8k8, fp32 accumulation
 // f32 problems are never theirs: an f32 answer must not carry TF32 products.
@@ -9,7 +9,7 @@
 #include <climits>
 #include <string>
 
-#include "kernels/gemm_tensor_core.cuh"
+#include "kernels/gemm/tensor_core.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
 #include "variants/launch_helpers.hpp"

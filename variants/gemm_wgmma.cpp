@@ -1,5 +1,5 @@
 // The Hopper tensor-core variant of the twelve GEMM primitives (variants/gemm.cpp registers the
-// primitives), hand-written with warpgroup-level wgmma (kernels/gemm_wgmma.cu):
+// primitives), hand-written with warpgroup-level wgmma (kernels/gemm/wgmma_sm90a.cu):
 //   wgmma  f16 and bf16 on sm_90a: TMA into swizzled shared memory, wgmma.mma_async from it,
 //          fp32 accumulation.
 // It takes only problems whose A and B TMA can address (leading dimensions whole 16-byte units);
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/gemm_wgmma.cuh"
+#include "kernels/gemm/wgmma.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
 #include "variants/launch_helpers.hpp"

@@ -6,7 +6,7 @@
 #include <climits>
 #include <string>
 
-#include "kernels/gemm_tensor_core.cuh"
+#include "kernels/gemm/tensor_core.cuh"
 #include "support/test_support.hpp"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"

@@ -7,7 +7,7 @@
 #include <climits>
 #include <string>
 
-#include "kernels/gemm_wgmma.cuh"
+#include "kernels/gemm/wgmma.cuh"
 #include "support/test_support.hpp"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"

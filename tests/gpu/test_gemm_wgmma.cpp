@@ -16,7 +16,7 @@
 #include "harness/device_buffer.hpp"
 #include "harness/measure.hpp"
 #include "harness/problem_data.hpp"
-#include "kernels/gemm_wgmma.cuh"
+#include "kernels/gemm/wgmma.cuh"
 #include "support/test_support.hpp"
 #include "variants/gemm_common.hpp"
 

@@ -1,4 +1,4 @@
-// Tensor-core GEMM through warp-level mma.sync (sm_80+), for the contract of kernels/gemm.cuh.
+// Tensor-core GEMM through warp-level mma.sync (sm_80+), for the contract of kernels/gemm/gemm.cuh.
 //   f16, bf16: mma.m16n8k16 with fp32 accumulators.
 //   tf32:      fp32 tensors, each element rounded to TF32 (cvt.rna) and multiplied with
 //              mma.m16n8k8.tf32, fp32 accumulators.
@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 
 namespace shapetune::kernels::gemm_tensor_core {
 
@@ -69,7 +69,7 @@ inline constexpr int kMaxStages = 4;
 
 // Dynamic shared memory of one block: `stages` copies of an A and a B tile. A TF32 operand whose
 // K is not contiguous (A in tn, B in nn and tn) is read with 32-bit loads from rows padded by 32
-// bytes (kernels/gemm_tensor_core.cu says why).
+// bytes (kernels/gemm/tensor_core.cu says why).
 constexpr std::size_t shared_bytes(const TileShape& t, std::size_t element_bytes, gemm::Layout layout, int stages) {
   const bool a_k_contiguous = layout != gemm::Layout::tn, b_k_contiguous = layout == gemm::Layout::nt;
   const std::size_t pad = element_bytes == 4 ? 32 : 0;

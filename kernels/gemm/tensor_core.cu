@@ -1,4 +1,4 @@
-#include "kernels/gemm_tensor_core.cuh"
+#include "kernels/gemm/tensor_core.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/common/gemm_epilogue.cuh"
+#include "kernels/gemm/epilogue.cuh"
 #include "kernels/common/numeric.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800

@@ -1,4 +1,4 @@
-// GEMM, shared vocabulary of every GEMM kernel file (kernels/gemm*.cu) and of the catalogue:
+// GEMM, shared vocabulary of every GEMM kernel file (kernels/gemm/*.cu) and of the catalogue:
 //   C[M,N] = epilogue(alpha * op(A) * op(B) + beta * C + bias)
 // All matrices row-major. Layouts (the three a linear layer's forward and backward passes need):
 //   nn: A is [M,K], B is [K,N]          (y = x W with W stored [in, out])
@@ -38,7 +38,7 @@ struct Args {
   std::int64_t ldc() const { return n; }
 };
 
-// ---- CUDA-core variants (kernels/gemm.cu) ------------------------------------------------------
+// ---- CUDA-core variants (kernels/gemm/gemm.cu) ------------------------------------------------------
 // The ladder, plainest first. T is float, __half or __nv_bfloat16; every one accumulates in float,
 // takes any m, n, k >= 1, any layout and epilogue, and returns the launch's cudaError_t
 // (cudaErrorInvalidValue for an argument outside its space or an inconsistent Args).

@@ -1,12 +1,12 @@
-// Kernels for the harness itself: evicting L2 between timing samples, holding a stream while
-// launches queue behind it, and measuring the copy ceiling.
+// The timing harness's own kernels (harness/measure.cpp): evicting L2 between samples, and
+// holding a stream while the launches to be timed queue behind it.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 
-namespace shapetune::kernels::memory {
+namespace shapetune::timing_kernels {
 
 // Reads `bytes` (a multiple of 16) of `buffer` so the lines a timed kernel left in L2 are
 // evicted. Reads, not writes: a write flush would leave dirty lines whose write-back would be
@@ -19,9 +19,4 @@ cudaError_t evict_l2_by_reading(const void* buffer, std::size_t bytes, unsigned*
 // gaps between launches.
 cudaError_t hold_stream(unsigned microseconds, cudaStream_t);
 
-// dst = src over `bytes` (a multiple of 16), grid-stride, 16-byte accesses.
-cudaError_t copy_vec16(const void* src, void* dst, std::size_t bytes, cudaStream_t);
-// The same with 4-byte accesses, for comparison.
-cudaError_t copy_scalar(const void* src, void* dst, std::size_t bytes, cudaStream_t);
-
-}  // namespace shapetune::kernels::memory
+}  // namespace shapetune::timing_kernels

@@ -1,4 +1,4 @@
-#include "kernels/gemm_wgmma.cuh"
+#include "kernels/gemm/wgmma.cuh"
 
 // CUtensorMap and its enums only: cuTensorMapEncodeTiled is reached through the runtime's
 // cudaGetDriverEntryPointByVersion, so nothing links libcuda directly.
@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/common/gemm_epilogue.cuh"
+#include "kernels/gemm/epilogue.cuh"
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 

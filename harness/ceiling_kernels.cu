@@ -1,8 +1,12 @@
-#include "kernels/ceilings.cuh"
+#include "harness/ceiling_kernels.cuh"
 
+#include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 
-namespace shapetune::kernels::ceilings {
+namespace shapetune::ceiling_kernels {
+
+using kernels::from_float;
+
 namespace {
 
 __global__ void __launch_bounds__(kFmaThreads) fma_chains_kernel(int iterations, float* sink) {
@@ -26,6 +30,20 @@ __global__ void __launch_bounds__(kFmaThreads) fma_chains_kernel(int iterations,
 
 __global__ void empty_kernel() {}
 
+template <typename Word>
+__global__ void copy_kernel(const Word* __restrict__ src, Word* __restrict__ dst, std::size_t count) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+template <typename Word>
+cudaError_t copy_words(const Word* src, Word* dst, std::size_t count, cudaStream_t stream) {
+  constexpr unsigned kThreads = 512;
+  copy_kernel<<<kernels::grid_stride_blocks(count, kThreads, 4096), kThreads, 0, stream>>>(src, dst, count);
+  return cudaGetLastError();
+}
+
 __device__ __forceinline__ std::uint32_t hash(std::uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
@@ -46,9 +64,8 @@ __global__ void fill_kernel(T* data, std::size_t count, std::uint32_t seed) {
 
 template <typename T>
 cudaError_t fill_typed(void* data, std::size_t count, std::uint32_t seed, cudaStream_t stream) {
-  constexpr int threads = 256;
-  const std::size_t wanted = (count + threads - 1) / threads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 8192 ? (wanted > 0 ? wanted : 1) : 8192);
+  constexpr unsigned threads = 256;
+  const unsigned blocks = kernels::grid_stride_blocks(count, threads, 8192);
   fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<T*>(data), count, seed);
   return cudaGetLastError();
 }
@@ -66,6 +83,14 @@ cudaError_t empty(cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+cudaError_t copy_vec16(const void* src, void* dst, std::size_t bytes, cudaStream_t stream) {
+  return copy_words(static_cast<const uint4*>(src), static_cast<uint4*>(dst), bytes / sizeof(uint4), stream);
+}
+
+cudaError_t copy_scalar(const void* src, void* dst, std::size_t bytes, cudaStream_t stream) {
+  return copy_words(static_cast<const unsigned*>(src), static_cast<unsigned*>(dst), bytes / sizeof(unsigned), stream);
+}
+
 cudaError_t fill_uniform(void* data, std::size_t count, FillType type, std::uint32_t seed, cudaStream_t stream) {
   switch (type) {
     case FillType::f32: return fill_typed<float>(data, count, seed, stream);
@@ -75,4 +100,4 @@ cudaError_t fill_uniform(void* data, std::size_t count, FillType type, std::uint
   return cudaErrorInvalidValue;
 }
 
-}  // namespace shapetune::kernels::ceilings
+}  // namespace shapetune::ceiling_kernels

@@ -1,8 +1,8 @@
-// The activation of a GEMM epilogue, for the tensor-core kernels (gemm_tensor_core.cu,
-// gemm_wgmma.cu), which stage their accumulators and apply it once per output.
+// The activation of a GEMM epilogue, for the tensor-core kernels (tensor_core.cu, wgmma_sm90a.cu),
+// which stage their accumulators and apply it once per output.
 #pragma once
 
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 
 namespace shapetune::kernels::gemm {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace shapetune::kernels::ceilings {
+namespace shapetune::ceiling_kernels {
 
 // Independent FMA chains each thread of the FMA-rate kernel keeps in flight: enough that a
 // warp never waits on its own previous FMA (4 cycles of latency), with several warps per
@@ -20,6 +20,11 @@ inline constexpr int kFmaThreads = 256;
 // `sink` is written only on an impossible sum, so the chains cannot be optimized away.
 cudaError_t fma_chains(int blocks, int iterations, float* sink, cudaStream_t);
 
+// dst = src over `bytes` (a multiple of 16), grid-stride, 16-byte accesses.
+cudaError_t copy_vec16(const void* src, void* dst, std::size_t bytes, cudaStream_t);
+// The same with 4-byte accesses, for comparison.
+cudaError_t copy_scalar(const void* src, void* dst, std::size_t bytes, cudaStream_t);
+
 // A kernel that does nothing, one block of one thread: what a launch costs by itself.
 cudaError_t empty(cudaStream_t);
 
@@ -29,4 +34,4 @@ enum class FillType : std::uint8_t { f32, f16, bf16 };
 // to make on the host.
 cudaError_t fill_uniform(void* data, std::size_t count, FillType, std::uint32_t seed, cudaStream_t);
 
-}  // namespace shapetune::kernels::ceilings
+}  // namespace shapetune::ceiling_kernels

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace shapetune::kernels::training {
+namespace shapetune::training_kernels {
 
 // x[r, :] = pixels[order[*step * batch + r], :] * scale + shift as float, and
 // y[r] = labels[same]: the batch of the step `*step` of an epoch whose sample order is `order`.
@@ -18,4 +18,4 @@ cudaError_t gather_batch(const std::uint8_t* pixels, const std::uint8_t* labels,
 // *loss_sum += *loss; ++*step. One thread: the end of a training step.
 cudaError_t finish_step(std::int32_t* step, const float* loss, double* loss_sum, cudaStream_t);
 
-}  // namespace shapetune::kernels::training
+}  // namespace shapetune::training_kernels

@@ -1,11 +1,11 @@
-// The CUDA-core GEMM ladder (kernels/gemm.cuh says what each rung changes). Every kernel guards
+// The CUDA-core GEMM ladder (kernels/gemm/gemm.cuh says what each rung changes). Every kernel guards
 // every load and store, so no shape is special: tiles past an edge read zeros and write nothing.
 //
 // Compile time is spent deliberately: the layout is a template parameter only where it sits in
 // the innermost loop (naive, smem_tiled); the block-tiled kernels take it at run time, since it
 // only picks which of two tile loaders runs once per K step. Tile shapes come from the short
 // curated lists in gemm.cuh; alpha, beta and the epilogue are applied at run time in the store.
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

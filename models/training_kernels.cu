@@ -1,6 +1,6 @@
-#include "kernels/training.cuh"
+#include "models/training_kernels.cuh"
 
-namespace shapetune::kernels::training {
+namespace shapetune::training_kernels {
 namespace {
 
 __global__ void gather_batch_kernel(const std::uint8_t* pixels, const std::uint8_t* labels,
@@ -35,4 +35,4 @@ cudaError_t finish_step(std::int32_t* step, const float* loss, double* loss_sum,
   return cudaGetLastError();
 }
 
-}  // namespace shapetune::kernels::training
+}  // namespace shapetune::training_kernels

@@ -1,5 +1,5 @@
 // Tensor-core GEMM through Hopper's warpgroup-level wgmma.mma_async (sm_90a only), for the
-// contract of kernels/gemm.cuh; f16 and bf16 with fp32 accumulation.
+// contract of kernels/gemm/gemm.cuh; f16 and bf16 with fp32 accumulation.
 // One kernel family, warp-specialised: a producer warp loads the A and B tiles of each K step with
 // TMA (cp.async.bulk.tensor) into 128-byte-swizzled shared memory, through a ring of `stages`
 // buffers guarded by full/empty mbarriers; two consumer warpgroups each multiply their half of the
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/gemm.cuh"
+#include "kernels/gemm/gemm.cuh"
 
 namespace shapetune::kernels::gemm_wgmma {
 
@@ -69,7 +69,7 @@ constexpr std::size_t shared_bytes(const TileShape& t, int stages) {
 }
 
 // TMA needs every global row stride a multiple of 16 bytes: the leading dimensions of A and B
-// (kernels/gemm.cuh: lda is k in nn and nt, m in tn; ldb is n in nn and tn, k in nt).
+// (kernels/gemm/gemm.cuh: lda is k in nn and nt, m in tn; ldb is n in nn and tn, k in nt).
 inline constexpr std::int64_t kLeadingDimensionMultiple = 8;
 constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t n, std::int64_t k) {
   const std::int64_t lda = layout == gemm::Layout::tn ? m : k;
