@@ -99,16 +99,6 @@ struct Activation<Function::silu> {
 // 89.9% of copy with the SM 83% busy. The left tail Phi(x < 0) = erfc(|z|) / 2 is taken
 // directly, so nothing cancels there either.
 struct FastGelu {
-  __device__ static float fast_reciprocal(float v) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-  }
-  __device__ static float fast_exp2(float v) {  // 2^v; 0 for v below -126 (ftz), as wanted
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-  }
   // erfc(z) / 2 for z = |x| / sqrt 2, from u = z sqrt(log2 e) = |x| sqrt(log2(e) / 2).
   __device__ static float half_erfc(float u) {
     constexpr float kSqrtLog2e = 1.2011224087864498f;  // sqrt(log2 e)

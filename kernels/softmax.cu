@@ -55,9 +55,7 @@ __global__ void warp_row_online_kernel(const T* __restrict__ x, T* __restrict__ 
   if (row >= rows) return;  // warp-uniform, so the shuffles below see full warps
   const T* in = x + row * cols;
   T* out = y + row * cols;
-  MaxSum stats;
-  for (int c = lane; c < cols; c += kWarpSize) stats.add(to_float(in[c]));
-  stats = lane_group_reduce(stats, kWarpSize, MergeOp{});
+  const MaxSum stats = warp_row_max_sum(in, cols, lane);
   const float inv_sum = 1.f / stats.sum;
   for (int c = lane; c < cols; c += kWarpSize) out[c] = from_float<T>(__expf(to_float(in[c]) - stats.max) * inv_sum);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "kernels/common/grid.cuh"
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
@@ -158,9 +159,7 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 // register_row's own body looped needs ~127 registers, and 16 warps per SM lost 4-5 us).
 __global__ void __launch_bounds__(kMeanThreads)
     mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // a no-op unless launched as a dependent
-#endif
+  wait_for_primary_grid();
   constexpr int kUnroll = 4;  // chunks in flight per thread: 8192 row losses take one round
   __shared__ double warp_sums[kMeanThreads / kWarpSize];
   // Losses before the first 16-byte boundary (the unfused chain's row losses follow its
@@ -196,11 +195,7 @@ __global__ void __launch_bounds__(kMeanThreads)
 
 // Every fused kernel calls this first: the mean kernel may be scheduled once every block of the
 // fused grid has started, so it never takes the place of one.
-__device__ __forceinline__ void let_the_mean_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void let_the_mean_launch() { allow_dependent_grids(); }
 
 cudaLaunchConfig_t launch_config(unsigned grid, unsigned block, std::size_t dynamic_shared, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
@@ -248,9 +243,7 @@ __global__ void probabilities_kernel(const T* __restrict__ logits, float* __rest
   if (row >= rows) return;  // warp-uniform, so the shuffles below see full warps
   const T* in = logits + row * classes;
   float* out = probs + row * classes;
-  MaxSum stats;
-  for (int c = lane; c < classes; c += kWarpSize) stats.add(to_float(in[c]));
-  stats = lane_group_reduce(stats, kWarpSize, MergeOp{});
+  const MaxSum stats = warp_row_max_sum(in, classes, lane);
   const float inv_sum = 1.f / stats.sum;
   for (int c = lane; c < classes; c += kWarpSize) out[c] = fast_exp(to_float(in[c]) - stats.max) * inv_sum;
 }
@@ -646,9 +639,7 @@ __device__ void produce_block_rows(const T* __restrict__ logits, const std::int3
     std::int64_t next = row + gridDim.x;
     if (claims) {
       mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the next row's first slot is free
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if (first) asm volatile("griddepcontrol.wait;" ::: "memory");  // the counter is zero
-#endif
+      if (first) wait_for_primary_grid();  // the counter is zero
       next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
     }
     if (next >= rows) break;
@@ -932,9 +923,7 @@ __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
 // ring kernel (its programmatic dependent) start at once; the producers wait for it
 // (griddepcontrol.wait) only before their first claim.
 __global__ void reset_claims_kernel(unsigned* claims) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  allow_dependent_grids();
   *claims = 0;
 }
 

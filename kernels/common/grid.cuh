@@ -1,5 +1,7 @@
-// Grid sizes for grid-stride loops.
+// Grids: their size for grid-stride loops, and programmatic dependent launch between them.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 
@@ -10,6 +12,23 @@ namespace shapetune::kernels {
 inline unsigned grid_stride_blocks(std::size_t items, unsigned threads, unsigned max_blocks) {
   const std::size_t wanted = (items + threads - 1) / threads;
   return static_cast<unsigned>(wanted < max_blocks ? (wanted > 0 ? wanted : 1) : max_blocks);
+}
+
+// Programmatic dependent launch (sm_90; no-ops below, and unless the grid was launched with the
+// programmatic stream serialization attribute). A dependent grid may start while the grid before
+// it still runs, once every block of that grid has called allow_dependent_grids (or ended); it
+// must call wait_for_primary_grid before it reads what that grid writes.
+__device__ __forceinline__ void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Returns once the grid this one depends on has completed and its memory is visible.
+__device__ __forceinline__ void wait_for_primary_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 }  // namespace shapetune::kernels

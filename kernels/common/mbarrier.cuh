@@ -1,5 +1,6 @@
-// Shared-memory mbarriers and the bulk (TMA) copy that completes on them (sm_90): the
-// producer/consumer rings of the wgmma GEMM and of softmax_xent's fused_ring_row. A full barrier
+// Shared-memory mbarriers and the bulk (TMA) copies that complete on them (sm_90), and named
+// barriers: the producer/consumer rings of the wgmma GEMM, LayerNorm's fused_ring and
+// softmax_xent's fused_ring_row. A full barrier
 // completes when its one producer arrival and the transaction bytes it announced have landed;
 // an empty barrier when every consumer warp has arrived. Waiters name the parity of the phase
 // they wait for.
@@ -10,6 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "kernels/common/shared_address.cuh"
+
 namespace shapetune::kernels {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -17,10 +22,6 @@ namespace shapetune::kernels {
 #else
 #define SHAPETUNE_HAS_MBARRIER 0
 #endif
-
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {
 #if SHAPETUNE_HAS_MBARRIER
@@ -87,10 +88,40 @@ __device__ __forceinline__ void bulk_copy_to_shared(unsigned dst, const void* sr
 #endif
 }
 
+// One box of a 2D tensor map (a CUtensorMap in global, constant or parameter memory;
+// coordinates innermost first, in elements) into shared memory at `dst`, swizzled as the map
+// says; its bytes count against `bar`'s transaction count. Parts of the box past the tensor's
+// extent arrive as zeros (and still count).
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int inner, int outer, unsigned bar) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Brings a tensor map into the cache before its first tma_load_2d.
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+#else
+  __trap();
+#endif
+}
+
 // bar.sync on a named barrier (1..15) among `threads` threads (a multiple of 32): a barrier for
 // part of a block, such as the consumer warps of a ring while the producer warp runs on.
 __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// The same with both operands known at compile time (immediates in the instruction).
+template <unsigned kId, unsigned kThreads>
+__device__ __forceinline__ void named_barrier_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 }  // namespace shapetune::kernels

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/numeric.cuh"
+
 namespace shapetune::kernels {
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -166,5 +168,14 @@ struct RowGroup {
     return {row, static_cast<int>(threadIdx.x % threads_per_row), row < rows};
   }
 };
+
+// The softmax statistics of one row of `cols` values, read by the 32 lanes of a warp (lane c
+// takes columns c, c + 32, ...); every lane ends with the whole row's.
+template <typename T>
+__device__ __forceinline__ MaxSum warp_row_max_sum(const T* row, int cols, int lane) {
+  MaxSum stats;
+  for (int c = lane; c < cols; c += kWarpSize) stats.add(to_float(row[c]));
+  return lane_group_reduce(stats, kWarpSize, MergeOp{});
+}
 
 }  // namespace shapetune::kernels

@@ -13,8 +13,11 @@
 #include <climits>
 #include <type_traits>
 
+#include "kernels/common/async_copy.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/shared_address.cuh"
 #include "kernels/common/vector_io.cuh"
+#include "kernels/gemm/raster.cuh"
 
 namespace shapetune::kernels::gemm {
 namespace {
@@ -116,13 +119,8 @@ struct TileOrigin {
   Index m0, n0;
 };
 __device__ __forceinline__ TileOrigin tile_origin(Index tiles_m, Index tiles_n, int bm, int bn) {
-  constexpr Index kGroupRows = 8;
-  const Index id = blockIdx.x;
-  const Index per_group = kGroupRows * tiles_n;
-  const Index first_row = id / per_group * kGroupRows;
-  const Index rows_in_group = min_index(tiles_m - first_row, kGroupRows);
-  const Index in_group = id % per_group;
-  return {(first_row + in_group % rows_in_group) * bm, in_group / rows_in_group * bn};
+  const TileIndex<Index> tile = grouped_tile<Index>(blockIdx.x, 8, tiles_m, tiles_n);
+  return {tile.m * bm, tile.n * bn};
 }
 
 // ---- v1: naive ---------------------------------------------------------------------------------
@@ -238,9 +236,7 @@ struct TileCopy {
     const Index available = row < s.rows ? s.cols - col : 0;
     const int elements = available <= 0 ? 0 : available >= kPackElements ? kPackElements : static_cast<int>(available);
     const T* source = elements > 0 ? s.data + row * s.ld + col : s.data;  // never formed out of bounds
-    const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(staging));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source),
-                 "r"(elements * static_cast<int>(sizeof(T))));
+    copy_async_16_zfill(shared_address(staging), source, elements * static_cast<int>(sizeof(T)));
   }
 #endif
 
@@ -446,10 +442,10 @@ __global__ void __launch_bounds__(Map::kThreads, Map::kMinBlocks)
 #pragma unroll
         for (int s = 0; s < BOperand::kSlots; ++s)
           if (b.owns(thread, s)) b.load_async(b_source, thread, s, &b_staging[s][thread]);
-        asm volatile("cp.async.commit_group;\n" ::);
+        commit_async_copies();
       };
       auto put_staged = [&](int stage) {
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        wait_all_async_copies();
 #pragma unroll
         for (int s = 0; s < AOperand::kSlots; ++s)
           if (a.owns(thread, s)) a.put(a_tiles + stage * kAStage, a_staging[s][thread], thread, s);
@@ -790,19 +786,6 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 // 86.3% of cuBLAS (2673 us, same call). The 128 x 256 tile went from 3277 to 3330 us.
 // (reports/h200/2026-12-01-sgemm-interior-copies)
 
-#if __CUDA_ARCH__ >= 800
-// 16 bytes global -> shared, of which the first src_bytes (0, 4, 8, 12 or 16) are read and the
-// rest zero-filled: a chunk past an edge or the K tail reads nothing outside the matrix.
-__device__ __forceinline__ void copy_async_16_partial(float* destination, const float* source, int src_bytes) {
-  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(source), "r"(src_bytes));
-}
-// 4 bytes, read only when inside (else zero-filled): unaligned operands, element by element.
-__device__ __forceinline__ void copy_async_4(float* destination, const float* source, bool inside) {
-  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(destination));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(source), "r"(inside ? 4 : 0));
-}
-#endif
 
 // One operand of warp_tiled_async, as it lies in global memory: [outer][inner] with leading
 // dimension ld, inner contiguous. kKContig: inner is K (the stage is swizzled [extent][8]); else
@@ -849,20 +832,20 @@ struct AsyncOperand {
 #pragma unroll
     for (int s = 0; s < kChunks; ++s) {
       const int chunk = thread + s * kThreads;
-      float* destination = stage + smem_offset(chunk);
+      const unsigned destination = shared_address(stage + smem_offset(chunk));
       if (full_step && interior[s]) {
-        copy_async_16_partial(destination, data + offset[s], 16);
+        copy_async_16_zfill(destination, data + offset[s], 16);
       } else {
         const int e = origin + extent_of(chunk), k = static_cast<int>(k0) + k_of(chunk);
         const int outer = kKContig ? e : k, inner = kKContig ? k : e;
         const int left = outer < outer_limit ? inner_limit - inner : 0;
         const int valid = left <= 0 ? 0 : left >= 4 ? 4 : left;
         if (vector_ok) {
-          copy_async_16_partial(destination, valid > 0 ? data + offset[s] : data, 4 * valid);
+          copy_async_16_zfill(destination, valid > 0 ? data + offset[s] : data, 4 * valid);
         } else {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            copy_async_4(destination + i, i < valid ? data + offset[s] + i : data, i < valid);
+            copy_async_4_zfill(destination + 4u * i, i < valid ? data + offset[s] + i : data, i < valid);
         }
       }
       offset[s] += kKContig ? kBK : kBK * ld;
@@ -879,8 +862,7 @@ struct AsyncOperand {
 #pragma unroll
     for (int s = 0; s < kChunks; ++s) {
       const unsigned destination = stage + 4u * static_cast<unsigned>(smem_offset(thread + s * kThreads));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination),
-                   "l"(live ? data + offset[s] : data), "r"(live ? 16 : 0));
+      copy_async_16_zfill(destination, live ? data + offset[s] : data, live ? 16 : 0);
       offset[s] += kKContig ? kBK : kBK * ld;
     }
 #endif
@@ -1012,14 +994,14 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
         a.copy(a_stages + stage * AOperand::kStageFloats, step < full_steps, k0, thread);
         b.copy(b_stages + stage * BOperand::kStageFloats, step < full_steps, k0, thread);
       }
-      asm volatile("cp.async.commit_group;\n" ::);
+      commit_async_copies();
     };
 #pragma unroll
     for (int step = 0; step < kStages - 1; ++step) issue(step);
     for (int step = 0; step < k_steps; ++step) {
       // This thread's copies of step `step` have landed; the barrier makes everyone's visible and
       // retires the stage read in step - 1, which the issue below refills.
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+      wait_async_copies<kStages - 2>();
       __syncthreads();
       const float* a_stage = a_stages + step % kStages * AOperand::kStageFloats;
       const float* b_stage = b_stages + step % kStages * BOperand::kStageFloats;
@@ -1057,7 +1039,7 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThrea
     run(std::true_type{});
   else
     run(std::false_type{});
-  asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy outlives the block (the empty groups)
+  wait_all_async_copies();  // no copy outlives the block (the empty groups)
 
   int row_swap = 0;
   if constexpr (kAKContig) row_swap = a_reader.swap;

@@ -8,8 +8,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/gemm/epilogue.cuh"
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/mma.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/gemm/epilogue.cuh"
+#include "kernels/gemm/raster.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 // Below sm_80 the kernels compile to a trap (no cp.async, no bf16/tf32 mma, no m16n8k16), so the
@@ -23,6 +26,7 @@ namespace {
 using gemm::apply_activation;
 using gemm::Args;
 using gemm::Epilogue;
+using gemm::grouped_tile;
 using gemm::Layout;
 
 constexpr int kWarpSize = 32;
@@ -49,103 +53,16 @@ struct Params {
   bool a_vector, b_vector;
 };
 
-// ---- PTX wrappers (sm_80+ only; callers sit inside the architecture guard) -----------------
-
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; bytes past src_bytes (all 16 when 0) are zero-filled.
-// The L2 prefetch hint brings in the whole 128-byte line: a tile row of a K-contiguous operand
-// is 64 bytes, and the next tile's row is the other half of the line.
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 // Waits until the oldest in-flight tile has landed: with `stages` buffers, stages - 2 younger
 // groups may stay in flight. The stage count is a run-time value (one kernel serves 2, 3 and 4),
 // and wait_group takes an immediate, hence the switch (uniform across the block).
-__device__ __forceinline__ void cp_async_wait_oldest(int stages) {
+__device__ __forceinline__ void wait_oldest_tile(int stages) {
   switch (stages) {
-    case 2: cp_async_wait<0>(); break;
-    case 3: cp_async_wait<1>(); break;
-    default: cp_async_wait<2>(); break;
+    case 2: wait_async_copies<0>(); break;
+    case 3: wait_async_copies<1>(); break;
+    default: wait_async_copies<2>(); break;
   }
 }
-
-// The "memory" clobbers keep the compiler from moving shared-memory reads across the cp.async
-// waits and barriers, which it cannot see through.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-__device__ __forceinline__ unsigned load_shared_u32(unsigned address) {
-  unsigned v;
-  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_shared_16(unsigned address, const unsigned (&v)[4]) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(v[0]), "r"(v[1]), "r"(v[2]),
-               "r"(v[3])
-               : "memory");
-}
-// Round-to-nearest TF32, kept in a 32-bit register as the mma expects.
-__device__ __forceinline__ unsigned to_tf32(unsigned fp32_bits) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(fp32_bits)));
-  return r;
-}
-
-// One warp-level multiply-accumulate per element type: D = A B + D on a 16 x 8 output tile.
-// A fragments are 4 registers, B fragments 2, in the PTX ISA's "Matrix Fragments" layouts.
-template <typename T>
-struct Mma;
-
-template <>
-struct Mma<__half> {
-  static constexpr int kK = 16;
-  __device__ static void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-template <>
-struct Mma<__nv_bfloat16> {
-  static constexpr int kK = 16;
-  __device__ static void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-template <>
-struct Mma<float> {  // TF32 products of fp32 tensors
-  static constexpr int kK = 8;
-  __device__ static void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
 
 // The raw bits of one element, for copies that do not interpret them.
 template <typename T>
@@ -239,8 +156,9 @@ struct TileCopy {
       for (int i = 0; i < kPasses; ++i) {
         // cols is a multiple of kE here, so a chunk is wholly inside or wholly outside.
         const bool inside = rows_left > i * kRowsPerPass && cols_left > 0;
-        cp_async_16(dst + Tile::chunk_offset(first_row + i * kRowsPerPass, chunk),
-                    inside ? src + i * (kRowsPerPass * ld) : src, inside ? kChunkBytes : 0);
+        copy_async_16_zfill</*kPrefetchL2Line=*/true>(dst + Tile::chunk_offset(first_row + i * kRowsPerPass, chunk),
+                                                    inside ? src + i * (kRowsPerPass * ld) : src,
+                                                    inside ? kChunkBytes : 0);
       }
     } else {
       // Unaligned rows (odd K, an offset pointer): element by element through registers. Not
@@ -392,18 +310,6 @@ __device__ __forceinline__ void load_fragments(Fragments<C>& f, unsigned a_base,
   }
 }
 
-// Block index -> tile coordinates: groups of kRasterGroup tile rows, walked column by column,
-// so concurrently resident blocks form a roughly square patch of C.
-__device__ __forceinline__ void block_tile(int block, int tiles_m, int tiles_n, int& tile_m, int& tile_n) {
-  const int per_group = kRasterGroup * tiles_n;
-  const int group = block / per_group;
-  const int first_m = group * kRasterGroup;
-  const int rows_in_group = min(tiles_m - first_m, kRasterGroup);
-  const int in_group = block - group * per_group;
-  tile_m = first_m + in_group % rows_in_group;
-  tile_n = in_group / rows_in_group;
-}
-
 // Writes the warp's accumulators: c[m][n] = act(alpha acc + beta c[m][n] + bias[n]).
 // Each 16-row slice of the warp tile goes through the warp's own staging area in shared memory
 // first: the mma layout (a lane holds scattered pairs) becomes row-major, so C is read and
@@ -458,8 +364,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_sync_kernel(const Params<type
   extern __shared__ __align__(128) unsigned char shared[];
   const unsigned smem = shared_address(shared);
 
-  int tile_m, tile_n;
-  block_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, tile_m, tile_n);
+  const auto [tile_m, tile_n] = grouped_tile(static_cast<int>(blockIdx.x), kRasterGroup, p.tiles_m, p.tiles_n);
   const std::int64_t m0 = static_cast<std::int64_t>(tile_m) * C::kBM;
   const std::int64_t n0 = static_cast<std::int64_t>(tile_n) * C::kBN;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -493,9 +398,9 @@ __global__ void __launch_bounds__(C::kThreads) mma_sync_kernel(const Params<type
   // number of groups, and with it every wait below, is the same in every thread and iteration.
   for (int s = 0; s < stages - 1; ++s) {
     if (s < k_tiles) load_stage(s);
-    cp_async_commit();
+    commit_async_copies();
   }
-  cp_async_wait_oldest(stages);
+  wait_oldest_tile(stages);
   __syncthreads();
 
   // Fragments are double-buffered: each k-step's mma run while the next k-step's fragments load,
@@ -512,13 +417,13 @@ __global__ void __launch_bounds__(C::kThreads) mma_sync_kernel(const Params<type
         // Refill the slot of tile kt - 1: every warp read its last fragments before the
         // barrier of the previous iteration.
         if (kt + stages - 1 < k_tiles) load_stage(write_slot);
-        cp_async_commit();
+        commit_async_copies();
       }
       unsigned next_base = stage_base(read_slot);
       if (ks == C::kKSteps - 1) {
         // Tile kt + 1 has landed (stages - 2 younger groups may still be in flight) and, after
         // the barrier, is visible to every warp.
-        cp_async_wait_oldest(stages);
+        wait_oldest_tile(stages);
         __syncthreads();
         next_base = stage_base(next_slot);
       }
@@ -569,7 +474,7 @@ template <class C>
 cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
-  // block_tile() computes in int; this keeps tiles_m * tiles_n (and kRasterGroup * tiles_n) in range.
+  // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and kRasterGroup * tiles_n) in range.
   if (tiles_m * tiles_n > INT_MAX / 2 || tiles_n > INT_MAX / (2 * kRasterGroup)) return cudaErrorInvalidConfiguration;
   constexpr std::int64_t kChunkElements = kChunkBytes / sizeof(T);
   Params<T> p{};

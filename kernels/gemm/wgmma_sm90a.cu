@@ -12,9 +12,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/gemm/epilogue.cuh"
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/gemm/epilogue.cuh"
+#include "kernels/gemm/raster.cuh"
 
 namespace shapetune::kernels::gemm_wgmma {
 namespace {
@@ -22,6 +24,7 @@ namespace {
 using gemm::apply_activation;
 using gemm::Args;
 using gemm::Epilogue;
+using gemm::grouped_tile;
 using gemm::Layout;
 
 constexpr int kWarpSize = 32;
@@ -93,53 +96,15 @@ struct Tiling {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// ---- PTX wrappers (sm_90a; only the kernel's guarded body calls them) -----------------------
+// ---- the GEMM's operand descriptors ---------------------------------------------------------
 
-__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
-}
-// One box of a 2D tensor map (coordinates innermost first, in elements) into shared memory at
-// `dst`, 128-byte swizzled as the map says; its bytes count against `bar`'s transaction count.
-// Parts of the box past the tensor's extent arrive as zeros (and still count).
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap* map, int inner, int outer,
-                                            unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
-      : "memory");
-}
-
-// Warpgroup-wide register reallocation (every warp of the warpgroup executes it).
-template <int kRegisters>
-__device__ __forceinline__ void registers_decrease() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void registers_increase() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
-__device__ __forceinline__ void consumer_barrier() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kConsumerBarrier), "n"(kConsumerThreads) : "memory");
-}
-
-// wgmma's shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address,
-// leading and stride byte offsets, all >> 4; base offset 0 (every tile starts on a 1024-byte
-// boundary, and a start moved by whole 16-byte chunks within a swizzle row keeps the pattern's
-// phase, which the hardware takes from the address bits); bits 62-63 = 1: 128-byte swizzle.
+// The descriptor of a K-major or MN-major operand tile, as the producer's TMA boxes lay it out:
 //   K-major (canonical ((8,m),(T,2k)):((8T,SBO),(1,T))): rows of 128 bytes, 8-row groups SBO =
 //     1024 bytes apart; the leading offset is unused with swizzling ("assumed 1": encoded 1).
 //     K step s of 16 elements starts 32 * s bytes into the rows.
 //   MN-major (canonical ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))): 64 MN elements per 128-byte row,
 //     one row per K; 8-K groups SBO = 1024 bytes apart; the next 64 MN (the next box) LBO = 8 KiB
 //     away. K step s starts 16 rows = 2048 * s bytes in.
-__device__ __forceinline__ std::uint64_t matrix_descriptor(unsigned address, unsigned leading_bytes,
-                                                           unsigned stride_bytes) {
-  return static_cast<std::uint64_t>((address & 0x3FFFF) >> 4) |
-         static_cast<std::uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16 |
-         static_cast<std::uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | std::uint64_t{1} << 62;
-}
 template <bool kKMajor>
 __device__ __forceinline__ std::uint64_t operand_descriptor(unsigned tile, int mn0, int k_step) {
   if constexpr (kKMajor) {
@@ -152,127 +117,7 @@ __device__ __forceinline__ std::uint64_t operand_descriptor(unsigned tile, int m
   }
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-// Tells the compiler the accumulators may have changed here (they are written asynchronously by
-// the wgmma in flight), so it neither reads them early nor keeps stale copies across a wait.
-template <int kCount>
-__device__ __forceinline__ void touch(float (&d)[kCount]) {
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// D (64 x N, fp32, N / 2 registers a thread) += A (64 x 16) B (16 x N), both from shared memory.
-// kTransA / kTransB: 0 for a K-major operand, 1 for an M- or N-major one. scale_d = 0 ignores D
-// (D = A B): the first product initialises the accumulators, which no other instruction then
-// writes while a wgmma is in flight (ptxas serialises the wgmma where one does).
-#define SHAPETUNE_WGMMA_M64N256K16(TYPE) \
-  asm volatile( \
-      "{\n.reg .pred p;\n" \
-      "setp.ne.b32 p, %130, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {" \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
-      "}, %128, %129, p, 1, 1, %131, %132;\n}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
-
-#define SHAPETUNE_WGMMA_M64N128K16(TYPE) \
-  asm volatile( \
-      "{\n.reg .pred p;\n" \
-      "setp.ne.b32 p, %66, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
-      "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
-
-#define SHAPETUNE_WGMMA_M64N64K16(TYPE) \
-  asm volatile( \
-      "{\n.reg .pred p;\n" \
-      "setp.ne.b32 p, %34, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-      "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
-
-
-template <typename T, int kN, int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_m64k16(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
-                                             int scale_d) {
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (kN == 256) {
-    if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N256K16("bf16");
-    else
-      SHAPETUNE_WGMMA_M64N256K16("f16");
-  } else if constexpr (kN == 128) {
-    if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N128K16("bf16");
-    else
-      SHAPETUNE_WGMMA_M64N128K16("f16");
-  } else {
-    if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N64K16("bf16");
-    else
-      SHAPETUNE_WGMMA_M64N64K16("f16");
-  }
-}
-
 // ---- the kernel's parts -----------------------------------------------------------------------
-
-// Block index -> tile coordinates: groups of kRasterGroup tile rows, walked column by column,
-// so concurrently resident blocks form a roughly square patch of C.
-__device__ __forceinline__ void block_tile(int block, int group_rows, int tiles_m, int tiles_n, int& tile_m,
-                                           int& tile_n) {
-  const int per_group = group_rows * tiles_n;
-  const int group = block / per_group;
-  const int first_m = group * group_rows;
-  const int rows_in_group = min(tiles_m - first_m, group_rows);
-  const int in_group = block - group * per_group;
-  tile_m = first_m + in_group % rows_in_group;
-  tile_n = in_group / rows_in_group;
-}
 
 // The producer (one thread): for every K step, wait until the consumers have released the slot,
 // announce the stage's bytes on its full barrier and issue the TMA boxes of A and B into it.
@@ -400,8 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 
-  int tile_m, tile_n;
-  block_tile(static_cast<int>(blockIdx.x), C::kRasterGroup, p.tiles_m, p.tiles_n, tile_m, tile_n);
+  const auto [tile_m, tile_n] = grouped_tile(static_cast<int>(blockIdx.x), C::kRasterGroup, p.tiles_m, p.tiles_n);
   const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;  // the host keeps extents below 2^31 - 256
 
   if (threadIdx.x == 0) {
@@ -426,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The pipeline's buffers become the consumer warps' staging areas once both warpgroups' last
   // wgmma have read them (every TMA has landed: each was waited for).
-  consumer_barrier();
+  named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
   const int consumer_warp = (static_cast<int>(threadIdx.x) - kWarpgroupThreads) / kWarpSize;
   float* staging = reinterpret_cast<float*>(shared + (tiles - shared_base)) + consumer_warp * 16 * C::kStagingStride;
 #pragma unroll
@@ -487,7 +331,7 @@ template <class C>
 cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
-  // block_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
+  // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
   if (tiles_m * tiles_n > INT_MAX / 2 || tiles_n > INT_MAX / (2 * C::kRasterGroup)) return cudaErrorInvalidConfiguration;
 
   CUtensorMap a_map, b_map;
