@@ -94,10 +94,9 @@ struct Activation<Function::silu> {
 // absolute error <= 1.5e-7 (7e-8 on Phi), and relative accuracy kept in the tail by the exp
 // factor. With the constants folded (u = z sqrt(log2 e), so exp(-z^2) = 2^(-u^2)) it costs one
 // multiply for u, one FMA and a fast reciprocal for t, five FMA/multiplies for the polynomial,
-// a multiply and a fast exp2, a multiply: 11 issue slots, two of them MUFU. The earlier 7.1.28
-// form (a degree-6 polynomial raised to the 16th power, 13 slots) left bias+GELU in bf16 at
-// 89.9% of copy with the SM 83% busy. The left tail Phi(x < 0) = erfc(|z|) / 2 is taken
-// directly, so nothing cancels there either.
+// a multiply and a fast exp2, a multiply: 11 issue slots, two of them MUFU (7.1.28's degree-6
+// polynomial raised to the 16th power takes 13, which kept bias+GELU bf16 compute-bound). The
+// left tail Phi(x < 0) = erfc(|z|) / 2 is taken directly, so nothing cancels there either.
 struct FastGelu {
   // erfc(z) / 2 for z = |x| / sqrt 2, from u = z sqrt(log2 e) = |x| sqrt(log2(e) / 2).
   __device__ static float half_erfc(float u) {

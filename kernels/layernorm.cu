@@ -217,8 +217,7 @@ __global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
     const int c = v.split.template edge_index<T>(k);
     v.y[c] = from_float<T>(normalize(to_float(source[c]), stats.mean, rstd, p.row.gamma, p.row.beta, c));
   }
-  // One pack at a time: loading kUnroll packs first, as pass 1 does, was tried and measured no
-  // faster on the H200 (fused_vec bf16 65536 x 4096: 593 us, against 582 us before it).
+  // One pack at a time: loading kUnroll packs first, as pass 1 does, is no faster here.
   for (int pack = g.thread; pack < v.split.packs; pack += threads_per_row) {
     float values[K];
     to_floats(load_pack(source + v.split.head + pack * K), values);
@@ -287,17 +286,15 @@ __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
 
 // ---- fused ring ------------------------------------------------------------------------------
 // fused_register loads, reduces and writes one row per block, so an SM's loads stop while its
-// rows reduce. Holding the next row's packs in registers as well was tried (plain LayerNorm
-// bf16 65536 x 4096: 368 us at best against register_row's 283): registers then hold one row
-// ahead per block, too few bytes in flight. Here persistent blocks walk rows blockIdx.x,
+// rows reduce, and registers can hold at most one row ahead per block: too few bytes in flight.
+// Here persistent blocks walk rows blockIdx.x,
 // + gridDim.x, ..., and thread 0 keeps the next `stages` row bodies of x and r on their way into
 // a ring of shared-memory slots by bulk copies (TMA), one instruction per row body, each slot
 // completing on its own mbarrier: several rows in flight per block at no cost in registers. Each
 // thread reads its packs out of the slot into registers, as fused_register holds them; no thread
 // reads the slot after the first reduction's barrier, so thread 0 refills it there. The two
-// reductions use two partial buffers in turn: one barrier each. bf16 65536 x 4096: 553-560 us
-// against fused_pipelined's 567-571. Plain LayerNorm this way (x alone in the ring) measured
-// 306 us against register_row's 283, so the kernel is built for the residual step only.
+// reductions use two partial buffers in turn: one barrier each. It pays for the residual step
+// only (two input rows in flight); plain LayerNorm is faster from registers (register_row).
 
 // The sum over the block, the same bits in every thread. `partials` holds one slot per warp; the
 // caller alternates two buffers, so one barrier suffices: a buffer is written again only after
@@ -379,10 +376,8 @@ __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
         values[i][j] = source_value<T, true>(xp.v[j], rp.v[j], p.round_h);
         sum += values[i][j];
       }
-      // h goes out now: the values become deviations below. Plain stores (here and for y): with
-      // store_pack's asm the compiler no longer duplicated this kernel's pass loops (1984 -> 1813
-      // PTX lines at bf16, 2 packs) and bf16 65536 x 4096 took 561-564 us instead of 552-554
-      // (A/B on one H200, reports/h200/2026-12-01-xent-mean-kernel-at-5249b04, call 8).
+      // h goes out now: the values become deviations below. Plain stores (here and for y), not
+      // store_pack: the compiler schedules this kernel's pass loops better around them.
       store_floats<T, true>(v.h + v.split.head + pack * K, values[i]);
     }
     const float mean = block_sum(sum, partials[0]) * inv_cols;

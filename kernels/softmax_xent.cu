@@ -137,26 +137,11 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 // run. Each 16-byte chunk of 4 losses is added in float, the chunks in double, so 65536 row
 // losses add up without float's drift.
 //
-// On sm_90 the mean kernel is its fused kernel's programmatic dependent (launch_then_mean): the
-// fused kernel's blocks let it launch as soon as they start, and griddepcontrol.wait holds it
-// until the fused grid has finished and its row losses are visible. It replaced a mean added up
-// by the block that finished last, which needed a ticket (an atomic counter, reset before every
-// launch since the workspace may hold anything): a memset before each launch, then at every
-// block's end a barrier and an atomic round trip. f32 8192 x 1024 on the H200 went from
-// 22.3-22.5 us to 20.6 (fused_register_row's best config in each).
-//
-// What the mean costs there (H200, f32 8192 x 1024, register_row{32,128,8}, cold L2; trial
-// kernels in reports/h200/2026-12-01-xent-mean-cost): the fused kernel alone 19.0 us; +0.7 us
-// with a dependent that only waits and stores; +2.0-2.2 us with this kernel as it was (16 scalar
-// loads per thread, each converted to double). With 16-byte loads: +1.8 us; reading only 264 of
-// the 8192 losses: +1.6 us, so what remains is the wait, one round trip to L2 and the block's
-// reduction, not the bytes. Also tried there and dropped: a first pass over the same
-// instructions before the wait, to warm the instruction cache (no difference); 128, 256 or 1024
-// threads (the same or slower); the block that finishes last adding up, with a counter that
-// resets itself (the same time at best, and the counter needs zeroed memory before the first
-// launch); a grid of only the resident blocks looping over rows, so that blocks add up their
-// own rows and the mean reads 264 sums (19.8-19.9 us in a kernel specialised to the shape;
-// register_row's own body looped needs ~127 registers, and 16 warps per SM lost 4-5 us).
+// On sm_90 the mean kernel is its fused kernel's programmatic dependent (launch_then_mean): it
+// launches as soon as the fused blocks start and waits in wait_for_primary_grid until their row
+// losses are visible. That costs no memset and no atomic ticket at each block's end, as a mean
+// added by the last block to finish did; what it costs, and what else was tried, is in
+// reports/h200/2026-12-01-xent-mean-cost.
 __global__ void __launch_bounds__(kMeanThreads)
     mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
   wait_for_primary_grid();
@@ -607,9 +592,8 @@ __device__ __forceinline__ int ring_slots_of(const RowSplit& split, int chunk_pa
 // A block claims its next row only once that row's first slot is free, i.e. once its consumers
 // have finished the row before the current one: one row of lookahead, as little as the prefetch
 // allows (the claim and the label's load then delay that slot's copy by two round trips, a row
-// before the consumers need it). Claiming right after the current row's first chunk was two rows
-// ahead, and the blocks' end times spread wider: bf16 4096 x 32000 on the H200, last block's end
-// 6 us after the median block's against 4.5, and 140 us against 137.7 (trial, same machine).
+// before the consumers need it). A claim two rows ahead spread the blocks' end times wider
+// (reports/h200/2026-12-01-xent-claims-at-7e347c7).
 template <typename T>
 __device__ void produce_block_rows(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
                                    std::int64_t rows, int classes, const Ring& ring, unsigned* claims) {

@@ -355,7 +355,7 @@ struct MlpTrainer::State {
   // launch bakes its arguments, so each step captures the next Adam launch and swaps it in
   // (cudaGraphExecChildGraphNodeSetParams) while the GPU runs the current one. Without
   // adam_in_graph, Adam is launched after each replay instead: on the H200 the two placements
-  // took the same epoch time within 2% (reports/h200/2026-12-01-mlp).
+  // took the same epoch time within 2% (reports/h200/2026-12-01-mlp-at-d99ca3b).
   void build_graph() {
     // One eager pass first, so that libraries do their lazy set-up (workspaces, heuristics)
     // outside the capture. It computes gradients only; the parameters are untouched.

@@ -524,32 +524,8 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
 // stores. Here lane bit 0 picks the row and bit 1 the column: lanes n and n^2 share an A float4,
 // n and n^1 a B float4, every read takes 2 clocks, 8 per warp per k: 50% of the pipe.
 //
-// Prediction, 4096^3 f32, tile 0 (128 x 128 x 8, 2 blocks of 8 warps per SM, 4 warps per scheduler):
-//   per warp per K step of 8: 512 FFMA; 32 LDS.128 (4 per k); ~12 for 2 16-byte loads walking
-//   offsets; 5 stores to shared (4 STS.32 for transposed A, 1 STS.128); ~10 loop and barrier:
-//   ~570 issue slots, FFMA 90% of them, so issue caps it at ~59 TFLOP/s of 65.5.
-//   shared memory per SM per step: 16 warps x (32 x 2 + 4 x 1 + 4) = 1152 clocks against 2048
-//   clocks of FFMA issue (16 x 512 / 4): 56%, off the critical path.
-//   L2 -> SM: 8 KB per step per block for 262144 FLOP (32 FLOP/byte): 4.3 GB in all, ~1.4 TB/s at
-//   45 TFLOP/s; DRAM sees each operand a few times (8-row rasterisation), well under 0.5 TB/s.
-//   Waves: 1024 blocks over 264 slots, 3.9 waves (97%). Expected: barrier and dependency stalls
-//   leave ~70% of peak, ~45 TFLOP/s (~88% of cuBLAS's 50.9).
-// Tile 1 (128 x 128 x 8, 128 threads of 8 x 16, 2 blocks per SM, 2 warps per scheduler): per warp
-//   per step 1024 FFMA in ~1116 slots (92%); shared memory 8 x (48 x 2 + 8 + 8) = 896 clocks per
-//   2048 of FFMA (44%); the same L2 traffic and waves; fewer warps to hide latency, so it wins
-//   only if ILP (128 independent FMAs per k) covers what tile 0's occupancy does.
-// ptxas (CUDA 13.0, f32 / 16-bit types): tile 0 126 / 128 registers, tile 1 212 / 223, tile 2
-// 208 / 233 on sm_90, no spills on sm_90 or sm_75; 16896, 16896 and 25088 bytes of shared memory.
-//
-// Measured (H200, cold L2): tile 0 41.0 TFLOP/s (80% of cuBLAS's 51.4), tile 2 33.9, tile 1 26.5.
-// Tile 0 is 2048 FFMA issue clocks per scheduler per step and ~570 slots per warp, so issue would
-// allow ~59 TFLOP/s; it runs at ~3270 clocks a step. Each step's loads are issued one step before
-// their stores, and the block's barrier then waits for the slowest of its 512 loads (in a cold L2,
-// DRAM misses of 1-2 us under load against ~1.6 us a step); tile 2, one block per SM, has no
-// other block to issue meanwhile and loses most. Two more tiles (f32, sm_80+) copied global ->
-// shared by cp.async into rings of 4 and 3 stages, A transposed by four 4-byte copies per pack;
-// predicted ~89% of cuBLAS, they ran 4034 and 4107 us (reports/h200/2026-12-01-gemm-tile3 and
-// later runs). v8 below replaced them.
+// The prediction per tile, the ptxas report and what the H200 measured (tile 0 at ~80% of cuBLAS,
+// its barrier waiting on the step's slowest load) are in reports/h200/2026-12-01-gemm.
 
 // The warp-tiled thread map of v5 with paired lanes: a lane's bit 0 is bit 0 of its row group,
 // bits 1 .. log2(lanes_n) its column group, the bits above the rest of its row group. Rows and
@@ -736,56 +712,24 @@ __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLan
 
 // ---- v8: warp_tiled_async ----------------------------------------------------------------------
 //
-// The hypothesis this rung tests: v7 stops at ~80% of cuBLAS because its next K step waits in
-// registers (a load, then a store to shared memory after the multiply), so a block's barrier
-// waits for the slowest of its loads one step after they were issued, and every element of A
-// passes through 4-byte transposing stores. (Measured below: not the whole story.)
-// v7's cp.async tiles (since removed) moved the loads off the critical path but kept the transpose: each
-// 16-byte pack of K-contiguous A became four 4-byte copies, each warp instruction touching 32
-// rows' sectors, and they ran slower than tile 0.
+// v7's next K step waits in registers (a load, then a store to shared memory after the
+// multiply), so a block's barrier waits for the slowest of its loads, and every element of a
+// K-contiguous A passes through 4-byte transposing stores. Here nothing is transposed: each
+// operand is copied global -> shared in 16-byte cp.async chunks as it lies in memory, into a ring
+// of stages, stages - 1 K steps ahead. An operand contiguous along its extent (B in nn and tn, A
+// in tn) is stored [bk][extent], as v7 reads it. An operand contiguous along K (A in nn and nt, B
+// in nt) is stored [extent][8]: a thread reads k .. k + 3 of one of its rows as one float4, so a
+// row's four K values cost one LDS.128. Unswizzled, the 4 rows a warp reads at once (its lanes'
+// row groups, 4 rows apart) would share one 32-byte bank group; the 16-byte chunk c of row e
+// sits instead at ((e & 3) ^ (e / 4 & 3), c) of its 128-byte line: the 4 rows fall in 4 groups
+// (with 8 row groups, as B in nt, two share one: a 2-way conflict).
 //
-// Here nothing is transposed: each operand is copied global -> shared in 16-byte cp.async chunks
-// as it lies in memory, into a ring of stages, stages - 1 K steps ahead. An operand contiguous
-// along its extent (B in nn and tn, A in tn) is stored [bk][extent], as v7 reads it. An operand
-// contiguous along K (A in nn and nt, B in nt) is stored [extent][8]: a thread reads k .. k + 3
-// of one of its rows as one float4 and keeps them, so a row's four K values cost one LDS.128,
-// as four k-major float4 reads of 4 rows do. Unswizzled, the 4 rows a warp reads at once (its
-// lanes' row groups, 4 rows apart) would share one 32-byte bank group; the 16-byte chunk c of row
-// e sits instead at ((e & 3) ^ (e / 4 & 3), c) of its 128-byte line: the 4 rows fall in 4
-// groups (with 8 row groups, as B in nt, two share one: a 2-way conflict).
-//
-// Prediction, 4096^3 f32 nn, v7 tile 0's shape (128 x 128, 8 x 8 per thread) over 4 stages:
-//   per warp per K step of 8: 512 FFMA; A: 16 LDS.128 (8 rows x 2 halves), B: 16 LDS.128; 2
-//   LDGSTS.128, ~8 address/loop/commit/wait, 1 barrier: ~555 slots (92% FFMA), ~60 TFLOP/s
-//   issue-bound; no staging registers, no STS, loads 3 steps (~4.5 us) ahead of their use. If the
-//   ~1200 clocks a step v7 tile 0 loses are mostly its loads at the barrier, ~47 TFLOP/s (~90% of
-//   cuBLAS); if they are the barrier itself, it stays near v7.
-//
-// Measured (H200, cold L2, Nsight Compute for the counts): that shape ran at 3666 us (k_run 4)
-// and 3761 us (k_run 2), slower than v7 tile 0 (3350 us). Both execute 2.71e9 warp instructions
-// for 2.15e9 FFMA (26% overhead, as v7 tile 0 does) and issue 0.71-0.73 per scheduler per cycle
-// against v7's 0.80. The best was then 128 x 256 (8 x 16 per thread, one block of 8 warps per SM,
-// 4 stages): 3281 us, 81.5% of cuBLAS SGEMM (2674 us). (reports/h200/2026-12-01-sgemm-async-at-aa15839)
-//
-// Nsight Compute's per-instruction samples then showed where that tile's time went, next to
-// cuBLAS's kernel (sm80_xmma_gemm_f32f32 256x128x8, 3 stages, 256 threads, 254 registers, the
-// same 8 warps per SM): both execute ~2.45e9 instructions, but cuBLAS issues 0.89 per scheduler
-// per cycle and this tile 0.74. The difference: dispatch stalls (15% of samples against 5%; in
-// the 128 x 128 tile below, FMAs that read all three operands from the register file, none from
-// the reuse cache, draw 3-5 times the dispatch samples of those that reuse one), and 8% in the K step's
-// copy block (branches per chunk for the edge checks, which both warps of a scheduler ran
-// together as one dependent integer chain), while at 255 registers the compiler recomputed the
-// four swizzled fragment bases every step. Hence, in this version:
-//   - a block whose tiles lie inside both operands at every K step takes a loop whose copies are
-//     plain cp.async to shared addresses computed once, with no branch, issued after the step's
-//     first k-run of FMAs so that they interleave with them;
-//   - a K-contiguous A is read by slot (RowSlotReader): one base register, the rows permuted
-//     within groups of 4 and put back by the store.
-// With them the 128 x 128 tile of 8 x 8 per thread and two blocks per SM (16 warps, 128
-// registers), which had run 3666 us, runs 3226 us over 4 stages, 3188 over 3 and 3097 over 2:
-// 86.3% of cuBLAS (2673 us, same call). The 128 x 256 tile went from 3277 to 3330 us.
-// (reports/h200/2026-12-01-sgemm-interior-copies)
-
+// Blocks whose tiles lie inside both operands at every K step take a loop of branch-free copies
+// to shared addresses computed once, issued after the step's first FMAs so they interleave (the
+// edge checks per chunk had run as one dependent integer chain), and a K-contiguous A is read
+// slot by slot from one base register (RowSlotReader). The predictions, the Nsight Compute
+// comparisons with cuBLAS's kernel and each step's times are in reports/h200/
+// (2026-12-01-sgemm-async-at-aa15839, 2026-12-01-sgemm-interior-copies).
 
 // One operand of warp_tiled_async, as it lies in global memory: [outer][inner] with leading
 // dimension ld, inner contiguous. kKContig: inner is K (the stage is swizzled [extent][8]); else
