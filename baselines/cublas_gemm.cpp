@@ -19,7 +19,7 @@
 #include "baselines/cublas.hpp"
 #include "baselines/library_handles.hpp"
 #include "baselines/reference.hpp"
-#include "variants/gemm_common.hpp"  // parse_gemm_primitive (header only: no link to the catalogue)
+#include "kernels/gemm/gemm_kind.hpp"
 
 namespace shapetune {
 namespace {
@@ -463,7 +463,7 @@ LibraryCallResult cublaslt_gemm(LibraryHandles& libraries, cudaStream_t stream, 
 }
 
 std::string describe_cublaslt_algo(const Problem& problem, int rank, LibraryHandles& libraries) {
-  const std::optional<GemmKind> kind = parse_gemm_primitive(problem.primitive);
+  const std::optional<kg::GemmKind> kind = kg::parse_gemm_primitive(problem.primitive);
   if (!kind) throw std::invalid_argument("describe_cublaslt_algo: '" + problem.primitive + "' is not a GEMM primitive");
   if (!is_gemm_dtype(problem.dtype))
     throw std::invalid_argument("describe_cublaslt_algo: no GEMM for " + std::string(dtype_name(problem.dtype)));

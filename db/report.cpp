@@ -22,6 +22,7 @@
 
 #include "core/counters.hpp"
 #include "core/format.hpp"
+#include "core/primitive_name.hpp"
 #include "core/records.hpp"
 #include "db/store.hpp"
 
@@ -73,7 +74,10 @@ std::string variant_text(const std::string& variant, const Config& config) {
 }
 
 // "activation.gelu" -> "activation"; "softmax" -> "softmax".
-std::string family_of(const std::string& primitive) { return primitive.substr(0, primitive.find('.')); }
+std::string family_of(const std::string& primitive) {
+  const auto name = PrimitiveName::parse(primitive);
+  return name ? name->family : primitive;
+}
 
 // A file name made of letters, digits, '_' and '-'.
 std::string file_stem(std::string_view text) {
