@@ -6,87 +6,11 @@
 #include <string_view>
 #include <utility>
 
+#include "core/json.hpp"
+
 namespace shapetune {
 
 namespace {
-
-// Shortest text that parses back to the same double; integral values print without a
-// fraction or exponent. nullopt for NaN and infinities, which each format spells its own way.
-std::optional<std::string> finite_number_text(double value) {
-  if (!std::isfinite(value)) return std::nullopt;
-  if (std::trunc(value) == value && std::fabs(value) < 0x1p53)
-    return std::to_string(static_cast<std::int64_t>(value));
-  char text[32];
-  const auto [end, error] = std::to_chars(text, text + sizeof text, value);
-  return std::string(text, end);
-}
-
-// ---- JSON ----------------------------------------------------------------------------------
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escape[7];
-      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += escape;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
-
-// JSON has no NaN or infinity.
-std::string json_number(double value) { return finite_number_text(value).value_or("null"); }
-std::string json_integer(std::int64_t value) { return std::to_string(value); }
-std::string json_bool(bool value) { return value ? "true" : "false"; }
-
-// Members in the order they are added; values are JSON text already.
-class JsonObject {
- public:
-  JsonObject& add(std::string_view name, std::string json_value) {
-    members_.emplace_back(json_string(name), std::move(json_value));
-    return *this;
-  }
-
-  // {"a": 1, "b": 2}
-  std::string inline_text() const {
-    std::string out = "{";
-    for (std::size_t i = 0; i < members_.size(); ++i) {
-      if (i) out += ", ";
-      out += members_[i].first + ": " + members_[i].second;
-    }
-    return out + "}";
-  }
-
-  // One member a line, for objects too wide to read on one.
-  std::string block_text(const std::string& indent) const {
-    std::string out = "{\n";
-    for (std::size_t i = 0; i < members_.size(); ++i) {
-      out += indent + "  " + members_[i].first + ": " + members_[i].second;
-      out += i + 1 < members_.size() ? ",\n" : "\n";
-    }
-    return out + indent + "}";
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> members_;
-};
-
-std::string json_block_array(const std::vector<std::string>& items, const std::string& indent) {
-  if (items.empty()) return "[]";
-  std::string out = "[\n";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out += indent + "  " + items[i];
-    out += i + 1 < items.size() ? ",\n" : "\n";
-  }
-  return out + indent + "]";
-}
 
 // A Shape or Config as {"name": value, ...} in declaration order.
 std::string json_pairs(const std::vector<std::pair<std::string, std::int64_t>>& pairs) {

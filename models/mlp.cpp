@@ -3,20 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iomanip>
 #include <optional>
-#include <ostream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 
-#include "baselines/library_handles.hpp"
 #include "harness/cuda_check.hpp"
-#include "harness/device.hpp"
 #include "harness/device_buffer.hpp"
+#include "kernels/gemm/gemm_kind.hpp"
+#include "models/runner.hpp"
 #include "models/training_kernels.cuh"
-#include "models/dispatcher.hpp"
-#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -44,86 +39,6 @@ Problem relu_backward_problem(std::int64_t n) { return Problem{"activation_backw
 
 // Reproducible across standard libraries (std::uniform_*_distribution is not).
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-void check_launch(const LaunchStatus& status, const std::string& what) {
-  if (!status.ok) throw std::runtime_error(what + ": " + status.message);
-}
-
-// One operation bound to its buffers: what the training step launches.
-struct BoundOp {
-  OpResolution resolution;
-  const Variant* variant = nullptr;
-  Config config;
-  std::string library_algo;  // the tuned winner's recorded library algorithm (exact matches)
-  std::vector<void*> tensors;
-  std::vector<double> scalars;
-  DeviceBuffer workspace;
-
-  void launch(cudaStream_t stream, LibraryHandles& libraries) const {
-    LaunchArgs args{resolution.op.problem, config,          tensors,           stream, libraries,
-                    workspace.get(),       workspace.bytes(), std::span<const double>(scalars), library_algo};
-    check_launch(variant->launch(args), resolution.op.name + " (" + resolution.op.problem.key() + ", " +
-                                            variant->name + ")");
-  }
-};
-
-// Picks the variant of each problem: the dispatch table's choice, or the library baseline.
-class Resolver {
- public:
-  Resolver(std::optional<Dispatcher> tuned, DeviceLimits limits, DispatchMode mode)
-      : dispatcher_(tuned ? std::move(*tuned) : Dispatcher(limits)), limits_(limits), mode_(mode) {}
-
-  std::pair<const Variant*, OpResolution> resolve(const MlpOp& op) const {
-    OpResolution r{op, "", "", "", ""};
-    const Catalogue& cat = catalogue();
-    const Variant* chosen = nullptr;
-    Config config;
-    if (mode_ == DispatchMode::library) {
-      // The baseline that won among baselines in the sweep of this very problem, else the first
-      // baseline that runs it; primitives no library has fall back to the default variant.
-      for (const auto& row : dispatcher_.table().rows())
-        if (row.problem == op.problem && !row.best_baseline.empty())
-          if (const Variant* v = cat.find_variant(op.problem.primitive, row.best_baseline);
-              v && v->supports(op.problem, v->default_config, limits_).ok) {
-            chosen = v;
-            r.source = "library: fastest baseline in the sweep";
-          }
-      if (!chosen)
-        for (const Variant* v : cat.variants(op.problem.primitive))
-          if (v->baseline && v->supports(op.problem, v->default_config, limits_).ok) {
-            chosen = v;
-            r.source = "library: first baseline that runs it";
-            break;
-          }
-      if (chosen) config = chosen->default_config;
-    }
-    if (!chosen) {
-      const DispatchChoice choice = dispatcher_.lookup(op.problem);
-      chosen = &dispatcher_.variant_of(op.problem, choice);
-      config = choice.config;
-      if (mode_ == DispatchMode::library)
-        r.source = "no library has it: default variant";
-      else if (choice.source == DispatchSource::nearest)
-        r.source = "nearest (" + choice.tuned_problem + ")";
-      else
-        r.source = std::string(dispatch_source_name(choice.source));
-      r.library_algo = choice.library_algo;
-      if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
-    }
-    if (Support s = chosen->supports(op.problem, config, limits_); !s.ok)
-      throw std::runtime_error(op.name + ": " + chosen->name + " cannot run " + op.problem.key() + ": " + s.reason);
-    r.variant = chosen->name;
-    r.config = config.key();
-    return {chosen, r};
-  }
-
-  std::size_t tuned_problems() const { return dispatcher_.tuned_problems(); }
-
- private:
-  Dispatcher dispatcher_;
-  DeviceLimits limits_;
-  DispatchMode mode_;
-};
 
 // Activations and gradients of one batch size.
 struct Activations {
@@ -167,8 +82,8 @@ struct Parameters {
 
 // The forward (and, with `backward`, backward) operations of `ops` (mlp_operations() order)
 // bound to `a` and the parameters.
-std::vector<BoundOp> bind_step(const std::vector<MlpOp>& ops, const Resolver& resolver, Activations& a,
-                               const Parameters& params, bool backward, std::vector<OpResolution>* resolutions) {
+std::vector<BoundOp> bind_step(const std::vector<ModelOp>& ops, RunnerCore& core, Activations& a,
+                               const Parameters& params, bool backward, RunnerCore::Record record) {
   auto f = [](const DeviceBuffer& b) { return b.get(); };
   const std::vector<std::vector<void*>> tensors = {
       {f(a.x), params.p_at(kW1), params.p_at(kB1), f(a.h1)},
@@ -189,27 +104,11 @@ std::vector<BoundOp> bind_step(const std::vector<MlpOp>& ops, const Resolver& re
   const std::size_t count = backward ? tensors.size() : 3;
   std::vector<BoundOp> bound;
   for (std::size_t i = 0; i < count; ++i) {
-    auto [variant, resolution] = resolver.resolve(ops[i]);
-    if (resolutions) resolutions->push_back(resolution);
-    BoundOp b;
-    b.resolution = resolution;
-    b.variant = variant;
-    b.config = Config::parse_key(resolution.config);
-    b.library_algo = resolution.library_algo;
-    b.tensors = tensors[i];
-    if (ops[i].problem.primitive.rfind("gemm", 0) == 0) b.scalars = {1.0, 0.0};  // alpha, beta
-    if (variant->workspace_bytes)
-      if (const std::size_t bytes = variant->workspace_bytes(ops[i].problem, b.config)) b.workspace = DeviceBuffer(bytes);
-    bound.push_back(std::move(b));
+    std::vector<double> scalars;
+    if (kernels::gemm::parse_gemm_primitive(ops[i].problem.primitive)) scalars = {1.0, 0.0};  // alpha, beta
+    bound.push_back(core.bind(ops[i], tensors[i], std::move(scalars), record));
   }
   return bound;
-}
-
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer d(std::max<std::size_t>(host.size(), 1) * sizeof(T));
-  SHAPETUNE_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
 }
 
 }  // namespace
@@ -221,7 +120,7 @@ std::vector<float> mlp_normalise(const std::vector<std::uint8_t>& pixels) {
   return out;
 }
 
-std::vector<MlpOp> mlp_operations(int batch, std::int64_t eval_rows) {
+std::vector<ModelOp> mlp_operations(int batch, std::int64_t eval_rows) {
   const std::int64_t b = batch;
   return {
       {"fc1 forward, bias + ReLU", gemm_problem("gemm_bias_relu.nn", b, kH1, kIn)},
@@ -249,12 +148,7 @@ std::vector<MlpOp> mlp_operations(int batch, std::int64_t eval_rows) {
 
 struct MlpTrainer::State {
   MlpOptions options;
-  DeviceInfo device;
-  std::optional<FashionMnist> data;
-  std::unique_ptr<Resolver> resolver;
-  std::vector<OpResolution> resolutions;
-  cudaStream_t stream = nullptr;
-  LibraryHandles libraries;
+  std::unique_ptr<RunnerCore> core;  // first in, last out: everything below runs on its stream
   std::optional<Parameters> params;  // allocated once the device is chosen
   std::mt19937_64 rng;
 
@@ -266,8 +160,8 @@ struct MlpTrainer::State {
   DeviceBuffer train_pixels, train_labels, order, step_counter, loss_sum;
   // The step graph and its executable. The graph outlives the executable's use: a node handle
   // passed to cudaGraphExec*SetParams must belong to the graph the executable came from.
-  cudaGraph_t step_graph = nullptr;
-  cudaGraphExec_t graph = nullptr;
+  Graph step_graph;
+  GraphExec graph;
   cudaGraphNode_t adam_node = nullptr;
   std::int64_t adam_steps = 0;  // Adam steps taken so far; the next one is adam_steps + 1
   int epoch = 0;
@@ -279,21 +173,21 @@ struct MlpTrainer::State {
 
   // The backward pass's weight and bias gradients run beside the input-gradient chain: two side
   // streams, each with its own library handles (a cuBLAS handle's workspace must not be shared
-  // by concurrent calls), forked from and joined back to `stream` by events.
+  // by concurrent calls), forked from and joined back to the core's stream by events.
   cudaStream_t side[2] = {nullptr, nullptr};
   LibraryHandles side_libraries[2];
   cudaEvent_t fork_events[3] = {}, join_events[2] = {};
 
+  cudaStream_t stream() const { return core->stream(); }
+  LibraryHandles& libraries() { return core->libraries(); }
+
   ~State() {
-    if (graph) cudaGraphExecDestroy(graph);
-    if (step_graph) cudaGraphDestroy(step_graph);
     for (cudaEvent_t e : fork_events)
       if (e) cudaEventDestroy(e);
     for (cudaEvent_t e : join_events)
       if (e) cudaEventDestroy(e);
     for (cudaStream_t st : side)
       if (st) cudaStreamDestroy(st);
-    if (stream) cudaStreamDestroy(stream);
   }
 
   // Forward, loss and backward of the batch in train->x: the chain dlogits -> dh2 -> dz2 -> dh1
@@ -302,44 +196,28 @@ struct MlpTrainer::State {
   // step_ops order (mlp_operations()): 0-3 forward and loss; per layer dW, db, dh, ReLU
   // backward (4-7 layer 3, 8-11 layer 2); 12-13 layer 1's dW and db.
   void enqueue_forward_backward() {
-    for (int i = 0; i < 4; ++i) step_ops[static_cast<std::size_t>(i)].launch(stream, libraries);
+    for (int i = 0; i < 4; ++i) step_ops[static_cast<std::size_t>(i)].launch(stream(), libraries());
     const int layers[3][4] = {{4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, -1, -1}};
     for (int l = 0; l < 3; ++l) {
-      SHAPETUNE_CUDA_CHECK(cudaEventRecord(fork_events[l], stream));
+      SHAPETUNE_CUDA_CHECK(cudaEventRecord(fork_events[l], stream()));
       for (int sd = 0; sd < 2; ++sd) {
         SHAPETUNE_CUDA_CHECK(cudaStreamWaitEvent(side[sd], fork_events[l], 0));
         step_ops[static_cast<std::size_t>(layers[l][sd])].launch(side[sd], side_libraries[sd]);
       }
       for (int k = 2; k < 4; ++k)
-        if (layers[l][k] >= 0) step_ops[static_cast<std::size_t>(layers[l][k])].launch(stream, libraries);
+        if (layers[l][k] >= 0) step_ops[static_cast<std::size_t>(layers[l][k])].launch(stream(), libraries());
     }
     for (int sd = 0; sd < 2; ++sd) {
       SHAPETUNE_CUDA_CHECK(cudaEventRecord(join_events[sd], side[sd]));
-      SHAPETUNE_CUDA_CHECK(cudaStreamWaitEvent(stream, join_events[sd], 0));
+      SHAPETUNE_CUDA_CHECK(cudaStreamWaitEvent(stream(), join_events[sd], 0));
     }
   }
 
   // The Adam step `t` as a graph of its own: the bias correction changes every step, and a
   // launch's scalars are baked into a captured graph, so this child is swapped in per step.
-  cudaGraph_t capture_adam(std::int64_t t) {
+  Graph capture_adam(std::int64_t t) {
     adam.scalars = {options.lr, kBeta1, kBeta2, kAdamEps, 0.0, static_cast<double>(t)};
-    return capture([&] { adam.launch(stream, libraries); });
-  }
-
-  template <typename Body>
-  cudaGraph_t capture(Body body) {
-    SHAPETUNE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      body();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      cudaStreamEndCapture(stream, &broken);
-      if (broken) cudaGraphDestroy(broken);
-      throw;
-    }
-    cudaGraph_t g = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-    return g;
+    return capture(stream(), [&] { adam.launch(stream(), libraries()); });
   }
 
   void gather() {
@@ -347,7 +225,7 @@ struct MlpTrainer::State {
         static_cast<const std::uint8_t*>(train_pixels.get()), static_cast<const std::uint8_t*>(train_labels.get()),
         static_cast<const std::int32_t*>(order.get()), static_cast<const std::int32_t*>(step_counter.get()),
         options.batch, kIn, kPixelScale, kPixelShift, static_cast<float*>(train->x.get()),
-        static_cast<std::int32_t*>(train->y.get()), stream));
+        static_cast<std::int32_t*>(train->y.get()), stream()));
   }
 
   // The step graph: gather, forward, backward, then the loss sum and step counter, captured
@@ -359,49 +237,46 @@ struct MlpTrainer::State {
   void build_graph() {
     // One eager pass first, so that libraries do their lazy set-up (workspaces, heuristics)
     // outside the capture. It computes gradients only; the parameters are untouched.
-    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(step_counter.get(), 0, sizeof(std::int32_t), stream));
+    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(step_counter.get(), 0, sizeof(std::int32_t), stream()));
     for (cudaStream_t& st : side) SHAPETUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (cudaEvent_t& e : fork_events) SHAPETUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (cudaEvent_t& e : join_events) SHAPETUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     gather();
     enqueue_forward_backward();
-    SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
 
-    cudaGraph_t body = capture([&] {
+    const Graph body = capture(stream(), [&] {
       gather();
       enqueue_forward_backward();
       SHAPETUNE_CUDA_CHECK(training_kernels::finish_step(static_cast<std::int32_t*>(step_counter.get()),
                                                           static_cast<const float*>(train->loss.get()),
-                                                          static_cast<double*>(loss_sum.get()), stream));
+                                                          static_cast<double*>(loss_sum.get()), stream()));
     });
-    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&step_graph, 0));
-    cudaGraphNode_t body_node = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, step_graph, nullptr, 0, body));
-    cudaGraphDestroy(body);  // the parent holds a clone
-    if (options.adam_in_graph) {
-      cudaGraph_t adam_graph = capture_adam(1);
-      SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, step_graph, &body_node, 1, adam_graph));
-      cudaGraphDestroy(adam_graph);
-    }
-    SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&graph, step_graph, 0));
+    cudaGraph_t parent = nullptr;
+    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
+    step_graph = Graph(parent);
+    cudaGraphNode_t body_node = nullptr;  // the parent holds clones of its child graphs
+    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
+    if (options.adam_in_graph)
+      SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, capture_adam(1).get()));
+    graph = GraphExec(step_graph);
   }
 
   void replay_step() {
     const std::int64_t t = ++adam_steps;
     if (!options.adam_in_graph) {
-      SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
+      graph.launch(stream());
       adam.scalars = {options.lr, kBeta1, kBeta2, kAdamEps, 0.0, static_cast<double>(t)};
-      adam.launch(stream, libraries);
+      adam.launch(stream(), libraries());
       return;
     }
     if (t > 1) {
-      cudaGraph_t g = capture_adam(t);
-      const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph, adam_node, g);
-      cudaGraphDestroy(g);
+      const Graph g = capture_adam(t);
+      const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph.get(), adam_node, g.get());
       if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
       SHAPETUNE_CUDA_CHECK(e);
     }
-    SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(graph, stream));
+    graph.launch(stream());
   }
 };
 
@@ -411,13 +286,9 @@ MlpTrainer::MlpTrainer(const MlpOptions& options, FashionMnist data) : state_(st
   State& s = *state_;
   s.options = options;
   if (options.batch < 1) throw std::invalid_argument("batch must be >= 1");
-  s.device = use_device(options.device);
+  s.core = std::make_unique<RunnerCore>(RunnerOptions{options.db_path, options.dispatch, options.device});
   s.params.emplace();
   s.rng.seed(options.seed);
-  std::optional<Dispatcher> tuned;
-  if (!options.db_path.empty()) tuned.emplace(options.db_path, s.device.fingerprint.key(), s.device.limits);
-  s.resolver = std::make_unique<Resolver>(std::move(tuned), s.device.limits, options.dispatch);
-  SHAPETUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
 
   // PyTorch's nn.Linear initialisation: weights and biases U(-1/sqrt(in), 1/sqrt(in)).
   std::vector<float> host(static_cast<std::size_t>(kMlpParameters));
@@ -432,10 +303,10 @@ MlpTrainer::MlpTrainer(const MlpOptions& options, FashionMnist data) : state_(st
 
   const bool have_data = data.train.count > 0;
   const std::int64_t eval_rows = have_data ? data.test.count : options.batch;
-  const std::vector<MlpOp> ops = mlp_operations(options.batch, eval_rows);
+  const std::vector<ModelOp> ops = mlp_operations(options.batch, eval_rows);
   if (!have_data) {
     // Resolution only (tests): the same table, nothing bound.
-    for (const auto& op : ops) s.resolutions.push_back(s.resolver->resolve(op).second);
+    for (const auto& op : ops) s.core->resolve(op);
     return;
   }
   if (data.train.rows * data.train.cols != kIn)
@@ -447,21 +318,11 @@ MlpTrainer::MlpTrainer(const MlpOptions& options, FashionMnist data) : state_(st
                                 std::to_string(s.train_count) + " training images");
 
   s.train = std::make_unique<Activations>(options.batch, true);
-  s.step_ops = bind_step(ops, *s.resolver, *s.train, *s.params, true, &s.resolutions);
-  {
-    auto [variant, resolution] = s.resolver->resolve(ops[kTrainOps - 1]);
-    s.resolutions.push_back(resolution);
-    s.adam.resolution = resolution;
-    s.adam.variant = variant;
-    s.adam.config = Config::parse_key(resolution.config);
-    s.adam.tensors = {s.params->p.get(), s.params->g.get(), s.params->m.get(), s.params->v.get()};
-    if (variant->workspace_bytes)
-      if (const std::size_t bytes = variant->workspace_bytes(resolution.op.problem, s.adam.config))
-        s.adam.workspace = DeviceBuffer(bytes);
-  }
+  s.step_ops = bind_step(ops, *s.core, *s.train, *s.params, true, RunnerCore::Record::yes);
+  s.adam = s.core->bind(ops[kTrainOps - 1], {s.params->p.get(), s.params->g.get(), s.params->m.get(), s.params->v.get()});
   s.eval = std::make_unique<Activations>(eval_rows, false);
-  const std::vector<MlpOp> eval_ops(ops.begin() + kTrainOps, ops.end());
-  s.eval_ops = bind_step(eval_ops, *s.resolver, *s.eval, *s.params, false, &s.resolutions);
+  const std::vector<ModelOp> eval_ops(ops.begin() + kTrainOps, ops.end());
+  s.eval_ops = bind_step(eval_ops, *s.core, *s.eval, *s.params, false, RunnerCore::Record::yes);
 
   const std::size_t train_pixels = static_cast<std::size_t>(s.train_count * kIn);
   data.train.pixels.resize(train_pixels);
@@ -481,8 +342,8 @@ MlpTrainer::MlpTrainer(const MlpOptions& options, FashionMnist data) : state_(st
 
 MlpTrainer::~MlpTrainer() = default;
 
-const std::vector<OpResolution>& MlpTrainer::resolutions() const { return state_->resolutions; }
-const DeviceInfo& MlpTrainer::device() const { return state_->device; }
+const std::vector<OpResolution>& MlpTrainer::resolutions() const { return state_->core->resolutions(); }
+const DeviceInfo& MlpTrainer::device() const { return state_->core->device(); }
 
 EpochResult MlpTrainer::train_epoch() {
   State& s = *state_;
@@ -496,13 +357,13 @@ EpochResult MlpTrainer::train_epoch() {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
   for (std::size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[s.rng() % (i + 1)]);
   SHAPETUNE_CUDA_CHECK(
-      cudaMemcpyAsync(s.order.get(), order.data(), order.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, s.stream));
-  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.step_counter.get(), 0, sizeof(std::int32_t), s.stream));
-  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.loss_sum.get(), 0, sizeof(double), s.stream));
+      cudaMemcpyAsync(s.order.get(), order.data(), order.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, s.stream()));
+  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.step_counter.get(), 0, sizeof(std::int32_t), s.stream()));
+  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.loss_sum.get(), 0, sizeof(double), s.stream()));
   for (std::int64_t i = 0; i < r.steps; ++i) s.replay_step();
   double loss_sum = 0;
-  SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(&loss_sum, s.loss_sum.get(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(&loss_sum, s.loss_sum.get(), sizeof(double), cudaMemcpyDeviceToHost, s.stream()));
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
   r.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.train_loss = loss_sum / static_cast<double>(r.steps);
   r.images_per_second = static_cast<double>(r.steps * s.options.batch) / r.train_seconds;
@@ -513,11 +374,11 @@ EpochResult MlpTrainer::train_epoch() {
 double MlpTrainer::test_accuracy() {
   State& s = *state_;
   if (!s.eval) throw std::logic_error("test_accuracy needs a trainer constructed with data");
-  for (const auto& op : s.eval_ops) op.launch(s.stream, s.libraries);
+  for (const auto& op : s.eval_ops) op.launch(s.stream(), s.libraries());
   std::vector<float> logits(static_cast<std::size_t>(s.eval->rows * kOut));
   SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(logits.data(), s.eval->logits.get(), logits.size() * sizeof(float),
-                                       cudaMemcpyDeviceToHost, s.stream));
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+                                       cudaMemcpyDeviceToHost, s.stream()));
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
   std::int64_t correct = 0;
   for (std::int64_t r = 0; r < s.eval->rows; ++r) {
     const float* row = logits.data() + r * kOut;
@@ -528,7 +389,7 @@ double MlpTrainer::test_accuracy() {
 
 std::vector<float> MlpTrainer::parameters() const {
   std::vector<float> host(static_cast<std::size_t>(kMlpParameters));
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream()));
   SHAPETUNE_CUDA_CHECK(cudaMemcpy(host.data(), state_->params->p.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return host;
 }
@@ -537,7 +398,7 @@ void MlpTrainer::set_parameters(const std::vector<float>& host) {
   if (host.size() != static_cast<std::size_t>(kMlpParameters))
     throw std::invalid_argument("the MLP has " + std::to_string(kMlpParameters) + " parameters, got " +
                                 std::to_string(host.size()));
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(state_->stream()));
   SHAPETUNE_CUDA_CHECK(cudaMemcpy(state_->params->p.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 
@@ -547,13 +408,13 @@ GradientResult MlpTrainer::gradients(const std::vector<float>& x, const std::vec
   if (rows < 1 || x.size() != static_cast<std::size_t>(rows * kIn))
     throw std::invalid_argument("gradients: x must hold rows x 784 floats for rows = labels.size() >= 1");
   Activations a(rows, true);
-  const std::vector<BoundOp> ops = bind_step(mlp_operations(static_cast<int>(rows), rows), *s.resolver, a, *s.params,
-                                             true, nullptr);
+  const std::vector<BoundOp> ops =
+      bind_step(mlp_operations(static_cast<int>(rows), rows), *s.core, a, *s.params, true, RunnerCore::Record::no);
   SHAPETUNE_CUDA_CHECK(cudaMemcpy(a.x.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
   SHAPETUNE_CUDA_CHECK(cudaMemcpy(a.y.get(), labels.data(), labels.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
-  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.params->g.get(), 0xff, s.params->g.bytes(), s.stream));  // NaN: nothing stale passes
-  for (const auto& op : ops) op.launch(s.stream, s.libraries);
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.params->g.get(), 0xff, s.params->g.bytes(), s.stream()));  // NaN: nothing stale passes
+  for (const auto& op : ops) op.launch(s.stream(), s.libraries());
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
   GradientResult r;
   float loss = 0;
   SHAPETUNE_CUDA_CHECK(cudaMemcpy(&loss, a.loss.get(), sizeof(float), cudaMemcpyDeviceToHost));
@@ -620,22 +481,6 @@ GradientResult mlp_reference_gradients(const std::vector<float>& params, const s
   back(x64, dz1, kIn, kH1, kW1, kB1, false);
   for (std::size_t i = 0; i < g.size(); ++i) r.gradients[i] = static_cast<float>(g[i]);
   return r;
-}
-
-void print_resolutions(const MlpTrainer& trainer, std::ostream& out) {
-  std::size_t w_name = 2, w_problem = 7, w_variant = 7;
-  auto variant_text = [](const OpResolution& r) { return r.config.empty() ? r.variant : r.variant + "{" + r.config + "}"; };
-  for (const auto& r : trainer.resolutions()) {
-    w_name = std::max(w_name, r.op.name.size());
-    w_problem = std::max(w_problem, r.op.problem.key().size());
-    w_variant = std::max(w_variant, variant_text(r).size());
-  }
-  out << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_problem))
-      << "problem" << "  " << std::setw(static_cast<int>(w_variant)) << "variant" << "  resolved by\n";
-  for (const auto& r : trainer.resolutions())
-    out << std::left << std::setw(static_cast<int>(w_name)) << r.op.name << "  " << std::setw(static_cast<int>(w_problem))
-        << r.op.problem.key() << "  " << std::setw(static_cast<int>(w_variant)) << variant_text(r) << "  " << r.source
-        << "\n";
 }
 
 }  // namespace shapetune

@@ -1,23 +1,20 @@
 // The MLP runner: a 784 -> 256 -> 128 -> 10 ReLU network trained on Fashion-MNIST with
-// softmax cross-entropy and Adam, every GPU operation launched through the dispatch table
-// (or, with DispatchMode::library, through the cuBLAS/cuDNN baselines); a training step as
-// one CUDA graph, replayed: gather, forward, backward and bookkeeping captured once, Adam a
-// child graph swapped per step.
+// softmax cross-entropy and Adam, every GPU operation launched through the runner core
+// (models/runner.hpp: the dispatch table, or with DispatchMode::library the cuBLAS/cuDNN
+// baselines); a training step as one CUDA graph, replayed: gather, forward, backward and
+// bookkeeping captured once, Adam a child graph swapped per step.
 #pragma once
 
 #include <cstdint>
-#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/types.hpp"
 #include "harness/device.hpp"
 #include "models/idx.hpp"
+#include "models/runner.hpp"
 
 namespace shapetune {
-
-enum class DispatchMode { tuned, library };
 
 struct MlpOptions {
   std::string db_path;        // empty: nothing tuned, every problem takes its default variant
@@ -40,24 +37,9 @@ inline constexpr int kMlpWidths[] = {784, 256, 128, 10};
 // buffer (weights stored [in, out], so the forward pass is x W + b: gemm nn).
 inline constexpr std::int64_t kMlpParameters = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;
 
-// One GPU operation of the runner and the problem it is.
-struct MlpOp {
-  std::string name;  // "fc1 forward (bias+relu)"
-  Problem problem;
-};
-
 // Every operation of a training step at batch `batch` and of evaluating `eval_rows` test
 // images at once, in launch order. shapes/mlp.yaml holds exactly these problems at the defaults.
-std::vector<MlpOp> mlp_operations(int batch, std::int64_t eval_rows);
-
-// How one operation resolved: the variant it launches and why that one.
-struct OpResolution {
-  MlpOp op;
-  std::string variant;
-  std::string config;  // Config::key()
-  std::string source;  // "exact", "nearest (gemm.nn/f32/m=...)", "default", "library baseline ..."
-  std::string library_algo;  // the winner's recorded library algorithm, replayed (exact matches)
-};
+std::vector<ModelOp> mlp_operations(int batch, std::int64_t eval_rows);
 
 struct EpochResult {
   int epoch = 0;
@@ -109,8 +91,5 @@ GradientResult mlp_reference_gradients(const std::vector<float>& parameters, con
 
 // Pixels as the network sees them: p / 255, standardised with Fashion-MNIST's mean and std.
 std::vector<float> mlp_normalise(const std::vector<std::uint8_t>& pixels);
-
-// Writes the runner's banner and resolution table.
-void print_resolutions(const MlpTrainer&, std::ostream&);
 
 }  // namespace shapetune

@@ -1,0 +1,146 @@
+#include "models/runner.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+
+namespace shapetune {
+
+std::string_view dispatch_mode_name(DispatchMode mode) { return mode == DispatchMode::tuned ? "tuned" : "library"; }
+
+std::optional<DispatchMode> parse_dispatch_mode(std::string_view text) {
+  if (text == "tuned") return DispatchMode::tuned;
+  if (text == "library") return DispatchMode::library;
+  return std::nullopt;
+}
+
+void BoundOp::launch(cudaStream_t stream, LibraryHandles& libraries) const {
+  const LaunchArgs args{resolution.op.problem, config,           tensors,
+                        stream,                libraries,        workspace.get(),
+                        workspace.bytes(),     std::span<const double>(scalars), resolution.library_algo};
+  if (const LaunchStatus status = variant->launch(args); !status.ok)
+    throw std::runtime_error(resolution.op.name + " (" + resolution.op.problem.key() + ", " + variant->name +
+                             "): " + status.message);
+}
+
+Resolver::Resolver(const std::string& db_path, const DeviceInfo& device, DispatchMode mode)
+    : dispatcher_(db_path.empty() ? Dispatcher(device.limits)
+                                  : Dispatcher(db_path, device.fingerprint.key(), device.limits)),
+      limits_(device.limits),
+      mode_(mode) {}
+
+std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) const {
+  OpResolution r{op, "", "", "", ""};
+  const Catalogue& cat = catalogue();
+  const Variant* chosen = nullptr;
+  Config config;
+  if (mode_ == DispatchMode::library) {
+    // The baseline that won among baselines in the sweep of this very problem, else the first
+    // baseline that runs it; primitives no library has fall back to the default variant.
+    for (const auto& row : dispatcher_.table().rows())
+      if (row.problem == op.problem && !row.best_baseline.empty())
+        if (const Variant* v = cat.find_variant(op.problem.primitive, row.best_baseline);
+            v && v->supports(op.problem, v->default_config, limits_).ok) {
+          chosen = v;
+          r.source = "library: fastest baseline in the sweep";
+        }
+    if (!chosen)
+      for (const Variant* v : cat.variants(op.problem.primitive))
+        if (v->baseline && v->supports(op.problem, v->default_config, limits_).ok) {
+          chosen = v;
+          r.source = "library: first baseline that runs it";
+          break;
+        }
+    if (chosen) config = chosen->default_config;
+  }
+  if (!chosen) {
+    const DispatchChoice choice = dispatcher_.lookup(op.problem);
+    chosen = &dispatcher_.variant_of(op.problem, choice);
+    config = choice.config;
+    if (mode_ == DispatchMode::library)
+      r.source = "no library has it: default variant";
+    else if (choice.source == DispatchSource::nearest)
+      r.source = "nearest (" + choice.tuned_problem + ")";
+    else
+      r.source = std::string(dispatch_source_name(choice.source));
+    r.library_algo = choice.library_algo;
+    if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
+  }
+  if (Support s = chosen->supports(op.problem, config, limits_); !s.ok)
+    throw std::runtime_error(op.name + ": " + chosen->name + " cannot run " + op.problem.key() + ": " + s.reason);
+  r.variant = chosen->name;
+  r.config = config.key();
+  return {chosen, r};
+}
+
+RunnerCore::RunnerCore(const RunnerOptions& options) : device_(use_device(options.device)) {
+  resolver_ = std::make_unique<Resolver>(options.db_path, device_, options.dispatch);
+  SHAPETUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+RunnerCore::~RunnerCore() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+BoundOp RunnerCore::bind(ModelOp op, std::vector<void*> tensors, std::vector<double> scalars, Record record) {
+  auto [variant, resolution] = resolver_->resolve(op);
+  if (record == Record::yes) resolutions_.push_back(resolution);
+  BoundOp b;
+  b.resolution = std::move(resolution);
+  b.variant = variant;
+  b.config = Config::parse_key(b.resolution.config);
+  b.tensors = std::move(tensors);
+  b.scalars = std::move(scalars);
+  if (variant->workspace_bytes)
+    if (const std::size_t bytes = variant->workspace_bytes(b.resolution.op.problem, b.config))
+      b.workspace = DeviceBuffer(bytes);
+  return b;
+}
+
+void RunnerCore::resolve(const ModelOp& op) { resolutions_.push_back(resolver_->resolve(op).second); }
+
+Graph::~Graph() {
+  if (graph_) cudaGraphDestroy(graph_);
+}
+
+Graph& Graph::operator=(Graph&& o) noexcept {
+  if (this != &o) {
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_ = std::exchange(o.graph_, nullptr);
+  }
+  return *this;
+}
+
+GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }
+
+GraphExec::~GraphExec() {
+  if (exec_) cudaGraphExecDestroy(exec_);
+}
+
+GraphExec& GraphExec::operator=(GraphExec&& o) noexcept {
+  if (this != &o) {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    exec_ = std::exchange(o.exec_, nullptr);
+  }
+  return *this;
+}
+
+void GraphExec::launch(cudaStream_t stream) const { SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+void print_resolutions(const std::vector<OpResolution>& resolutions, std::ostream& out) {
+  std::size_t w_name = 2, w_problem = 7, w_variant = 7;
+  auto variant_text = [](const OpResolution& r) { return r.config.empty() ? r.variant : r.variant + "{" + r.config + "}"; };
+  for (const auto& r : resolutions) {
+    w_name = std::max(w_name, r.op.name.size());
+    w_problem = std::max(w_problem, r.op.problem.key().size());
+    w_variant = std::max(w_variant, variant_text(r).size());
+  }
+  out << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_problem))
+      << "problem" << "  " << std::setw(static_cast<int>(w_variant)) << "variant" << "  resolved by\n";
+  for (const auto& r : resolutions)
+    out << std::left << std::setw(static_cast<int>(w_name)) << r.op.name << "  " << std::setw(static_cast<int>(w_problem))
+        << r.op.problem.key() << "  " << std::setw(static_cast<int>(w_variant)) << variant_text(r) << "  " << r.source
+        << "\n";
+}
+
+}  // namespace shapetune

@@ -1,0 +1,178 @@
+// The runner core: what every model runner shares, so a runner file holds its model alone.
+//
+//   RunnerCore core({db, dispatch, device});                  // device, stream, dispatch table
+//   BoundOp fc1 = core.bind({"fc1 forward", problem}, {x, w, b, h}, {1.0, 0.0});
+//   Graph step = capture(core.stream(), [&] { fc1.launch(core.stream(), core.libraries()); });
+//   GraphExec exec(step);  exec.launch(core.stream());        // every step: one replay
+//   print_resolutions(core.resolutions(), std::cout);          // how each op resolved, and why
+//
+// Each operation (a name and the Problem it is) resolves once: the dispatch table's winner for
+// the exact problem, else the nearest tuned shape, else the primitive's default variant; with
+// DispatchMode::library, the library baseline instead. The resolution is recorded so the runner
+// can print it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "baselines/library_handles.hpp"
+#include "core/types.hpp"
+#include "harness/cuda_check.hpp"
+#include "harness/device.hpp"
+#include "harness/device_buffer.hpp"
+#include "models/dispatcher.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+
+// tuned: the dispatch table; library: the cuBLAS/cuBLASLt/cuDNN baselines only.
+enum class DispatchMode { tuned, library };
+std::string_view dispatch_mode_name(DispatchMode);
+std::optional<DispatchMode> parse_dispatch_mode(std::string_view);
+
+// One GPU operation of a model and the problem it is.
+struct ModelOp {
+  std::string name;  // "fc1 forward, bias + ReLU"
+  Problem problem;
+};
+
+// How one operation resolved: the variant it launches and why that one.
+struct OpResolution {
+  ModelOp op;
+  std::string variant;
+  std::string config;        // Config::key()
+  std::string source;        // "exact", "nearest (gemm.nn/f32/m=...)", "default", "library: ..."
+  std::string library_algo;  // the winner's recorded library algorithm, replayed (exact matches)
+};
+
+// An operation bound to its tensors, scalars and workspace: one launch.
+struct BoundOp {
+  OpResolution resolution;
+  const Variant* variant = nullptr;
+  Config config;
+  std::vector<void*> tensors;
+  std::vector<double> scalars;
+  DeviceBuffer workspace;
+
+  // Throws std::runtime_error naming the operation when the launch fails.
+  void launch(cudaStream_t, LibraryHandles&) const;
+};
+
+// Picks the variant of each operation: the dispatch table's choice, or the library baseline.
+class Resolver {
+ public:
+  // db_path empty: nothing tuned, every problem takes its default (or library) variant.
+  // Throws StoreError for an unusable database.
+  Resolver(const std::string& db_path, const DeviceInfo&, DispatchMode);
+  // Throws std::runtime_error when the chosen variant cannot run the problem.
+  std::pair<const Variant*, OpResolution> resolve(const ModelOp&) const;
+  std::size_t tuned_problems() const { return dispatcher_.tuned_problems(); }
+
+ private:
+  Dispatcher dispatcher_;
+  DeviceLimits limits_;
+  DispatchMode mode_;
+};
+
+struct RunnerOptions {
+  std::string db_path;  // empty: every problem takes its primitive's default variant
+  DispatchMode dispatch = DispatchMode::tuned;
+  int device = 0;
+};
+
+// The device, a stream, the libraries' handles on it and the resolver, for one runner.
+class RunnerCore {
+ public:
+  explicit RunnerCore(const RunnerOptions&);
+  ~RunnerCore();
+  RunnerCore(const RunnerCore&) = delete;
+  RunnerCore& operator=(const RunnerCore&) = delete;
+
+  const DeviceInfo& device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  LibraryHandles& libraries() { return libraries_; }
+  const Resolver& resolver() const { return *resolver_; }
+
+  enum class Record { yes, no };
+  // Resolves `op` and binds it; its workspace is allocated here. Record::no for a second binding
+  // of ops already recorded (the same network at another batch size, for a test).
+  BoundOp bind(ModelOp op, std::vector<void*> tensors, std::vector<double> scalars = {}, Record = Record::yes);
+  // Resolution alone, recorded: what a runner shows when it has nothing to bind.
+  void resolve(const ModelOp&);
+  const std::vector<OpResolution>& resolutions() const { return resolutions_; }
+
+ private:
+  DeviceInfo device_;
+  std::unique_ptr<Resolver> resolver_;
+  cudaStream_t stream_ = nullptr;
+  LibraryHandles libraries_;
+  std::vector<OpResolution> resolutions_;
+};
+
+// A CUDA graph, owned.
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(cudaGraph_t g) : graph_(g) {}
+  ~Graph();
+  Graph(Graph&& o) noexcept : graph_(std::exchange(o.graph_, nullptr)) {}
+  Graph& operator=(Graph&& o) noexcept;
+  cudaGraph_t get() const { return graph_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+};
+
+// What `body` enqueues on `stream` (and on streams forked from it by events), captured. A body
+// that throws ends the capture before the exception goes on.
+template <typename Body>
+Graph capture(cudaStream_t stream, Body body) {
+  SHAPETUNE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  cudaGraph_t g = nullptr;
+  SHAPETUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+  return Graph(g);
+}
+
+// An instantiated graph, replayed by launch().
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(const Graph&);
+  ~GraphExec();
+  GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& o) noexcept;
+  cudaGraphExec_t get() const { return exec_; }
+  void launch(cudaStream_t) const;
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// A device copy of `host` (at least one element's worth, so an empty vector is a valid pointer).
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer d(std::max<std::size_t>(host.size(), 1) * sizeof(T));
+  SHAPETUNE_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// The resolution table a runner prints at start: op, problem, variant{config}, resolved by.
+void print_resolutions(const std::vector<OpResolution>&, std::ostream&);
+
+}  // namespace shapetune

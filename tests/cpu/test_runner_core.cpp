@@ -1,0 +1,108 @@
+// The runner core's host side: how an operation resolves (exact, nearest, default, library),
+// the table a runner prints, and the dispatch mode's names. No GPU: the resolver runs on the
+// catalogue and a database alone.
+#include "models/runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "db/store.hpp"
+#include "support/test_support.hpp"
+
+namespace shapetune {
+namespace {
+
+DeviceInfo h200_info() {
+  DeviceInfo info;
+  info.fingerprint = DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{140} << 30,
+                                       "580.0",       "13.0", "13.1.0", "9.14.0"};
+  info.limits = nominal_device_limits();
+  return info;
+}
+
+Problem softmax(std::int64_t rows, std::int64_t cols) {
+  return Problem{"softmax", DType::f32, Shape({{"rows", rows}, {"cols", cols}})};
+}
+
+// A database with one tuned softmax problem for the H200 fingerprint above.
+std::string tuned_db(const test_support::TempDir& dir) {
+  const std::string path = dir.file("tuned.db");
+  auto store = Store::open(path);
+  const DeviceInfo info = h200_info();
+  store->upsert_device(info.fingerprint);
+  WinnerRecord w;
+  w.device_key = info.fingerprint.key();
+  w.problem = softmax(4096, 1000);
+  w.variant = "warp_row_online";
+  w.config = Config({{"warps_per_block", 4}});
+  w.timing.median_us = 3;
+  w.best_baseline = "cudnn";
+  w.baseline_us = 4;
+  store->store_winner(w);
+  return path;
+}
+
+TEST(RunnerCore, DispatchModeNames) {
+  EXPECT_EQ(dispatch_mode_name(DispatchMode::tuned), "tuned");
+  EXPECT_EQ(dispatch_mode_name(DispatchMode::library), "library");
+  EXPECT_EQ(parse_dispatch_mode("library"), DispatchMode::library);
+  EXPECT_EQ(parse_dispatch_mode("tuned"), DispatchMode::tuned);
+  EXPECT_EQ(parse_dispatch_mode("Tuned"), std::nullopt);
+}
+
+TEST(RunnerCore, ResolvesExactNearestAndDefault) {
+  test_support::TempDir dir;
+  const Resolver resolver(tuned_db(dir), h200_info(), DispatchMode::tuned);
+  EXPECT_EQ(resolver.tuned_problems(), 1u);
+
+  const auto [exact_variant, exact] = resolver.resolve({"probabilities", softmax(4096, 1000)});
+  EXPECT_EQ(exact.variant, "warp_row_online");
+  EXPECT_EQ(exact.config, "warps_per_block=4");
+  EXPECT_EQ(exact.source, "exact");
+  EXPECT_EQ(exact_variant->name, "warp_row_online");
+
+  const auto [near_variant, near] = resolver.resolve({"probabilities", softmax(4000, 1000)});
+  EXPECT_EQ(near.variant, "warp_row_online");
+  EXPECT_EQ(near.source, "nearest (" + softmax(4096, 1000).key() + ")");
+
+  const Resolver untuned("", h200_info(), DispatchMode::tuned);
+  const auto [default_variant, fallback] = untuned.resolve({"probabilities", softmax(4096, 1000)});
+  EXPECT_EQ(fallback.variant, "vec_online");  // softmax's default variant
+  EXPECT_NE(fallback.source.find("fallback"), std::string::npos) << fallback.source;
+}
+
+TEST(RunnerCore, LibraryModeTakesTheSweepsFastestBaseline) {
+  test_support::TempDir dir;
+  const Resolver library(tuned_db(dir), h200_info(), DispatchMode::library);
+  const auto [variant, r] = library.resolve({"probabilities", softmax(4096, 1000)});
+  EXPECT_EQ(r.variant, "cudnn");
+  EXPECT_TRUE(variant->baseline);
+  EXPECT_EQ(r.source, "library: fastest baseline in the sweep");
+  // A problem the sweep never saw: the first baseline that runs it.
+  EXPECT_EQ(library.resolve({"probabilities", softmax(8, 8)}).second.source, "library: first baseline that runs it");
+  // Adam has no library baseline: the default variant, said so.
+  const Problem adam{"adam", DType::f32, Shape({{"n", 1000}, {"tensors", 1}})};
+  EXPECT_EQ(library.resolve({"optimizer", adam}).second.source, "no library has it: default variant");
+}
+
+TEST(RunnerCore, PrintsOneAlignedRowPerOperation) {
+  test_support::TempDir dir;
+  const Resolver resolver(tuned_db(dir), h200_info(), DispatchMode::tuned);
+  const std::vector<OpResolution> rows = {resolver.resolve({"probabilities", softmax(4096, 1000)}).second,
+                                          resolver.resolve({"p", softmax(4000, 1000)}).second};
+  std::ostringstream out;
+  print_resolutions(rows, out);
+  const std::string text = out.str();
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "op             problem                          variant                             resolved by");
+  EXPECT_NE(text.find("probabilities  softmax/f32/rows=4096,cols=1000  warp_row_online{warps_per_block=4}  exact\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("p              softmax/f32/rows=4000,cols=1000  warp_row_online{warps_per_block=4}  nearest ("),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace shapetune
