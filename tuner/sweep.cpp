@@ -167,7 +167,16 @@ class Sweep {
 
  private:
   enum class ProblemResult { done, skipped, context_lost, interrupted };
+  struct Tuning;
+  // One problem: open it, prune, search, choose and store the winner, count, report.
   ProblemResult tune(const PlannedProblem&, Clock::time_point deadline);
+  std::optional<ProblemResult> open_problem(Tuning&);
+  bool prune_unsupported(Tuning&);
+  void keep(Tuning&, const Candidate&, const CandidateOutcome&);
+  SearchHooks hooks_for(Tuning&, Clock::time_point deadline);
+  std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&);
+  std::pair<std::string, std::string> summaries(const Tuning&, const std::string& strategy, SearchStrategy,
+                                                const SearchReport&);
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
                       double seconds, const std::string& search_summary, std::size_t skipped_for_budget);
   void print_candidate(const CandidateRecord&);
@@ -310,94 +319,146 @@ int Sweep::run() {
   return exit_code;
 }
 
-Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_point deadline) {
-  const std::string key = planned.problem.key();
-  if (auto status = store_->problem_status(sweep_id_, key)) {
-    out_ << "[" << index_ + 1 << "/" << count_ << "] " << key << ": " << *status << " earlier in this sweep\n";
-    return ProblemResult::done;
-  }
-  const auto t0 = Clock::now();
-  const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
-  if (auto why = cannot_hold(footprint(primitive, planned.problem), measurer_->reserved_device_bytes())) {
-    store_->record_problem(sweep_id_, key, "skipped", *why);
-    out_ << "[" << index_ + 1 << "/" << count_ << "] " << key << ": skipped: " << *why << "\n";
-    return ProblemResult::skipped;
-  }
+// What tune() keeps for one problem while its candidates are searched.
+struct Sweep::Tuning {
+  const PlannedProblem& planned;
+  std::string key;
   std::unique_ptr<ProblemData> data;
-  try {
-    data = std::make_unique<ProblemData>(primitive, planned.problem, seed_);
-  } catch (const CudaError& e) {
-    if (e.context_lost()) return ProblemResult::context_lost;
-    store_->record_problem(sweep_id_, key, "skipped", e.what());
-    out_ << "[" << index_ + 1 << "/" << count_ << "] " << key << ": skipped: " << e.what() << "\n";
-    return ProblemResult::skipped;
-  }
-
-  const CandidateList list = candidates_for(planned, options_.variants);
+  CandidateList list;
   // What this sweep already holds for the problem (it is being resumed), reused rather than
   // measured again; and, as the search goes on, what it has measured so far.
   std::map<std::pair<std::string, std::string>, CandidateRecord> stored;
-  for (auto& r : store_->candidates(sweep_id_, key)) {
-    auto id = std::make_pair(r.variant, r.config.key());
-    stored.insert_or_assign(std::move(id), std::move(r));
-  }
-  auto stored_for = [&](const Candidate& c) -> const CandidateRecord* {
+  std::vector<const Candidate*> supported;   // what the search chooses among
+  std::vector<SearchCandidate> searched;     // the same, as the search sees them
+  std::int64_t pruned_by_supports = 0;
+  std::vector<std::optional<AccuracyReport>> accuracy;  // from verification, beside `supported`
+  std::int64_t race_samples = 0;
+
+  const CandidateRecord* stored_for(const Candidate& c) const {
     const auto found = stored.find({c.variant->name, c.config.key()});
     return found == stored.end() ? nullptr : &found->second;
-  };
-  auto keep = [&](const Candidate& c, const CandidateOutcome& outcome) {
-    CandidateRecord record = to_record(sweep_id_, planned, c, outcome);
-    store_->record_candidate(record);
-    if (options_.verbose || outcome.context_lost) print_candidate(record);
-    stored.insert_or_assign({record.variant, record.config.key()}, std::move(record));
-    if (outcome.context_lost) throw EndProblem{true};
-  };
+  }
+};
 
-  // Constraints prune before any launch: a strategy only ever sees what supports() accepts.
-  std::vector<const Candidate*> supported;
-  std::vector<SearchCandidate> searched;
-  std::int64_t pruned_by_supports = 0;
-  for (const Candidate& c : list.candidates) {
-    if (g_interrupted) return ProblemResult::interrupted;
-    const Support support = c.variant->supports(planned.problem, c.config, device_->limits);
-    if (support.ok) {
-      supported.push_back(&c);
-      searched.push_back({c.variant->baseline, c.default_config});
-      continue;
-    }
-    ++pruned_by_supports;
-    if (stored_for(c)) continue;
-    CandidateOutcome unsupported;  // recorded as before strategies existed, with the reason
-    unsupported.status = CandidateStatus::unsupported;
-    unsupported.reason = support.reason;
-    keep(c, unsupported);
+Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_point deadline) {
+  const auto t0 = Clock::now();
+  Tuning t{planned, planned.problem.key()};
+  if (const auto ended = open_problem(t)) return *ended;
+  if (!prune_unsupported(t)) return ProblemResult::interrupted;
+
+  SearchOptions search = search_for(planned, options_);
+  const std::string strategy = search.describe();
+  search.seed = seed_for(search.seed, t.key);
+  SearchReport report;
+  try {
+    report = run_search(search, t.searched, hooks_for(t, deadline));
+  } catch (const EndProblem& end) {
+    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
   }
 
-  std::vector<std::optional<AccuracyReport>> accuracy(supported.size());  // from verification
-  std::int64_t race_samples = 0;
+  const auto records = store_->candidates(sweep_id_, t.key);
+  const std::optional<WinnerRecord> winner = store_winner(planned, records);
+  auto [summary, progress] = summaries(t, strategy, search.strategy, report);
+  try {
+    const std::string counted = collect_counters(planned, *t.data, winner, records);
+    if (!counted.empty()) progress += ", " + counted;
+  } catch (const EndProblem& end) {
+    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
+  }
+  store_->record_problem(sweep_id_, t.key, "done", summary);
+  report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
+                 report.skipped_for_budget);
+  return ProblemResult::done;
+}
+
+// A problem done earlier in this sweep, one the device cannot hold, or inputs that cannot be
+// made end here; otherwise t has its data, its candidates and what the sweep stored of them.
+std::optional<Sweep::ProblemResult> Sweep::open_problem(Tuning& t) {
+  const std::string prefix = "[" + std::to_string(index_ + 1) + "/" + std::to_string(count_) + "] " + t.key + ": ";
+  if (auto status = store_->problem_status(sweep_id_, t.key)) {
+    out_ << prefix << *status << " earlier in this sweep\n";
+    return ProblemResult::done;
+  }
+  const Primitive& primitive = *catalogue().find_primitive(t.planned.problem.primitive);
+  if (auto why = cannot_hold(footprint(primitive, t.planned.problem), measurer_->reserved_device_bytes())) {
+    store_->record_problem(sweep_id_, t.key, "skipped", *why);
+    out_ << prefix << "skipped: " << *why << "\n";
+    return ProblemResult::skipped;
+  }
+  try {
+    t.data = std::make_unique<ProblemData>(primitive, t.planned.problem, seed_);
+  } catch (const CudaError& e) {
+    if (e.context_lost()) return ProblemResult::context_lost;
+    store_->record_problem(sweep_id_, t.key, "skipped", e.what());
+    out_ << prefix << "skipped: " << e.what() << "\n";
+    return ProblemResult::skipped;
+  }
+  t.list = candidates_for(t.planned, options_.variants);
+  for (auto& r : store_->candidates(sweep_id_, t.key)) {
+    auto id = std::make_pair(r.variant, r.config.key());
+    t.stored.insert_or_assign(std::move(id), std::move(r));
+  }
+  return std::nullopt;
+}
+
+// Constraints prune before any launch: a strategy only ever sees what supports() accepts. The
+// rest are stored as unsupported, with the reason. False when interrupted meanwhile.
+bool Sweep::prune_unsupported(Tuning& t) {
+  for (const Candidate& c : t.list.candidates) {
+    if (g_interrupted) return false;
+    const Support support = c.variant->supports(t.planned.problem, c.config, device_->limits);
+    if (support.ok) {
+      t.supported.push_back(&c);
+      t.searched.push_back({c.variant->baseline, c.default_config});
+      continue;
+    }
+    ++t.pruned_by_supports;
+    if (t.stored_for(c)) continue;
+    CandidateOutcome unsupported;
+    unsupported.status = CandidateStatus::unsupported;
+    unsupported.reason = support.reason;
+    keep(t, c, unsupported);
+  }
+  t.accuracy.resize(t.supported.size());
+  return true;
+}
+
+// Stores one candidate's outcome (its own transaction) and remembers it for the search.
+void Sweep::keep(Tuning& t, const Candidate& c, const CandidateOutcome& outcome) {
+  CandidateRecord record = to_record(sweep_id_, t.planned, c, outcome);
+  store_->record_candidate(record);
+  if (options_.verbose || outcome.context_lost) print_candidate(record);
+  t.stored.insert_or_assign({record.variant, record.config.key()}, std::move(record));
+  if (outcome.context_lost) throw EndProblem{true};
+}
+
+// What the search calls to verify and time candidate i of t.supported; a candidate the sweep
+// already holds (resumed) answers from the store.
+SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
   SearchHooks hooks;
-  hooks.over_budget = [&] { return Clock::now() > deadline; };
-  hooks.verify = [&](std::size_t i) {
+  hooks.over_budget = [deadline] { return Clock::now() > deadline; };
+  hooks.verify = [this, &t](std::size_t i) {
     if (g_interrupted) throw EndProblem{};
-    const Candidate& c = *supported[i];
-    if (const CandidateRecord* earlier = stored_for(c)) {
-      accuracy[i] = earlier->accuracy;
+    const Candidate& c = *t.supported[i];
+    if (const CandidateRecord* earlier = t.stored_for(c)) {
+      t.accuracy[i] = earlier->accuracy;
       return earlier->status == CandidateStatus::ok;
     }
     MeasureSteps verify_only;
     verify_only.time = false;
-    const CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *data, planned.tolerance, verify_only);
+    const CandidateOutcome outcome =
+        measurer_->measure(*c.variant, c.config, *t.data, t.planned.tolerance, verify_only);
     if (outcome.status == CandidateStatus::ok) {
-      accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
+      t.accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
       return true;
     }
-    keep(c, outcome);
+    keep(t, c, outcome);
     return false;
   };
-  hooks.time = [&](std::size_t i, const Rung& rung) -> std::optional<double> {
+  hooks.time = [this, &t](std::size_t i, const Rung& rung) -> std::optional<double> {
     if (g_interrupted) throw EndProblem{};
-    const Candidate& c = *supported[i];
-    if (const CandidateRecord* earlier = stored_for(c);
+    const Candidate& c = *t.supported[i];
+    if (const CandidateRecord* earlier = t.stored_for(c);
         earlier && earlier->status == CandidateStatus::ok && earlier->timing) {
       // A full measurement answers any request; a race one, a request for its rung or an
       // earlier one (a resumed race replays its rungs with the latest medians it has).
@@ -407,80 +468,68 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
     MeasureSteps time_only;
     time_only.verify = false;
     time_only.fixed_samples = rung.samples;
-    CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *data, planned.tolerance, time_only);
-    if (!outcome.accuracy) outcome.accuracy = accuracy[i];
+    CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *t.data, t.planned.tolerance, time_only);
+    if (!outcome.accuracy) outcome.accuracy = t.accuracy[i];
     if (outcome.timing) {
       if (rung.full()) {
         outcome.timing->stop_reason = final_stop_reason(outcome.timing->stop_reason, rung);
       } else {
         outcome.timing->stop_reason = race_stop_reason(rung);
-        race_samples += outcome.timing->samples;
+        t.race_samples += outcome.timing->samples;
       }
     }
-    keep(c, outcome);
+    keep(t, c, outcome);
     if (outcome.status != CandidateStatus::ok || !outcome.timing) return std::nullopt;
     return outcome.timing->median_us;
   };
+  return hooks;
+}
 
-  SearchOptions search = search_for(planned, options_);
-  const std::string strategy = search.describe();
-  search.seed = seed_for(search.seed, key);
-  SearchReport report;
-  try {
-    report = run_search(search, searched, hooks);
-  } catch (const EndProblem& end) {
-    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
-  }
-
-  const auto records = store_->candidates(sweep_id_, key);
+// The fastest accurate full measurement, stored with its provenance and cost; a rank-picked
+// library algorithm is stored by identity, for dispatch to replay.
+std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, const std::vector<CandidateRecord>& records) {
   auto winner = choose_winner(full_measurements(records));
-  if (winner) {
-    winner->device_key = device_->fingerprint.key();
-    winner->git_sha = build_git_sha();
-    winner->measured_at = utc_now_iso8601();
-    winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
-    // A rank-picked library algorithm is stored by identity, for dispatch to replay.
-    if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner->variant);
-        v && v->describe_algorithm) {
-      try {
-        winner->library_algo = v->describe_algorithm(planned.problem, winner->config, measurer_->libraries());
-      } catch (const std::exception& e) {
-        err_ << "warning: " << key << ": the winner's algorithm could not be described (" << e.what()
-             << "); dispatch will replay its rank\n";
-      }
+  if (!winner) return winner;
+  winner->device_key = device_->fingerprint.key();
+  winner->git_sha = build_git_sha();
+  winner->measured_at = utc_now_iso8601();
+  winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
+  if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner->variant);
+      v && v->describe_algorithm) {
+    try {
+      winner->library_algo = v->describe_algorithm(planned.problem, winner->config, measurer_->libraries());
+    } catch (const std::exception& e) {
+      err_ << "warning: " << planned.problem.key() << ": the winner's algorithm could not be described ("
+           << e.what() << "); dispatch will replay its rank\n";
     }
-    store_->store_winner(*winner);
   }
+  store_->store_winner(*winner);
+  return winner;
+}
 
-  // "measured" counts full measurements: what a winner needs, and what exhaustive search
-  // gives every accurate candidate.
+// The problem's summary as stored (strategy, counts, pruning, budget cuts) and its progress line.
+// "measured" counts full measurements: what a winner needs, and what exhaustive search gives
+// every accurate candidate.
+std::pair<std::string, std::string> Sweep::summaries(const Tuning& t, const std::string& strategy,
+                                                     SearchStrategy strategy_kind, const SearchReport& report) {
   const std::string measured =
-      "measured " + std::to_string(report.fully_measured) + "/" + std::to_string(supported.size());
+      "measured " + std::to_string(report.fully_measured) + "/" + std::to_string(t.supported.size());
   std::string summary = strategy + ": " + measured;
-  std::string progress = measured + " (" + std::string(search_strategy_name(search.strategy));
+  std::string progress = measured + " (" + std::string(search_strategy_name(strategy_kind));
   if (report.raced) {
     const std::string raced = "raced " + std::to_string(report.raced) + " in " + std::to_string(report.race_rungs) +
                               (report.race_rungs == 1 ? " rung" : " rungs");
-    summary += ", " + raced + " (" + std::to_string(race_samples) + " samples)";
+    summary += ", " + raced + " (" + std::to_string(t.race_samples) + " samples)";
     progress += ": " + raced;
   }
   progress += ")";
-  if (list.pruned_by_constraint + pruned_by_supports > 0) {
-    summary += ", " + pruned_text(list.pruned_by_constraint, pruned_by_supports);
-    progress += ", pruned " + std::to_string(list.pruned_by_constraint + pruned_by_supports);
+  if (t.list.pruned_by_constraint + t.pruned_by_supports > 0) {
+    summary += ", " + pruned_text(t.list.pruned_by_constraint, t.pruned_by_supports);
+    progress += ", pruned " + std::to_string(t.list.pruned_by_constraint + t.pruned_by_supports);
   }
   if (report.skipped_for_budget)
     summary += "; budget: " + std::to_string(report.skipped_for_budget) + " candidates not measured";
-  try {
-    const std::string counted = collect_counters(planned, *data, winner, records);
-    if (!counted.empty()) progress += ", " + counted;
-  } catch (const EndProblem& end) {
-    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
-  }
-  store_->record_problem(sweep_id_, key, "done", summary);
-  report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
-                 report.skipped_for_budget);
-  return ProblemResult::done;
+  return {summary, progress};
 }
 
 // Profiles what --counters asks for, once each, after all of the problem's timing (the
