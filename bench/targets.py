@@ -13,7 +13,7 @@ import json
 import sqlite3
 import sys
 
-# PyTorch 2.11 on an H200, from shared/notes/gpu-box.md, kept beside this run's own numbers.
+# PyTorch 2.11 on an H200, from docs/GPU-BOX.md, kept beside this run's own numbers.
 NOTES = {
     ("softmax", "f32", "rows=4096,cols=4096"): ("torch.softmax", 2.33),
     ("softmax", "f32", "rows=8192,cols=32000"): ("torch.softmax", 2.53),

@@ -5,7 +5,7 @@
 // - CounterSession, target side: the range profiler on the current CUDA context with kernel
 //   replay (CUPTI saves and restores device memory between passes, so in-place kernels are
 //   safe), auto ranges (one per kernel), L2 flushed before each profile.
-// Verified sequence and pitfalls: shared/notes/cupti.md.
+// Verified sequence and pitfalls: docs/CUPTI.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
