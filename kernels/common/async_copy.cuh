@@ -40,10 +40,20 @@ __device__ __forceinline__ void copy_async_16_zfill(unsigned destination, const 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(source), "r"(src_bytes));
 }
 
+// The same to a shared-memory pointer.
+template <bool kPrefetchL2Line = false>
+__device__ __forceinline__ void copy_async_16_zfill(void* destination, const void* source, int src_bytes) {
+  copy_async_16_zfill<kPrefetchL2Line>(static_cast<unsigned>(__cvta_generic_to_shared(destination)), source,
+                                       src_bytes);
+}
+
 // 4 bytes (4-byte aligned), read only when `inside`, else zero-filled: operands that are not
 // 16-byte aligned, element by element. .ca: also cached in L1.
 __device__ __forceinline__ void copy_async_4_zfill(unsigned destination, const void* source, bool inside) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(destination), "l"(source), "r"(inside ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async_4_zfill(void* destination, const void* source, bool inside) {
+  copy_async_4_zfill(static_cast<unsigned>(__cvta_generic_to_shared(destination)), source, inside);
 }
 
 // Closes the group of this thread's copies issued since its last commit. An empty group is

@@ -776,7 +776,7 @@ struct AsyncOperand {
 #pragma unroll
     for (int s = 0; s < kChunks; ++s) {
       const int chunk = thread + s * kThreads;
-      const unsigned destination = shared_address(stage + smem_offset(chunk));
+      float* destination = stage + smem_offset(chunk);
       if (full_step && interior[s]) {
         copy_async_16_zfill(destination, data + offset[s], 16);
       } else {
@@ -789,7 +789,7 @@ struct AsyncOperand {
         } else {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            copy_async_4_zfill(destination + 4u * i, i < valid ? data + offset[s] + i : data, i < valid);
+            copy_async_4_zfill(destination + i, i < valid ? data + offset[s] + i : data, i < valid);
         }
       }
       offset[s] += kKContig ? kBK : kBK * ld;

@@ -20,7 +20,7 @@ __device__ __forceinline__ TileIndex<Index> grouped_tile(Index block, Index grou
   const Index group = block / per_group;
   const Index first_m = group * group_rows;
   const Index rows_in_group = tiles_m - first_m < group_rows ? tiles_m - first_m : group_rows;
-  const Index in_group = block - group * per_group;
+  const Index in_group = block % per_group;
   return {first_m + in_group % rows_in_group, in_group / rows_in_group};
 }
 
