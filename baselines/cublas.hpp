@@ -35,6 +35,13 @@ using GemmOperands = kernels::gemm::Args<void>;
 // fuse them. Extents beyond 2^31-1 are refused (the 32-bit API).
 LibraryCallResult cublas_gemm(LibraryHandles&, cudaStream_t, DType, const GemmOperands&);
 
+// C [rows, cols] = beta C + A [rows, depth] W^T, W [cols, depth]: row-major operands in dtype
+// (f32, f16 or bf16), C in fp32, products accumulated in fp32 (never TF32): a linear layer's
+// pre-activations kept in fp32, as the recurrent family's rungs use them.
+LibraryCallResult cublas_times_transposed_f32(LibraryHandles&, cudaStream_t, DType dtype, std::int64_t rows,
+                                              std::int64_t cols, std::int64_t depth, const void* a, const void* w,
+                                              float* c, float beta = 0.f);
+
 // cuBLASLt's heuristic is asked for this many algorithms; a variant's `algo` is a rank in that list.
 inline constexpr int kCublasLtHeuristicCount = 8;
 // What the cuBLASLt variant asks for and the heuristic may plan with.

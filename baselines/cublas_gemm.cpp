@@ -135,6 +135,25 @@ LibraryCallResult cublas_gemm(LibraryHandles& libraries, cudaStream_t stream, DT
                      "cublasGemmEx");
 }
 
+LibraryCallResult cublas_times_transposed_f32(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
+                                              std::int64_t rows, std::int64_t cols, std::int64_t depth, const void* a,
+                                              const void* w, float* c, float beta) {
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    return refusal("no fp32-output product of " + std::string(dtype_name(dtype)) + " operands");
+  if (std::max({rows, cols, depth}) > INT_MAX) return refusal("cuBLAS's 32-bit API takes extents up to 2^31-1");
+  cublasHandle_t handle = libraries.cublas(stream);
+  const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  if (LibraryCallResult r = from_status(cublasSetMathMode(handle, math), "cublasSetMathMode"); !r.ok) return r;
+  // Column-major: C^T [cols, rows] = W [cols, depth] (W^T stored depth-major, op T) times A^T.
+  const float alpha = 1.f;
+  const cudaDataType_t type = data_type(dtype);
+  return from_status(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cols), static_cast<int>(rows),
+                                  static_cast<int>(depth), &alpha, w, type, static_cast<int>(depth), a, type,
+                                  static_cast<int>(depth), &beta, c, CUDA_R_32F, static_cast<int>(cols),
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx");
+}
+
 // ---------------------------------------------------------------------------------------------
 // cuBLASLt: descriptors and heuristic answers kept per problem in the LibraryHandles.
 

@@ -44,4 +44,30 @@ LibraryCallResult cudnn_activation_forward(LibraryHandles&, cudaStream_t, DType,
 LibraryCallResult cudnn_activation_backward(LibraryHandles&, cudaStream_t, DType, CudnnActivation, std::int64_t n,
                                             const void* x, const void* dy, void* dx, void* y_workspace);
 
+// One LSTM or GRU layer forward (cudnnRNNForward, inference mode, unidirectional, one layer,
+// two biases) over x [T, N, D] from h0 (and c0) to y [T, N, H] and hT (and cT), weights in
+// PyTorch's layout ([G H, D] and [G H, H], gate order LSTM i, f, g, o; GRU r, z, n). algo: 0
+// STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, 3 PERSIST_STATIC_SMALL_H; an algorithm cuDNN
+// refuses for the problem is `not_supported` with cuDNN's reason. f32 takes fp32 products
+// (CUDNN_FMA_MATH, no TF32); f16 and bf16 tensor cores with fp32 accumulation. The first call
+// for a (cell, dtype, shape, algo) builds the descriptors and must not be inside a stream capture.
+enum class CudnnRnnCell : std::uint8_t { lstm, gru };
+struct CudnnRnnForward {
+  CudnnRnnCell cell = CudnnRnnCell::lstm;
+  DType dtype = DType::f32;
+  std::int64_t steps = 0, batch = 0, input = 0, hidden = 0;
+  int algo = 0;
+  const void* x = nullptr;
+  const void* h0 = nullptr;
+  const void* c0 = nullptr;  // LSTM only
+  const void* w_ih = nullptr;
+  const void* w_hh = nullptr;
+  const void* b_ih = nullptr;
+  const void* b_hh = nullptr;
+  void* y = nullptr;
+  void* h_t = nullptr;
+  void* c_t = nullptr;  // LSTM only
+};
+LibraryCallResult cudnn_rnn_forward(LibraryHandles&, cudaStream_t, const CudnnRnnForward&);
+
 }  // namespace shapetune

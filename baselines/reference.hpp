@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/types.hpp"
+
 namespace shapetune::reference {
 
 // y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)) for each of `rows` rows.
@@ -63,5 +65,30 @@ struct GemmSpec {
   std::optional<Activation> activation;
 };
 void gemm(const GemmSpec&, const double* a, const double* b, double* c);
+
+// One recurrent layer over a sequence, PyTorch's and cuDNN's formulas and gate order. x is
+// [T, N, D], h0 and c0 [N, H], w_ih [G H, D], w_hh [G H, H], b_ih and b_hh [G H] (G = 4 for the
+// LSTM, 3 for the GRU); y is [T, N, H], hT and cT [N, H].
+//   LSTM: (i, f, g, o) = (sigma, sigma, tanh, sigma)(W_ih x + b_ih + W_hh h + b_hh),
+//         c' = f c + i g, h' = o tanh(c')
+//   GRU:  (r, z) = sigma(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z}),
+//         n = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) n + z h
+// round_h rounds each h' to the storage type before it is stored and fed back (the recurrence
+// reads h as stored); c stays unrounded (the cell state is kept in fp32 on the device).
+struct RnnShape {
+  std::int64_t steps, batch, input, hidden;
+};
+void lstm_forward(const RnnShape&, const double* x, const double* h0, const double* c0, const double* w_ih,
+                  const double* w_hh, const double* b_ih, const double* b_hh, double (*round_h)(double), double* y,
+                  double* h_t, double* c_t);
+void gru_forward(const RnnShape&, const double* x, const double* h0, const double* w_ih, const double* w_hh,
+                 const double* b_ih, const double* b_hh, double (*round_h)(double), double* y, double* h_t);
+
+// Rounding of a double to a storage type, as the device stores it (round to nearest even).
+double round_to_f32(double);
+double round_to_f16(double);
+double round_to_bf16(double);
+using Rounding = double (*)(double);
+Rounding rounding_for(DType);  // f16, bf16; f32 for every other type
 
 }  // namespace shapetune::reference

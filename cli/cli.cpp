@@ -291,6 +291,7 @@ int cmd_ceilings(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   measured.push_back(measure_fma_ceiling(measurer));
   for (auto& c : measure_gemm_ceilings(measurer, gemm_n, skipped)) measured.push_back(std::move(c));
   for (auto& c : measure_launch_ceilings(measurer, launches)) measured.push_back(std::move(c));
+  measured.push_back(measure_grid_barrier(measurer, 1000));
   cli::Table table({"ceiling", "value", "median sample", "samples", "method"});
   for (const auto& c : measured) {
     store->store_ceiling({device.fingerprint.key(), c.name, c.value, c.unit, c.method, build_git_sha(), utc_now_iso8601()});

@@ -7,6 +7,7 @@
 #include "harness/device_buffer.hpp"
 #include "harness/ceiling_kernels.cuh"
 #include "harness/timing_kernels.cuh"
+#include "kernels/rnn/rnn.cuh"
 
 namespace shapetune {
 namespace {
@@ -152,6 +153,24 @@ std::vector<MeasuredCeiling> measure_launch_ceilings(Measurer& measurer, int lau
   add("launch_overhead_graph", each + " captured into one CUDA graph, replayed between two events",
       measurer.time_launch([&](cudaStream_t s) { SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(graph.exec, s)); }));
   return out;
+}
+
+MeasuredCeiling measure_grid_barrier(Measurer& measurer, int rounds) {
+  const int blocks = measurer.device().limits.sm_count;
+  constexpr int kThreads = 128;
+  DeviceBuffer counter(sizeof(unsigned));
+  const TimingStats t = measurer.time_launch([&](cudaStream_t s) {
+    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned), s));
+    SHAPETUNE_CUDA_CHECK(
+        kernels::rnn::grid_barrier_rounds(blocks, kThreads, rounds, static_cast<unsigned*>(counter.get()), s));
+  });
+  TimingStats per_sample = t;
+  per_sample.launches_per_sample = rounds;
+  return {"grid_barrier", t.median_us * 1e-6 / rounds, "s",
+          std::to_string(rounds) + " grid barriers (the persistent RNN's) in one cooperative launch of " +
+              std::to_string(blocks) + " blocks x " + std::to_string(kThreads) + " threads, one block per SM, " +
+              sample_kind(measurer) + " / " + std::to_string(rounds),
+          per_sample};
 }
 
 }  // namespace shapetune

@@ -42,4 +42,8 @@ std::vector<MeasuredCeiling> measure_gemm_ceilings(Measurer&, std::int64_t n, st
 // launches captured into one CUDA graph and replayed.
 std::vector<MeasuredCeiling> measure_launch_ceilings(Measurer&, int launches);
 
+// Seconds per grid-wide barrier (unit "s"): `grid_barrier`, `rounds` barriers back to back in one
+// cooperative launch of one block per SM. The per-step floor of a persistent RNN.
+MeasuredCeiling measure_grid_barrier(Measurer&, int rounds);
+
 }  // namespace shapetune

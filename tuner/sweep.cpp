@@ -321,6 +321,7 @@ int Sweep::run() {
 
 // What tune() keeps for one problem while its candidates are searched.
 struct Sweep::Tuning {
+  explicit Tuning(const PlannedProblem& p) : planned(p), key(p.problem.key()) {}
   const PlannedProblem& planned;
   std::string key;
   std::unique_ptr<ProblemData> data;
@@ -342,7 +343,7 @@ struct Sweep::Tuning {
 
 Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_point deadline) {
   const auto t0 = Clock::now();
-  Tuning t{planned, planned.problem.key()};
+  Tuning t(planned);
   if (const auto ended = open_problem(t)) return *ended;
   if (!prune_unsupported(t)) return ProblemResult::interrupted;
 

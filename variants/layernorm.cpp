@@ -140,14 +140,6 @@ Tolerance layernorm_tolerance(DType dtype) {
   }
 }
 
-double round_to_f32(double v) { return static_cast<float>(v); }
-double round_to_f16(double v) { return __half2float(__float2half_rn(static_cast<float>(v))); }
-double round_to_bf16(double v) { return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v))); }
-using Rounding = double (*)(double);
-Rounding rounding_for(DType dtype) {
-  return dtype == DType::f16 ? round_to_f16 : dtype == DType::bf16 ? round_to_bf16 : round_to_f32;
-}
-
 // x has a nonzero mean (uniform over [-1, 3)): a one-pass E[x^2] - E[x]^2 would lose digits.
 constexpr double kXLow = -1, kXHigh = 3;
 
@@ -205,8 +197,8 @@ Primitive residual_primitive() {
     // The statistics are of h as stored (rounded to the storage type): the h every later layer
     // reads. A variant with round_h = 0 takes them of the unrounded sum, within tolerance of it.
     reference::residual_layernorm(problem.shape.at("rows"), problem.shape.at("cols"), t[0].data(), t[1].data(),
-                                  t[2].data(), t[3].data(), scalars[0], rounding_for(problem.dtype), t[4].data(),
-                                  t[5].data());
+                                  t[2].data(), t[3].data(), scalars[0], reference::rounding_for(problem.dtype),
+                                  t[4].data(), t[5].data());
   };
   p.cost = [](const Problem& problem) {
     const double n = static_cast<double>(problem.shape.elements()), cols = static_cast<double>(problem.shape.at("cols"));

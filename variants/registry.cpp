@@ -15,6 +15,7 @@ const Catalogue& catalogue() {
     register_gemm_tensor_core(c);
     register_gemm_wgmma(c);
     register_gemm_cublas(c);
+    register_rnn(c);
     return c;
   }();
   return instance;

@@ -31,4 +31,21 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 #endif
 }
 
+// A barrier over every block of a grid that is resident all at once (a cooperative launch):
+// the n-th call in a block returns once every block has made its n-th call. `counter` is one
+// unsigned in global memory, zero at the launch's start; `target` is n times the grid's blocks.
+// Writes before the barrier are visible to every thread after it, through L2: data written by
+// another block must then be read past L1 (__ldcg), since L1 is not coherent between SMs.
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    while (*static_cast<volatile unsigned*>(counter) < target) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
 }  // namespace shapetune::kernels

@@ -31,15 +31,16 @@ TEST(RepoShapeFiles, QuickHoldsTheSeedShapeEveryFamilyAndIsSmall) {
   for (const auto& p : quick.problems) {
     seed = seed || p.problem.key() == "softmax/f32/rows=1024,cols=1000";
     const std::string& name = p.problem.primitive;
-    families.insert(name.substr(0, name.find('.')));  // activation.gelu -> activation, gemm.nn -> gemm
+    families.insert(name.substr(0, name.find('.')));  // activation.gelu -> activation, lstm.forward -> lstm
   }
   EXPECT_TRUE(seed);
   const std::set<std::string> expected = {"softmax",         "layernorm", "residual_layernorm",
                                           "adam",            "activation", "activation_backward",
-                                          "bias_activation", "softmax_xent", "gemm", "gemm_bias_gelu"};
+                                          "bias_activation", "softmax_xent", "gemm", "gemm_bias_gelu",
+                                          "lstm",            "gru"};
   EXPECT_EQ(families, expected);
   // About a minute on an H200: a bound on the problem count keeps it so.
-  EXPECT_LE(quick.problems.size(), 24u);
+  EXPECT_LE(quick.problems.size(), 26u);
 }
 
 }  // namespace

@@ -1,0 +1,229 @@
+// One LSTM or GRU layer forward through cuDNN's RNN API (cudnnRNNForward, inference mode), with
+// each of the algorithms cuDNN offers. The descriptors, the weight space, the temporary space and
+// the device copy of the sequence lengths are made on the first call for a (cell, dtype, shape,
+// algorithm) and kept in the LibraryHandles; PERSIST_DYNAMIC's kernels are built then too
+// (cudnnBuildRNNDynamic). Every call copies the caller's weights into cuDNN's weight space with
+// one kernel (kernels/rnn: copy_segments), so the result always follows the weights it was given;
+// on the H200 that copy is a few microseconds against the hundreds the sequence takes.
+//
+// cuDNN's gate order is PyTorch's (LSTM i, f, g, o; GRU r, z, n) and its per-gate matrices are
+// PyTorch's W_ih and W_hh row blocks, so the repacking is a plain copy per gate.
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "baselines/cudnn.hpp"
+#include "baselines/library_handles.hpp"
+#include "kernels/rnn/rnn.cuh"
+
+namespace shapetune {
+namespace {
+
+struct Failure {
+  LibraryCallResult result;
+};
+
+void check_cudnn(cudnnStatus_t status, const std::string& call) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  std::string message = call + ": " + cudnnGetErrorString(status) + " (" + std::to_string(static_cast<int>(status)) + ")";
+  std::array<char, 1024> detail{};
+  cudnnGetLastErrorString(detail.data(), detail.size());
+  if (detail[0] != '\0') message += "; cuDNN says: " + std::string(detail.data());
+  throw Failure{{false, CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED, std::move(message)}};
+}
+
+void check_cuda(cudaError_t error, const std::string& call) {
+  if (error == cudaSuccess) return;
+  cudaGetLastError();
+  throw Failure{{false, false, call + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error)}};
+}
+
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+template <typename Raw, cudnnStatus_t (*destroy)(Raw)>
+struct Owned {
+  Raw raw = nullptr;
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() {
+    if (raw) destroy(raw);
+  }
+};
+
+struct DeviceMemory {
+  void* ptr = nullptr;
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  void allocate(std::size_t bytes, const std::string& what) {
+    if (bytes > 0) check_cuda(cudaMalloc(&ptr, bytes), "cudaMalloc(" + what + ", " + std::to_string(bytes) + " bytes)");
+  }
+  ~DeviceMemory() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+using Key = std::tuple<int, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+
+// What one (cell, dtype, shape, algorithm) needs across calls.
+struct Plan {
+  Owned<cudnnRNNDescriptor_t, cudnnDestroyRNNDescriptor> rnn;
+  Owned<cudnnDropoutDescriptor_t, cudnnDestroyDropoutDescriptor> dropout;
+  Owned<cudnnRNNDataDescriptor_t, cudnnDestroyRNNDataDescriptor> x_desc, y_desc;
+  Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> h_desc;
+  DeviceMemory dropout_states, weight_space, temp_space, seq_lengths;
+  std::size_t weight_space_bytes = 0, temp_space_bytes = 0;
+  // Where each gate's matrices and biases go in the weight space: offsets in bytes, in the order
+  // W_ih gates, W_hh gates, b_ih gates, b_hh gates.
+  std::array<std::ptrdiff_t, kernels::rnn::CopySegments::kMax> offsets{};
+  int segments = 0;
+};
+
+struct Plans {
+  std::map<Key, std::unique_ptr<Plan>> plans;
+};
+
+cudnnRNNAlgo_t algorithm(int algo) {
+  switch (algo) {
+    case 1: return CUDNN_RNN_ALGO_PERSIST_STATIC;
+    case 2: return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
+    case 3: return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
+    default: return CUDNN_RNN_ALGO_STANDARD;
+  }
+}
+
+std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f) {
+  auto plan = std::make_unique<Plan>();
+  const bool lstm = f.cell == CudnnRnnCell::lstm;
+  const int gates = lstm ? 4 : 3;
+  const cudnnDataType_t type = cudnn_type(f.dtype);
+  const auto N = static_cast<int>(f.batch), H = static_cast<int>(f.hidden), D = static_cast<int>(f.input),
+             T = static_cast<int>(f.steps);
+
+  // A dropout descriptor is part of the RNN descriptor even at probability 0 (one layer: unused).
+  check_cudnn(cudnnCreateDropoutDescriptor(&plan->dropout.raw), "cudnnCreateDropoutDescriptor");
+  std::size_t state_bytes = 0;
+  check_cudnn(cudnnDropoutGetStatesSize(handle, &state_bytes), "cudnnDropoutGetStatesSize");
+  plan->dropout_states.allocate(state_bytes, "dropout states");
+  check_cudnn(cudnnSetDropoutDescriptor(plan->dropout.raw, handle, 0.f, plan->dropout_states.ptr, state_bytes, 0),
+              "cudnnSetDropoutDescriptor");
+
+  // fp32 products for every type (CUDNN_FMA_MATH for f32: no TF32, as the primitive is defined;
+  // tensor cores for the 16-bit types, which accumulate in fp32).
+  check_cudnn(cudnnCreateRNNDescriptor(&plan->rnn.raw), "cudnnCreateRNNDescriptor");
+  check_cudnn(cudnnSetRNNDescriptor_v8(plan->rnn.raw, algorithm(f.algo), lstm ? CUDNN_LSTM : CUDNN_GRU,
+                                       CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type,
+                                       CUDNN_DATA_FLOAT, f.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH,
+                                       D, H, H, 1, plan->dropout.raw, CUDNN_RNN_PADDED_IO_DISABLED),
+              "cudnnSetRNNDescriptor_v8");
+  if (f.algo == 2) check_cudnn(cudnnBuildRNNDynamic(handle, plan->rnn.raw, N), "cudnnBuildRNNDynamic");
+
+  std::vector<int> lengths(static_cast<std::size_t>(N), T);
+  check_cudnn(cudnnCreateRNNDataDescriptor(&plan->x_desc.raw), "cudnnCreateRNNDataDescriptor(x)");
+  check_cudnn(cudnnSetRNNDataDescriptor(plan->x_desc.raw, type, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, D,
+                                        lengths.data(), nullptr),
+              "cudnnSetRNNDataDescriptor(x)");
+  check_cudnn(cudnnCreateRNNDataDescriptor(&plan->y_desc.raw), "cudnnCreateRNNDataDescriptor(y)");
+  check_cudnn(cudnnSetRNNDataDescriptor(plan->y_desc.raw, type, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, N, H,
+                                        lengths.data(), nullptr),
+              "cudnnSetRNNDataDescriptor(y)");
+  const int dims[3] = {1, N, H}, strides[3] = {N * H, H, 1};
+  check_cudnn(cudnnCreateTensorDescriptor(&plan->h_desc.raw), "cudnnCreateTensorDescriptor(h)");
+  check_cudnn(cudnnSetTensorNdDescriptor(plan->h_desc.raw, type, 3, dims, strides), "cudnnSetTensorNdDescriptor(h)");
+
+  plan->seq_lengths.allocate(lengths.size() * sizeof(int), "sequence lengths");
+  check_cuda(cudaMemcpy(plan->seq_lengths.ptr, lengths.data(), lengths.size() * sizeof(int), cudaMemcpyHostToDevice),
+             "cudaMemcpy(sequence lengths)");
+
+  check_cudnn(cudnnGetRNNWeightSpaceSize(handle, plan->rnn.raw, &plan->weight_space_bytes),
+              "cudnnGetRNNWeightSpaceSize");
+  plan->weight_space.allocate(plan->weight_space_bytes, "weight space");
+  std::size_t reserve_bytes = 0;
+  check_cudnn(cudnnGetRNNTempSpaceSizes(handle, plan->rnn.raw, CUDNN_FWD_MODE_INFERENCE, plan->x_desc.raw,
+                                        &plan->temp_space_bytes, &reserve_bytes),
+              "cudnnGetRNNTempSpaceSizes");
+  plan->temp_space.allocate(plan->temp_space_bytes, "temporary space");
+
+  // linLayerID: 0 .. G-1 the input matrices of each gate, G .. 2G-1 the recurrent ones.
+  Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> m_desc, b_desc;
+  check_cudnn(cudnnCreateTensorDescriptor(&m_desc.raw), "cudnnCreateTensorDescriptor(matrix)");
+  check_cudnn(cudnnCreateTensorDescriptor(&b_desc.raw), "cudnnCreateTensorDescriptor(bias)");
+  std::array<std::ptrdiff_t, 2 * 4> matrix{}, bias{};
+  for (int id = 0; id < 2 * gates; ++id) {
+    void* m = nullptr;
+    void* b = nullptr;
+    check_cudnn(cudnnGetRNNWeightParams(handle, plan->rnn.raw, 0, plan->weight_space_bytes, plan->weight_space.ptr, id,
+                                        m_desc.raw, &m, b_desc.raw, &b),
+                "cudnnGetRNNWeightParams(" + std::to_string(id) + ")");
+    matrix[static_cast<std::size_t>(id)] = static_cast<char*>(m) - static_cast<char*>(plan->weight_space.ptr);
+    bias[static_cast<std::size_t>(id)] = static_cast<char*>(b) - static_cast<char*>(plan->weight_space.ptr);
+  }
+  for (int id = 0; id < 2 * gates; ++id) plan->offsets[static_cast<std::size_t>(id)] = matrix[static_cast<std::size_t>(id)];
+  for (int id = 0; id < 2 * gates; ++id)
+    plan->offsets[static_cast<std::size_t>(2 * gates + id)] = bias[static_cast<std::size_t>(id)];
+  plan->segments = 4 * gates;
+  return plan;
+}
+
+}  // namespace
+
+LibraryCallResult cudnn_rnn_forward(LibraryHandles& libraries, cudaStream_t stream, const CudnnRnnForward& f) {
+  try {
+    if (f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
+      return {false, true, "cuDNN's RNN has no " + std::string(dtype_name(f.dtype)) + " variant here"};
+    if (std::max({f.steps, f.batch, f.input, f.hidden}) > INT_MAX / 4)
+      return {false, true, "cuDNN's RNN API takes 32-bit extents"};
+    cudnnHandle_t handle = libraries.cudnn(stream);
+    Plans& plans = libraries.cache<Plans>("cudnn_rnn_forward");
+    const Key key{static_cast<int>(f.cell), f.dtype, f.steps, f.batch, f.input, f.hidden, f.algo};
+    auto& slot = plans.plans[key];
+    if (!slot) slot = make_plan(handle, f);
+    Plan& plan = *slot;
+
+    // Repack: gate g of W_ih is rows [g H, (g + 1) H) of [G H, D], likewise W_hh and the biases.
+    const int gates = f.cell == CudnnRnnCell::lstm ? 4 : 3;
+    const std::int64_t element = static_cast<std::int64_t>(dtype_size(f.dtype));
+    kernels::rnn::CopySegments copy;
+    char* space = static_cast<char*>(plan.weight_space.ptr);
+    for (int g = 0; g < gates; ++g) {
+      const std::int64_t ih = f.hidden * f.input * element, hh = f.hidden * f.hidden * element, b = f.hidden * element;
+      const auto at = [&](int k) { return space + plan.offsets[static_cast<std::size_t>(k)]; };
+      copy.src[g] = static_cast<const char*>(f.w_ih) + g * ih, copy.dst[g] = at(g), copy.bytes[g] = ih;
+      copy.src[gates + g] = static_cast<const char*>(f.w_hh) + g * hh, copy.dst[gates + g] = at(gates + g),
+      copy.bytes[gates + g] = hh;
+      copy.src[2 * gates + g] = static_cast<const char*>(f.b_ih) + g * b, copy.dst[2 * gates + g] = at(2 * gates + g),
+      copy.bytes[2 * gates + g] = b;
+      copy.src[3 * gates + g] = static_cast<const char*>(f.b_hh) + g * b, copy.dst[3 * gates + g] = at(3 * gates + g),
+      copy.bytes[3 * gates + g] = b;
+    }
+    copy.count = plan.segments;
+    check_cuda(kernels::rnn::copy_segments(copy, stream), "copy_segments(weights)");
+
+    const bool lstm = f.cell == CudnnRnnCell::lstm;
+    check_cudnn(cudnnRNNForward(handle, plan.rnn.raw, CUDNN_FWD_MODE_INFERENCE,
+                                static_cast<const int*>(plan.seq_lengths.ptr), plan.x_desc.raw, f.x, plan.y_desc.raw,
+                                f.y, plan.h_desc.raw, f.h0, f.h_t, lstm ? plan.h_desc.raw : nullptr,
+                                lstm ? f.c0 : nullptr, lstm ? f.c_t : nullptr, plan.weight_space_bytes,
+                                plan.weight_space.ptr, plan.temp_space_bytes, plan.temp_space.ptr, 0, nullptr),
+                "cudnnRNNForward");
+    return {};
+  } catch (const Failure& failure) {
+    return failure.result;
+  }
+}
+
+}  // namespace shapetune

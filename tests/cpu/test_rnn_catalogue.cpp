@@ -1,0 +1,108 @@
+// The recurrent family's host side: the float64 references against hand-computed steps and
+// limiting cases, the tensors and cost model, the tolerance's growth, and what persistent
+// refuses before any launch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "baselines/reference.hpp"
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+namespace {
+
+double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+double identity(double v) { return v; }
+
+TEST(RnnReference, OneLstmStepByHand) {
+  // T = N = H = 1, D = 2: gates = W_ih x + b_ih + W_hh h0 + b_hh, in the order i, f, g, o.
+  const double x[2] = {0.5, -1.0}, h0 = 0.3, c0 = -0.2;
+  const double w_ih[8] = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.7, 0.8};
+  const double w_hh[4] = {0.9, -1.0, 1.1, -1.2}, b_ih[4] = {0.01, 0.02, 0.03, 0.04}, b_hh[4] = {-0.1, 0.2, -0.3, 0.4};
+  double g[4];
+  for (int k = 0; k < 4; ++k) g[k] = w_ih[2 * k] * x[0] + w_ih[2 * k + 1] * x[1] + b_ih[k] + w_hh[k] * h0 + b_hh[k];
+  const double c = sigmoid(g[1]) * c0 + sigmoid(g[0]) * std::tanh(g[2]);
+  const double h = sigmoid(g[3]) * std::tanh(c);
+  double y = 0, h_t = 0, c_t = 0;
+  reference::lstm_forward({1, 1, 2, 1}, x, &h0, &c0, w_ih, w_hh, b_ih, b_hh, identity, &y, &h_t, &c_t);
+  EXPECT_DOUBLE_EQ(y, h);
+  EXPECT_DOUBLE_EQ(h_t, h);
+  EXPECT_DOUBLE_EQ(c_t, c);
+}
+
+TEST(RnnReference, OneGruStepByHand) {
+  // b_hn sits inside r (W_hn h + b_hn); the other biases add.
+  const double x = 0.7, h0 = -0.4;
+  const double w_ih[3] = {0.3, -0.5, 0.8}, w_hh[3] = {-0.2, 0.6, 1.3}, b_ih[3] = {0.1, 0.2, 0.3}, b_hh[3] = {0.4, -0.5, 0.6};
+  const double r = sigmoid(w_ih[0] * x + b_ih[0] + w_hh[0] * h0 + b_hh[0]);
+  const double z = sigmoid(w_ih[1] * x + b_ih[1] + w_hh[1] * h0 + b_hh[1]);
+  const double n = std::tanh(w_ih[2] * x + b_ih[2] + r * (w_hh[2] * h0 + b_hh[2]));
+  double y = 0, h_t = 0;
+  reference::gru_forward({1, 1, 1, 1}, &x, &h0, w_ih, w_hh, b_ih, b_hh, identity, &y, &h_t);
+  EXPECT_DOUBLE_EQ(y, (1 - z) * n + z * h0);
+}
+
+TEST(RnnReference, StepsCarryTheStateAndRoundH) {
+  // A forget gate stuck open and an input gate shut: c stays c0 over every step, h = o tanh(c0).
+  constexpr int T = 5;
+  const double x[T] = {1, 2, 3, 4, 5}, h0 = 0.25, c0 = 0.6;
+  const double w_ih[4] = {0, 0, 0, 0}, w_hh[4] = {0, 0, 0, 0}, b_ih[4] = {-60, 60, 0, 0}, b_hh[4] = {0, 0, 0, 0};
+  double y[T], h_t, c_t;
+  reference::lstm_forward({T, 1, 1, 1}, x, &h0, &c0, w_ih, w_hh, b_ih, b_hh, identity, y, &h_t, &c_t);
+  for (double v : y) EXPECT_NEAR(v, 0.5 * std::tanh(0.6), 1e-12);
+  EXPECT_NEAR(c_t, 0.6, 1e-12);
+  // GRU with z stuck at 1 keeps h0; rounded to bf16 on every step it stays h0's bf16 value.
+  const double gw_ih[3] = {1, 1, 1}, gw_hh[3] = {1, 1, 1}, gb_ih[3] = {0, 60, 0}, gb_hh[3] = {0, 0, 0};
+  double gy[T], gh_t;
+  const double h_start = 0.123456789;
+  reference::gru_forward({T, 1, 1, 1}, x, &h_start, gw_ih, gw_hh, gb_ih, gb_hh, reference::round_to_bf16, gy, &gh_t);
+  for (double v : gy) EXPECT_EQ(v, reference::round_to_bf16(h_start));
+  EXPECT_NE(reference::round_to_bf16(h_start), h_start);
+}
+
+TEST(RnnCatalogue, TensorsCostAndTolerance) {
+  const Primitive& lstm = *catalogue().find_primitive("lstm.forward");
+  const Primitive& gru = *catalogue().find_primitive("gru.forward");
+  const Problem p{"lstm.forward", DType::f32, Shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}})};
+  const auto specs = lstm.tensors(p);
+  ASSERT_EQ(specs.size(), 10u);
+  EXPECT_EQ(specs[3].name, "w_ih");
+  EXPECT_EQ(specs[3].extents, (std::vector<std::int64_t>{1024, 128}));
+  EXPECT_EQ(specs[7].extents, (std::vector<std::int64_t>{64, 32, 256}));
+  EXPECT_EQ(specs[9].name, "c_t");
+  EXPECT_EQ(gru.tensors({"gru.forward", DType::f16, p.shape}).size(), 8u);
+  // 2 T N G H (D + H) FLOPs.
+  EXPECT_DOUBLE_EQ(lstm.cost(p).flops, 2.0 * 64 * 32 * 4 * 256 * (128 + 256));
+  EXPECT_DOUBLE_EQ(gru.cost({"gru.forward", DType::f32, p.shape}).flops, 2.0 * 64 * 32 * 3 * 256 * (128 + 256));
+  // The tolerance grows with the steps.
+  const Tolerance t64 = tolerance_for(lstm, p);
+  const Tolerance t1000 =
+      tolerance_for(lstm, {"lstm.forward", DType::f32, Shape({{"T", 1000}, {"N", 32}, {"D", 128}, {"H", 256}})});
+  EXPECT_GT(t1000.atol, t64.atol);
+  EXPECT_GT(t1000.rtol, t64.rtol);
+}
+
+TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
+  const Variant& v = *catalogue().find_variant("lstm.forward", "persistent");
+  const DeviceLimits h200 = nominal_device_limits();
+  const Shape target({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 256}});
+  EXPECT_TRUE(v.supports({"lstm.forward", DType::f32, target}, v.default_config, h200).ok);
+  // H = 1024 with one unit a block: 1024 blocks, more than 132 SMs hold with this shared memory.
+  const Shape wide({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 1024}});
+  const Support one_unit =
+      v.supports({"lstm.forward", DType::f32, wide}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 1}}), h200);
+  EXPECT_FALSE(one_unit.ok);
+  // 16 units of H = 1024 in fp32: 64 gate rows of 4 KiB and 64 h rows: over 227 KiB.
+  const Support sixteen = v.supports({"lstm.forward", DType::f32, wide},
+                                     Config({{"units_per_block", 16}, {"block_size", 256}, {"batch_groups", 1}}), h200);
+  EXPECT_FALSE(sixteen.ok);
+  EXPECT_NE(sixteen.reason.find("shared memory"), std::string::npos) << sixteen.reason;
+  // More batch groups than rows.
+  const Shape one_row({{"T", 8}, {"N", 1}, {"D", 8}, {"H", 8}});
+  EXPECT_FALSE(
+      v.supports({"lstm.forward", DType::f32, one_row}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 2}}), h200)
+          .ok);
+}
+
+}  // namespace
+}  // namespace shapetune

@@ -1,0 +1,49 @@
+// Every LSTM and GRU forward variant and config (cuDNN's algorithms included) at awkward shapes,
+// every dtype, against the float64 reference on fresh inputs with poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "support/test_support.hpp"
+#include "support/verify_configs.hpp"
+
+namespace shapetune {
+namespace {
+
+struct Case {
+  std::int64_t T, N, D, H;
+};
+
+// One of everything; one step; odd widths (33 inputs, 100 units: no multiple of 4 or of a
+// block's units); a batch row count no batch group divides; more steps than a cache holds of
+// anything; one unit past a block of 16.
+const Case kShapes[] = {{1, 1, 1, 1}, {1, 3, 33, 100}, {5, 2, 33, 100}, {17, 7, 64, 128},
+                        {3, 1, 128, 256}, {200, 2, 16, 32}, {9, 5, 24, 17}};
+
+class RnnVariants : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    SHAPETUNE_REQUIRE_GPU();
+    device_ = use_device(0);
+    measurer_ = std::make_unique<Measurer>(device_, MeasureOptions{});
+  }
+  void verify_all(const char* primitive) {
+    std::uint64_t seed = std::random_device{}();
+    for (const Case& c : kShapes) {
+      const Problem problem{primitive, GetParam(), Shape({{"T", c.T}, {"N", c.N}, {"D", c.D}, {"H", c.H}})};
+      // stepwise, and at least one persistent config, at every shape.
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), 2) << problem.key();
+    }
+  }
+  DeviceInfo device_;
+  std::unique_ptr<Measurer> measurer_;
+};
+
+TEST_P(RnnVariants, LstmEveryConfigAtAwkwardShapes) { verify_all("lstm.forward"); }
+TEST_P(RnnVariants, GruEveryConfigAtAwkwardShapes) { verify_all("gru.forward"); }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RnnVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace shapetune

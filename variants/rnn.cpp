@@ -1,0 +1,333 @@
+// The recurrent family: lstm.forward and gru.forward, one layer over a whole sequence, PyTorch's
+// and cuDNN's formulas and layouts (baselines/reference.hpp), so weights move between shapetune,
+// cuDNN and PyTorch unchanged. The ladder (kernels/rnn/):
+//   stepwise:   the input projection of all T steps as one GEMM, then per step a recurrent GEMM
+//               and the fused cell kernel: 2 T + 1 launches (the original work's design);
+//   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
+//   cudnn:      cudnnRNNForward with each algorithm cuDNN has (the baseline).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "baselines/cublas.hpp"
+#include "baselines/cudnn.hpp"
+#include "baselines/reference.hpp"
+#include "core/primitive_name.hpp"
+#include "kernels/rnn/rnn.cuh"
+#include "variants/catalogue.hpp"
+#include "variants/launch_helpers.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace kr = kernels::rnn;
+
+struct RnnProblem {
+  kr::Cell cell;
+  std::int64_t steps, batch, input, hidden;
+  int gates;
+};
+
+RnnProblem rnn_of(const Problem& p) {
+  const kr::Cell cell = PrimitiveName::parse(p.primitive)->family == "gru" ? kr::Cell::gru : kr::Cell::lstm;
+  return {cell, p.shape.at("T"), p.shape.at("N"), p.shape.at("D"), p.shape.at("H"), kr::gate_count(cell)};
+}
+
+// Tensor order. LSTM: x, h0, c0, w_ih, w_hh, b_ih, b_hh, y, h_t, c_t; GRU: the same without c0
+// and c_t.
+template <typename T>
+kr::Layer<T> layer_of(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const bool lstm = r.cell == kr::Cell::lstm;
+  const auto in = [&](int i) { return static_cast<const T*>(a.tensors[static_cast<std::size_t>(i)]); };
+  const auto out = [&](int i) { return static_cast<T*>(a.tensors[static_cast<std::size_t>(i)]); };
+  kr::Layer<T> l;
+  l.cell = r.cell;
+  l.x = in(0);
+  l.h0 = in(1);
+  const int w = lstm ? 3 : 2;  // index of w_ih
+  l.c0 = lstm ? in(2) : nullptr;
+  l.w_hh = in(w + 1);
+  l.b_ih = in(w + 2);
+  l.b_hh = in(w + 3);
+  l.y = out(w + 4);
+  l.h_t = out(w + 5);
+  l.c_t = lstm ? out(w + 6) : nullptr;
+  l.steps = static_cast<int>(r.steps);
+  l.batch = static_cast<int>(r.batch);
+  l.input = static_cast<int>(r.input);
+  l.hidden = static_cast<int>(r.hidden);
+  return l;
+}
+const void* w_ih_of(const LaunchArgs& a) { return a.tensors[rnn_of(a.problem).cell == kr::Cell::lstm ? 3 : 2]; }
+
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The fp32 input gates of every step, [T, N, G H], at the start of both rungs' workspaces.
+std::size_t input_gates_bytes(const RnnProblem& r) {
+  return align256(static_cast<std::size_t>(r.steps * r.batch * r.gates * r.hidden) * sizeof(float));
+}
+
+Support validate_rnn_shape(const Shape& s) {
+  const std::int64_t T = s.at("T"), N = s.at("N"), D = s.at("D"), H = s.at("H");
+  if (std::max({T, N, D, H}) > INT_MAX / 4) return Support::no("T, N, D and H must be below 2^29");
+  if (T * N * 4 * H > (std::int64_t{1} << 34)) return Support::no("T N 4H must be at most 2^34 (the fp32 gates)");
+  return Support::yes();
+}
+
+// Errors of one step are a few fp32 ulps (f32) or a flip of the last bit where a 16-bit h rounds
+// the other way (one ulp at |h| up to 1: 4.9e-4 f16, 3.9e-3 bf16), which later steps carry on;
+// the recurrences contract, so that stays of the same size over 1000 steps (a NumPy fp32 model of
+// these shapes: 2.6e-7, 4.9e-4, 3.9e-3 at most). The tolerance grows with log2 T all the same.
+Tolerance rnn_tolerance(DType dtype, std::int64_t steps) {
+  const double growth = 1 + std::log2(static_cast<double>(std::max<std::int64_t>(steps, 1))) / 4;
+  switch (dtype) {
+    case DType::f16: return Tolerance{1e-3 * growth, 2e-3 * growth};
+    case DType::bf16: return Tolerance{8e-3 * growth, 1.6e-2 * growth};
+    default: return Tolerance{4e-6 * growth, 2e-5 * growth};
+  }
+}
+
+Primitive rnn_primitive(kr::Cell cell) {
+  const bool lstm = cell == kr::Cell::lstm;
+  const int G = kr::gate_count(cell);
+  Primitive p;
+  p.name = lstm ? "lstm.forward" : "gru.forward";
+  p.description = std::string(lstm ? "LSTM" : "GRU") +
+                  " layer forward over a sequence: x [T, N, D] -> y [T, N, H], fp32 state and accumulation";
+  p.signature = lstm ? "(i,f,g,o) = (s,s,tanh,s)(W_ih x + b_ih + W_hh h + b_hh); c' = f c + i g; h' = o tanh(c')"
+                     : "(r,z) = s(W_i x + b_i + W_h h + b_h); n = tanh(W_in x + b_in + r (W_hn h + b_hn)); "
+                       "h' = (1-z) n + z h";
+  p.axes = {"T", "N", "D", "H"};
+  p.dtypes = {DType::f32, DType::f16, DType::bf16};
+  p.tensors = [lstm, G](const Problem& problem) {
+    const auto T = problem.shape.at("T"), N = problem.shape.at("N"), D = problem.shape.at("D"),
+               H = problem.shape.at("H");
+    const DType t = problem.dtype;
+    const double k = 1 / std::sqrt(static_cast<double>(H));  // PyTorch's initialisation range
+    std::vector<TensorSpec> specs = {{"x", t, {T, N, D}, TensorRole::input, -1, 1},
+                                     {"h0", t, {N, H}, TensorRole::input, -0.5, 0.5}};
+    if (lstm) specs.push_back({"c0", t, {N, H}, TensorRole::input, -0.5, 0.5});
+    specs.push_back({"w_ih", t, {G * H, D}, TensorRole::input, -k, k});
+    specs.push_back({"w_hh", t, {G * H, H}, TensorRole::input, -k, k});
+    specs.push_back({"b_ih", t, {G * H}, TensorRole::input, -k, k});
+    specs.push_back({"b_hh", t, {G * H}, TensorRole::input, -k, k});
+    specs.push_back({"y", t, {T, N, H}, TensorRole::output});
+    specs.push_back({"h_t", t, {N, H}, TensorRole::output});
+    if (lstm) specs.push_back({"c_t", t, {N, H}, TensorRole::output});
+    return specs;
+  };
+  p.reference = [lstm](const Problem& problem, std::span<const double>, HostTensors& t) {
+    const reference::RnnShape s{problem.shape.at("T"), problem.shape.at("N"), problem.shape.at("D"),
+                                problem.shape.at("H")};
+    const reference::Rounding round_h = reference::rounding_for(problem.dtype);
+    if (lstm)
+      reference::lstm_forward(s, t[0].data(), t[1].data(), t[2].data(), t[3].data(), t[4].data(), t[5].data(),
+                              t[6].data(), round_h, t[7].data(), t[8].data(), t[9].data());
+    else
+      reference::gru_forward(s, t[0].data(), t[1].data(), t[2].data(), t[3].data(), t[4].data(), t[5].data(), round_h,
+                             t[6].data(), t[7].data());
+  };
+  p.cost = [lstm, G](const Problem& problem) {
+    const double T = static_cast<double>(problem.shape.at("T")), N = static_cast<double>(problem.shape.at("N")),
+                 D = static_cast<double>(problem.shape.at("D")), H = static_cast<double>(problem.shape.at("H"));
+    const double element = static_cast<double>(dtype_size(problem.dtype));
+    // Each tensor once: x and y, the weights and biases, the states in and out.
+    const double bytes = (T * N * D + T * N * H + G * H * (D + H) + 2 * G * H + (lstm ? 4 : 2) * N * H) * element;
+    // The products; the gates' nonlinearities and the cell are a few dozen FLOPs a unit, not counted.
+    return Cost{bytes, 2 * T * N * G * H * (D + H)};
+  };
+  p.problem_tolerance = [](const Problem& problem) { return rnn_tolerance(problem.dtype, problem.shape.at("T")); };
+  p.tolerance = [](DType dtype) { return rnn_tolerance(dtype, 64); };  // what `list` shows: at T = 64
+  p.default_variant = "stepwise";
+  p.validate_shape = validate_rnn_shape;
+  return p;
+}
+
+// ---- stepwise ---------------------------------------------------------------------------------
+
+std::size_t stepwise_workspace(const Problem& p, const Config&) {
+  const RnnProblem r = rnn_of(p);
+  return input_gates_bytes(r) + align256(static_cast<std::size_t>(r.batch * r.gates * r.hidden) * sizeof(float)) +
+         align256(static_cast<std::size_t>(r.batch * r.hidden) * sizeof(float));
+}
+
+template <typename T>
+LaunchStatus stepwise(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const kr::Layer<T> l = layer_of<T>(a);
+  char* ws = static_cast<char*>(a.workspace);
+  auto* input_gates = reinterpret_cast<float*>(ws);
+  auto* recurrent_gates = reinterpret_cast<float*>(ws + input_gates_bytes(r));
+  auto* c_state = reinterpret_cast<float*>(
+      ws + input_gates_bytes(r) + align256(static_cast<std::size_t>(r.batch * r.gates * r.hidden) * sizeof(float)));
+  const std::int64_t GH = r.gates * r.hidden, NH = r.batch * r.hidden;
+  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
+                                                                   r.steps * r.batch, GH, r.input, l.x, w_ih_of(a),
+                                                                   input_gates));
+      !s.ok)
+    return s;
+  if (r.cell == kr::Cell::lstm)
+    if (LaunchStatus s = launch_status(kr::widen(l.c0, c_state, NH, a.stream)); !s.ok) return s;
+  for (std::int64_t t = 0; t < r.steps; ++t) {
+    const T* h_prev = t == 0 ? l.h0 : l.y + (t - 1) * NH;
+    if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.batch,
+                                                                     GH, r.hidden, h_prev, l.w_hh, recurrent_gates));
+        !s.ok)
+      return s;
+    if (LaunchStatus s = launch_status(kr::cell_step(r.cell, input_gates + t * r.batch * GH, recurrent_gates, l.b_ih,
+                                                     l.b_hh, h_prev, c_state, l.y + t * NH, l.batch, l.hidden,
+                                                     a.stream));
+        !s.ok)
+      return s;
+  }
+  if (cudaError_t e = cudaMemcpyAsync(l.h_t, l.y + (r.steps - 1) * NH, static_cast<std::size_t>(NH) * sizeof(T),
+                                      cudaMemcpyDeviceToDevice, a.stream);
+      e != cudaSuccess)
+    return launch_status(e);
+  if (r.cell == kr::Cell::lstm) return launch_status(kr::narrow(c_state, l.c_t, NH, a.stream));
+  return LaunchStatus::success();
+}
+
+// ---- persistent -------------------------------------------------------------------------------
+
+kr::PersistentConfig persistent_config(const Config& c) {
+  return {cfg(c, "units_per_block"), cfg(c, "block_size"), cfg(c, "batch_groups")};
+}
+
+// Whether the plan can be launched at all, and whether the device can hold its grid at once. The
+// count of blocks an SM holds is estimated from shared memory and threads here; the launch asks
+// the occupancy API and refuses what it cannot co-schedule.
+Support persistent_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  const RnnProblem r = rnn_of(p);
+  const kr::PersistentConfig pc = persistent_config(c);
+  if (pc.batch_groups > r.batch) return Support::no("more batch groups than batch rows");
+  if (pc.units_per_block > r.hidden) return Support::no("more units per block than hidden units");
+  const kr::PersistentPlan plan = kr::persistent_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), pc);
+  if (plan.rows_per_thread == 0)
+    return Support::no("a thread would hold more than " + std::to_string(kr::kMaxRowsPerThread) +
+                       " batch rows (more threads or batch groups)");
+  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
+    return Support::no("the W_hh slice and h rows need " + std::to_string(plan.shared_bytes) +
+                       " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
+  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(plan.shared_bytes) + 1024);
+  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / pc.block_size, 32});
+  if (plan.blocks > per_sm * limits.sm_count)
+    return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
+                       std::to_string(per_sm * limits.sm_count) + " here)");
+  return Support::yes();
+}
+
+std::size_t persistent_workspace(const Problem& p, const Config&) {
+  const RnnProblem r = rnn_of(p);
+  return input_gates_bytes(r) + kr::persistent_workspace_bytes(static_cast<int>(r.batch), static_cast<int>(r.hidden));
+}
+
+template <typename T>
+LaunchStatus persistent(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const kr::Layer<T> l = layer_of<T>(a);
+  auto* input_gates = static_cast<float*>(a.workspace);
+  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
+                                                                   r.steps * r.batch, r.gates * r.hidden, r.input, l.x,
+                                                                   w_ih_of(a), input_gates));
+      !s.ok)
+    return s;
+  const cudaError_t e = kr::persistent_forward(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r),
+                                               persistent_config(a.config), a.stream);
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    return LaunchStatus::refused("the device cannot hold every block of the grid at once");
+  return launch_status(e);
+}
+
+// ---- cudnn ------------------------------------------------------------------------------------
+
+LaunchStatus cudnn_forward(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const bool lstm = r.cell == kr::Cell::lstm;
+  const int w = lstm ? 3 : 2;
+  CudnnRnnForward f;
+  f.cell = lstm ? CudnnRnnCell::lstm : CudnnRnnCell::gru;
+  f.dtype = a.problem.dtype;
+  f.steps = r.steps, f.batch = r.batch, f.input = r.input, f.hidden = r.hidden;
+  f.algo = cfg(a.config, "algo");
+  f.x = a.tensors[0];
+  f.h0 = a.tensors[1];
+  f.c0 = lstm ? a.tensors[2] : nullptr;
+  f.w_ih = a.tensors[static_cast<std::size_t>(w)];
+  f.w_hh = a.tensors[static_cast<std::size_t>(w + 1)];
+  f.b_ih = a.tensors[static_cast<std::size_t>(w + 2)];
+  f.b_hh = a.tensors[static_cast<std::size_t>(w + 3)];
+  f.y = a.tensors[static_cast<std::size_t>(w + 4)];
+  f.h_t = a.tensors[static_cast<std::size_t>(w + 5)];
+  f.c_t = lstm ? a.tensors[static_cast<std::size_t>(w + 6)] : nullptr;
+  return library_status(cudnn_rnn_forward(a.libraries, a.stream, f));
+}
+
+template <LaunchStatus (*kFloat)(const LaunchArgs&), LaunchStatus (*kHalf)(const LaunchArgs&),
+          LaunchStatus (*kBf16)(const LaunchArgs&)>
+LaunchStatus by_type(const LaunchArgs& a) {
+  switch (a.problem.dtype) {
+    case DType::f32: return kFloat(a);
+    case DType::f16: return kHalf(a);
+    case DType::bf16: return kBf16(a);
+    default: return LaunchStatus::failure("the recurrent family has no " + std::string(dtype_name(a.problem.dtype)) +
+                                          " variant");
+  }
+}
+
+void add_variants(Catalogue& cat, const std::string& primitive) {
+  Variant s;
+  s.primitive = primitive;
+  s.name = "stepwise";
+  s.description = "input projection as one GEMM, then per step a recurrent GEMM (cuBLAS) and the fused cell kernel";
+  s.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
+  s.workspace_bytes = stepwise_workspace;
+  s.launch = by_type<stepwise<float>, stepwise<__half>, stepwise<__nv_bfloat16>>;
+  cat.add(s);
+
+  Variant p;
+  p.primitive = primitive;
+  p.name = "persistent";
+  p.description = "one cooperative launch for all steps: W_hh slices in shared memory, h through L2, a grid barrier a step";
+  p.params = ParamSpace({{"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their G gate rows of W_hh)"},
+                         {"block_size", {64, 128, 256}, "threads per block"},
+                         {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own W_hh slices)"}},
+                        [](const Config& c) { return c.at("block_size") % c.at("units_per_block") == 0; },
+                        "block_size a multiple of units_per_block");
+  p.default_config = Config({{"units_per_block", 2}, {"block_size", 128}, {"batch_groups", 1}});
+  p.supports = persistent_supports;
+  p.workspace_bytes = persistent_workspace;
+  p.launch = by_type<persistent<float>, persistent<__half>, persistent<__nv_bfloat16>>;
+  cat.add(p);
+
+  Variant c;
+  c.primitive = primitive;
+  c.name = "cudnn";
+  c.description = "cudnnRNNForward (inference), algo: 0 STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, "
+                  "3 PERSIST_STATIC_SMALL_H; weights repacked into cuDNN's weight space by one copy kernel";
+  c.baseline = true;
+  c.params = ParamSpace({{"algo", {0, 1, 2, 3}, "cuDNN's RNN algorithm"}});
+  c.default_config = Config({{"algo", 0}});
+  c.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
+  c.launch = cudnn_forward;
+  cat.add(c);
+}
+
+}  // namespace
+
+void register_rnn(Catalogue& cat) {
+  for (const kr::Cell cell : {kr::Cell::lstm, kr::Cell::gru}) {
+    const Primitive p = rnn_primitive(cell);
+    const std::string name = p.name;
+    cat.add(p);
+    add_variants(cat, name);
+  }
+}
+
+}  // namespace shapetune
