@@ -61,6 +61,11 @@ class Run:
 
 def peer_keys(r):
     """Which shapetune problems a PyTorch peer result is the same work as."""
+    if "H" in r:  # bench/peers/rnn_torch.py: T, N, D, H
+        if r["op"] in ("nn.LSTM forward", "nn.GRU forward"):
+            primitive = "lstm.forward" if "LSTM" in r["op"] else "gru.forward"
+            yield (primitive, r["dtype"], f"T={r['T']},N={r['N']},D={r['D']},H={r['H']}"), r["op"]
+        return
     if "shape" not in r:  # bench/peers/softmax_torch.py: rows and cols
         yield ("softmax", r["dtype"], f"rows={r['rows']},cols={r['cols']}"), "torch.softmax"
         return
@@ -203,19 +208,73 @@ def judge_gemm(run):
     return lines, ok
 
 
+RNN_TARGET_SHAPES = {"T=64,N=64,D=128,H=128": 1.5, "T=64,N=64,D=128,H=256": 1.5, "T=32,N=32,D=128,H=128": 1.5,
+                     "T=128,N=64,D=256,H=512": 1.0}
+
+
+def judge_rnn(run):
+    """Issue 20, forward: the best shapetune variant >= 1.5x the best cuDNN algorithm at the three
+    target shapes with H <= 256, >= 1.0x at H = 512, and never slower than cuDNN anywhere."""
+    lines = ["### rnn", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
+    ok = True
+
+    def add(problem, target, measured, passed):
+        nonlocal ok
+        ok &= passed is True
+        lines.append(f"| {problem} | {target} | {measured} | {({True: 'PASS', False: 'FAIL', None: 'not measured'})[passed]} |")
+
+    def best(problem_key, baseline):
+        return run.db.execute(
+            "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
+            "WHERE problem_key = ? AND status = 'ok' AND baseline = ? AND stop_reason NOT LIKE 'halving rung%'",
+            (problem_key, baseline)).fetchone()
+
+    for (primitive, dtype, shape), w in sorted(run.winners.items()):
+        if primitive not in ("lstm.forward", "gru.forward"):
+            continue
+        key = f"{primitive}/{dtype}/{shape}"
+        mine, cudnn = best(key, 0), best(key, 1)
+        problem = f"{primitive} {dtype} {shape}"
+        if mine is None or mine["us"] is None or cudnn is None or cudnn["us"] is None:
+            add(problem, "shapetune and cuDNN both measured", "one side has no accurate candidate", None)
+            continue
+        speedup = cudnn["us"] / mine["us"]
+        steps = int(shape.split(",")[0].split("=")[1])
+        measured = (f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({mine['us'] / steps:.2f} us a step) vs "
+                    f"cudnn{{{cudnn['config_key']}}} {cudnn['us']:.1f} us: {speedup:.2f}x")
+        target = RNN_TARGET_SHAPES.get(shape) if dtype == "f32" else None
+        if target:
+            add(problem, f">= {target}x the best cuDNN algorithm", measured, speedup >= target)
+        else:
+            add(problem, "not slower than the best cuDNN algorithm (1% noise)", measured, speedup >= 0.99)
+        for label, torch_us in run.peers.get((primitive, dtype, shape), []):
+            add(problem, f"faster than PyTorch {label} in this run", f"{mine['us']:.1f} us vs torch {torch_us:.1f} us",
+                mine["us"] < torch_us)
+    if len(lines) == 4:
+        add("-", "recurrent winners", "none in this database", None)
+    return lines, ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", help="a shapetune database with this run's winners and ceilings")
     parser.add_argument("--peers", action="append", default=[], help="PyTorch peer JSON of the same run")
-    parser.add_argument("--family", action="append", choices=["softmax", "memory_bound", "gemm"],
+    parser.add_argument("--family", action="append", choices=["softmax", "memory_bound", "gemm", "rnn"],
                         help="which issue's targets (default: those with winners in the database)")
     args = parser.parse_args()
     run = Run(args.db, args.peers)
     ok = True
-    present = {f for f in ("softmax", "memory_bound", "gemm")
-               if any(p.startswith("gemm") if f == "gemm" else in_family(p, f) for p, _, _ in run.winners)}
+    def in_any(primitive, family):
+        if family == "gemm":
+            return primitive.startswith("gemm")
+        if family == "rnn":
+            return primitive in ("lstm.forward", "gru.forward")
+        return in_family(primitive, family)
+
+    present = {f for f in ("softmax", "memory_bound", "gemm", "rnn") if any(in_any(p, f) for p, _, _ in run.winners)}
+    judges = {"gemm": judge_gemm, "rnn": judge_rnn}
     for family in args.family or sorted(present) or ["softmax", "memory_bound", "gemm"]:
-        lines, family_ok = judge_gemm(run) if family == "gemm" else judge(run, family)
+        lines, family_ok = judges[family](run) if family in judges else judge(run, family)
         ok &= family_ok
         print("\n".join(lines) + "\n")
     return 0 if ok else 1
