@@ -1,6 +1,7 @@
 #include "cli/args.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <sstream>
 
 namespace shapetune::cli {
@@ -49,6 +50,7 @@ double ParsedArgs::number(const std::string& name, double fallback, double min, 
   auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
   if (ec != std::errc{} || end != text->data() + text->size())
     throw UsageError("--" + name + " expects a number, got '" + *text + "'");
+  if (!std::isfinite(v)) throw UsageError("--" + name + " expects a finite number, got '" + *text + "'");
   if (v < min || v > max) {
     std::ostringstream s;
     s << "--" << name << " must be between " << min << " and " << max << ", got " << *text;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -207,9 +208,23 @@ std::string winner_counters_text(const Store& store, const WinnerRecord& w, cons
   return dram.empty() ? "profiled" : "DRAM " + dram;
 }
 
+// The --device-key a user gave, checked against the database's devices: a key that names none
+// is a mistake to say, not an empty table.
+std::string device_key_option(const ParsedArgs& a, const Store& store) {
+  const std::string key = a.value("device-key").value_or("");
+  if (key.empty()) return key;
+  std::string known;
+  for (const auto& d : store.devices()) {
+    if (d.key() == key) return key;
+    known += (known.empty() ? "" : ", ") + d.key();
+  }
+  throw InputError("no device with key '" + key + "' in " + store.path() + "; its devices: " +
+                   (known.empty() ? "none" : known));
+}
+
 int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
   auto store = open_store(require_db(a), OpenMode::read_only);
-  const auto winners = store->winners(a.value("device-key").value_or(""));
+  const auto winners = store->winners(device_key_option(a, *store));
   if (winners.empty()) {
     out << "no winners in " << store->path() << " yet (run `shapetune sweep FILE.yaml --db " << store->path() << "`)\n";
     return 0;
@@ -241,6 +256,19 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
   return 0;
 }
 
+// An export written over its own database (or the database's journal files) would destroy it.
+void refuse_to_overwrite(const std::string& db, const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  for (const std::string suffix : {"", "-wal", "-shm", "-journal"}) {
+    const fs::path guarded = db + suffix;
+    const bool same = fs::exists(output, ignored) && fs::exists(guarded, ignored)
+                          ? fs::equivalent(output, guarded, ignored)
+                          : fs::weakly_canonical(output, ignored) == fs::weakly_canonical(guarded, ignored);
+    if (same) throw InputError("--output " + output + " is the database " + guarded.string() + " itself; choose another file");
+  }
+}
+
 void write_output(const std::string& text, const std::optional<std::string>& path, std::ostream& out) {
   if (!path || *path == "-") {
     out << text;
@@ -257,8 +285,10 @@ int cmd_export(const ParsedArgs& a, std::ostream& out, std::ostream& err, const 
   const std::string format = a.value("format").value_or("");
   if (format != "json" && format != "csv" && format != "header")
     throw UsageError("--format must be json, csv or header, got '" + format + "'");
-  auto store = open_store(require_db(a), OpenMode::read_only);
-  const auto winners = store->winners(a.value("device-key").value_or(""));
+  const std::string db = require_db(a);
+  if (const auto path = a.value("output"); path && *path != "-") refuse_to_overwrite(db, *path);
+  auto store = open_store(db, OpenMode::read_only);
+  const auto winners = store->winners(device_key_option(a, *store));
   std::string text;
   if (format == "json")
     text = export_json(store->devices(), winners);
@@ -540,7 +570,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       out << cli::help_text(command->spec);
       return 0;
     }
-    return command->run(parsed, out, err);
+    const int code = command->run(parsed, out, err);
+    // What was printed must have arrived: a full disk or a closed stdout is a failure, not a success.
+    out.flush();
+    if (!out) {
+      err << "error: cannot write to standard output (" << std::strerror(errno) << ")\n";
+      return code == 0 ? 1 : code;
+    }
+    return code;
   } catch (const UsageError& e) {
     err << "error: " << e.what() << "\n";
     return 2;

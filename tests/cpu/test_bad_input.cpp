@@ -1,0 +1,113 @@
+// Bad input to the command line, as a new user tried it (issue 24's findings): non-finite
+// numbers, a device key that names no device, an export over its own database, and output that
+// cannot be written. Each is a clear error with a nonzero exit code, and nothing is damaged.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <streambuf>
+
+#include "cli/cli.hpp"
+#include "core/sha256.hpp"
+#include "db/store.hpp"
+#include "support/test_support.hpp"
+
+namespace shapetune {
+namespace {
+
+using test_support::contains;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+const char* kKey = "NVIDIA H200|sm_90|132SM|140GiB";
+
+// A database with one device and one winner.
+std::string one_winner_db(const test_support::TempDir& dir) {
+  const std::string db = dir.file("w.db");
+  auto store = Store::open(db);
+  store->upsert_device(DeviceFingerprint{"NVIDIA H200", 90, 132, 62914560, std::int64_t{140} << 30, "580.0", "13.0",
+                                         "13.1.0", "9.14.0"});
+  WinnerRecord w;
+  w.device_key = kKey;
+  w.problem = Problem{"softmax", DType::f32, Shape({{"rows", 4096}, {"cols", 4096}})};
+  w.variant = "vec_online";
+  w.config = Config({{"threads_per_row", 128}, {"block_size", 256}});
+  w.timing.median_us = 40;
+  store->store_winner(w);
+  return db;
+}
+
+std::string hash_of(const std::string& path) { return sha256_hex(test_support::read_file(path)); }
+
+TEST(BadInput, NonFiniteNumbersAreRefused) {
+  for (const char* value : {"nan", "NaN", "inf", "-inf"}) {
+    const Result r = run({"sweep", (test_support::source_dir() / "shapes" / "quick.yaml").string(), "--dry-run",
+                          "--budget", value});
+    EXPECT_EQ(r.code, 2) << value;
+    EXPECT_TRUE(contains(r.err, "--budget expects a finite number")) << r.err;
+  }
+  const Result threshold = run({"check", "--db", "x.db", "--threshold", "nan"});
+  EXPECT_EQ(threshold.code, 2);
+  EXPECT_TRUE(contains(threshold.err, "finite")) << threshold.err;
+}
+
+TEST(BadInput, ADeviceKeyThatNamesNoDeviceIsAnError) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  for (const std::vector<std::string> args :
+       {std::vector<std::string>{"winners", "--db", db, "--device-key", "WRONG"},
+        std::vector<std::string>{"export", "--db", db, "--format", "json", "--device-key", "WRONG"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args[0];
+    EXPECT_TRUE(contains(r.err, "no device with key 'WRONG'")) << r.err;
+    EXPECT_TRUE(contains(r.err, kKey)) << "names the devices there: " << r.err;
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+  EXPECT_EQ(run({"winners", "--db", db, "--device-key", kKey}).code, 0);
+}
+
+TEST(BadInput, ExportNeverWritesOverItsOwnDatabase) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  const std::string before = hash_of(db);
+  for (const std::string& target : {db, db + "-wal", dir.file("./w.db")}) {
+    const Result r = run({"export", "--db", db, "--format", "json", "-o", target});
+    EXPECT_EQ(r.code, 2) << target;
+    EXPECT_TRUE(contains(r.err, "is the database")) << r.err;
+  }
+  EXPECT_EQ(hash_of(db), before);
+  EXPECT_EQ(run({"winners", "--db", db}).code, 0);
+}
+
+// A stream whose every write fails, as stdout on a full disk or once closed.
+class FailingBuffer : public std::streambuf {
+ protected:
+  int_type overflow(int_type) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+};
+
+TEST(BadInput, OutputThatCannotBeWrittenIsAFailure) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  for (const std::vector<std::string> args : {std::vector<std::string>{"winners", "--db", db},
+                                              std::vector<std::string>{"export", "--db", db, "--format", "csv"},
+                                              std::vector<std::string>{"list"}}) {
+    FailingBuffer failing;
+    std::ostream out(&failing);
+    std::ostringstream err;
+    EXPECT_NE(run_cli(args, out, err), 0) << args[0];
+    EXPECT_TRUE(contains(err.str(), "cannot write to standard output")) << err.str();
+  }
+}
+
+}  // namespace
+}  // namespace shapetune
