@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -12,8 +14,10 @@ struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
 };
 
-// Reads exactly `n` bytes or says why not.
-void read_exact(gzFile file, const std::string& path, void* out, std::size_t n, const char* what) {
+// Reads exactly `n` bytes or says why not; `before` and `whole` place them within a larger read
+// (`whole` 0: this read is the whole of `what`).
+void read_exact(gzFile file, const std::string& path, void* out, std::size_t n, const char* what,
+                std::int64_t before = 0, std::int64_t whole = 0) {
   auto* bytes = static_cast<unsigned char*>(out);
   std::size_t done = 0;
   while (done < n) {
@@ -25,8 +29,8 @@ void read_exact(gzFile file, const std::string& path, void* out, std::size_t n, 
       throw DataError(path + ": cannot read " + what + ": " + (message ? message : "zlib error"));
     }
     if (got == 0)
-      throw DataError(path + ": truncated: " + what + " needs " + std::to_string(n) + " bytes, the file ends after " +
-                      std::to_string(done));
+      throw DataError(path + ": truncated: " + what + " needs " + std::to_string(whole ? whole : static_cast<std::int64_t>(n)) +
+                      " bytes, the file ends after " + std::to_string(before + static_cast<std::int64_t>(done)));
     done += static_cast<std::size_t>(got);
   }
 }
@@ -73,24 +77,33 @@ IdxArray read_idx(const std::string& path) {
   read_exact(file.get(), path, magic, 4, "the 4-byte magic");
   if (magic[0] != 0 || magic[1] != 0)
     throw DataError(path + ": not an IDX file (magic must start with two zero bytes)");
-  if (magic[2] != 0x08)
-    throw DataError(path + ": IDX element type 0x" + std::to_string(magic[2]) +
-                    " is not unsigned byte (0x08), the only type the datasets use");
+  if (magic[2] != 0x08) {
+    char code[8];
+    std::snprintf(code, sizeof code, "0x%02X", static_cast<unsigned>(magic[2]));
+    throw DataError(path + ": IDX element type " + code + " is not unsigned byte (0x08), the only type the datasets use");
+  }
   const int rank = magic[3];
   if (rank < 1 || rank > 4) throw DataError(path + ": IDX rank " + std::to_string(rank) + " outside 1..4");
   IdxArray out;
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 34;  // 16 GiB
   std::int64_t total = 1;
   for (int d = 0; d < rank; ++d) {
     unsigned char be[4];
     read_exact(file.get(), path, be, 4, "the dimension sizes");
-    const std::int64_t extent = (std::int64_t{be[0]} << 24) | (be[1] << 16) | (be[2] << 8) | be[3];
+    const std::int64_t extent = (std::int64_t{be[0]} << 24) | (std::int64_t{be[1]} << 16) | (std::int64_t{be[2]} << 8) | be[3];
     if (extent < 1) throw DataError(path + ": dimension " + std::to_string(d) + " is " + std::to_string(extent));
+    if (extent > kMaxBytes / total) throw DataError(path + ": more than 16 GiB of data declared");
     total *= extent;
-    if (total > (std::int64_t{1} << 34)) throw DataError(path + ": more than 16 GiB of data declared");
     out.dims.push_back(extent);
   }
-  out.data.resize(static_cast<std::size_t>(total));
-  read_exact(file.get(), path, out.data.data(), out.data.size(), "the data");
+  // Read in pieces, the buffer growing with what arrives: a short file claiming gigabytes fails
+  // at its end, having allocated what it held, not what it claimed.
+  constexpr std::int64_t kPiece = std::int64_t{64} << 20;
+  for (std::int64_t done = 0; done < total; done += kPiece) {
+    const std::int64_t n = std::min(kPiece, total - done);
+    out.data.resize(static_cast<std::size_t>(done + n));
+    read_exact(file.get(), path, out.data.data() + done, static_cast<std::size_t>(n), "the data", done, total);
+  }
   unsigned char extra;
   if (gzread(file.get(), &extra, 1) > 0)
     throw DataError(path + ": trailing bytes after the " + std::to_string(total) + " the header declares");

@@ -89,6 +89,31 @@ TEST(IdxReader, NamesTheFileAndTheProblem) {
   EXPECT_NE(e.find("dimension 0 is 0"), std::string::npos) << e;
 }
 
+// Headers that claim too much: products past 2^63 (which wrapped and passed before), extents at
+// 2^32 - 1 (which reached std::length_error), and a short file claiming 8 GiB, which must fail at
+// its end without allocating what it claims. The element type is named in hex.
+TEST(IdxReader, HostileHeadersAreCleanErrors) {
+  test_support::TempDir dir;
+  const std::uint32_t huge = 0xffffffffu;
+  for (const std::vector<std::uint32_t>& dims : {std::vector<std::uint32_t>{huge, huge},
+                                                  std::vector<std::uint32_t>{huge, huge, huge, huge},
+                                                  std::vector<std::uint32_t>{65536, 65536, 65536},
+                                                  std::vector<std::uint32_t>{1u << 31, 9}}) {
+    write_gz(dir.file("huge.gz"), idx_bytes(dims, {1, 2, 3}));
+    const std::string e = error_of([&] { read_idx(dir.file("huge.gz")); });
+    EXPECT_NE(e.find("more than 16 GiB of data declared"), std::string::npos) << dims.size() << " dims: " << e;
+  }
+  // 8 GiB declared, 3 bytes present: truncated, and read piece by piece (no 8 GiB allocation:
+  // under AddressSanitizer or a memory limit this would abort otherwise).
+  write_gz(dir.file("claims.gz"), idx_bytes({1u << 16, 1u << 17}, {1, 2, 3}));
+  const std::string e = error_of([&] { read_idx(dir.file("claims.gz")); });
+  EXPECT_NE(e.find("truncated: the data needs 8589934592 bytes, the file ends after 3"), std::string::npos) << e;
+
+  write_gz(dir.file("type.gz"), idx_bytes({1}, {0, 0, 0, 0}, 0x0d));
+  const std::string type = error_of([&] { read_idx(dir.file("type.gz")); });
+  EXPECT_NE(type.find("element type 0x0D"), std::string::npos) << type;
+}
+
 // A dataset directory of `count` random 28x28 images per split.
 void write_dataset(const std::string& dir, int count, std::uint8_t max_label) {
   std::mt19937 rng(3);
