@@ -214,6 +214,9 @@ void check_file_access(const std::string& path, OpenMode mode) {
   const fs::file_status status = fs::status(path, ignored);
   if (fs::is_directory(status)) throw StoreError(path + " is a directory; give the path of a database file");
   const bool exists = fs::exists(status);
+  // SQLite would block on a FIFO's open and read a device without end.
+  if (exists && !fs::is_regular_file(status))
+    throw StoreError(path + " is not a regular file (a pipe, a device or a socket); give the path of a database file");
   if (mode == OpenMode::read_only) {
     if (!exists) throw StoreError(path + " does not exist; check the path, or run a sweep to create it");
     return;

@@ -30,6 +30,7 @@
 // offending node, so that a typo in a long sweep file is found without bisecting it.
 #include "tuner/shape_file.hpp"
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -157,13 +158,45 @@ class ShapeFileParser {
  private:
   const std::string& path_;
   const Catalogue& catalogue_;
+  mutable std::int64_t expanded_ = 0;  // problems every matrix so far expanded to, duplicates included
 
   [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what, const std::string& expected) const {
     throw ShapeFileError(path_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": " +
                          what + "; expected " + expected);
   }
 
+  // yaml-cpp 0.7 (Debian's) allocates without bound when a document begins with ',' (fixed
+  // upstream): the first token of every document is looked at before yaml-cpp sees the text.
+  void refuse_comma_starting_a_document(std::string_view text) const {
+    bool at_start = true;
+    int line = 0;
+    for (std::size_t begin = 0; begin <= text.size(); ++line) {
+      const std::size_t end = std::min(text.find('\n', begin), text.size());
+      std::string_view rest = text.substr(begin, end - begin);
+      begin = end + 1;
+      if (line == 0 && rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // a byte-order mark
+      const bool marker = rest.substr(0, 3) == "---" || rest.substr(0, 3) == "...";
+      if (marker && (rest.size() == 3 || rest[3] == ' ' || rest[3] == '\t' || rest[3] == '\r')) {
+        at_start = true;
+        rest.remove_prefix(3);
+      } else if (at_start && !rest.empty() && rest[0] == '%') {
+        continue;  // a directive
+      }
+      if (!at_start) continue;
+      const std::size_t first = rest.find_first_not_of(" \t\r");
+      if (first == std::string_view::npos || rest[first] == '#') continue;
+      if (rest[first] == ',') {
+        YAML::Mark mark;
+        mark.line = line;
+        mark.column = static_cast<int>(first + (marker ? 3 : 0));
+        fail(mark, "a YAML document begins with ','", "a document that starts with a key");
+      }
+      at_start = false;
+    }
+  }
+
   YAML::Node load_document(std::string_view text) const {
+    refuse_comma_starting_a_document(text);
     std::vector<YAML::Node> documents;
     try {
       documents = YAML::LoadAll(std::string(text));
@@ -181,13 +214,14 @@ class ShapeFileParser {
                                  const std::vector<std::string>& valid_keys = {}) const {
     if (!map.IsMap()) fail(mark, where + " is " + describe(map), "a map");
     std::vector<Entry> entries;
+    std::unordered_set<std::string> names;  // a map of 60000 keys checked pairwise took half a minute
     for (auto it = map.begin(); it != map.end(); ++it) {
       const Entry entry{it->first, it->second};
       if (!entry.key.IsScalar()) fail(entry.key.Mark(), "a key in " + where + " is " + describe(entry.key), "a name");
       if (!valid_keys.empty() && !contains(valid_keys, entry.name()))
         fail(entry.key.Mark(), "unknown key '" + entry.name() + "' in " + where, "one of: " + join(valid_keys));
       // yaml-cpp keeps both copies of a repeated key and lookups see only the first.
-      if (find_entry(entries, entry.name()))
+      if (!names.insert(entry.name()).second)
         fail(entry.key.Mark(), "key '" + entry.name() + "' appears twice in " + where, "each key once");
       entries.push_back(entry);
     }
@@ -539,6 +573,9 @@ class ShapeFileParser {
     return value;
   }
 
+  // Expansion is work even where it adds nothing (a matrix repeated through 89 YAML aliases
+  // expanded 89 million shapes to keep a million): the points every matrix expands to are
+  // counted together, duplicates included, and bounded before any is made.
   void check_problem_count(const Matrix& matrix) const {
     std::int64_t count = static_cast<std::int64_t>(matrix.dtypes.size());
     for (const auto& group : matrix.axis_groups) {
@@ -547,6 +584,11 @@ class ShapeFileParser {
         fail(matrix.mark, "the matrix expands to more than " + std::to_string(kMaxProblems) + " problems",
              "at most " + std::to_string(kMaxProblems) + " problems per shape file (is a range mistyped?)");
     }
+    expanded_ += count;
+    if (expanded_ > kMaxProblems)
+      fail(matrix.mark, "with this matrix the file's matrices expand to more than " + std::to_string(kMaxProblems) +
+                            " problems in all (a matrix repeated through aliases counts each time)",
+           "at most " + std::to_string(kMaxProblems) + " problems per shape file");
   }
 
   Shape make_shape(const Matrix& matrix, const std::vector<std::size_t>& group_index) const {
@@ -608,14 +650,29 @@ class ShapeFileParser {
   }
 };
 
+// A shape file is a regular file of at most this many bytes: a FIFO would block the read
+// forever and /dev/zero would never end it.
+constexpr std::size_t kMaxShapeFileBytes = std::size_t{1} << 20;
+
 std::string read_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) throw ShapeFileError(path + ": cannot read: " + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) throw ShapeFileError(path + ": is a directory; expected a YAML shape file");
+  if (!S_ISREG(info.st_mode))
+    throw ShapeFileError(path + ": not a regular file (a pipe, a device or a socket); expected a YAML shape file");
+  if (static_cast<std::uintmax_t>(info.st_size) > kMaxShapeFileBytes)
+    throw ShapeFileError(path + ": " + std::to_string(info.st_size) + " bytes; a shape file is at most " +
+                         std::to_string(kMaxShapeFileBytes) + " bytes (1 MiB)");
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) throw ShapeFileError(path + ": cannot read: " + std::strerror(errno));
   std::string bytes;
   char buffer[1 << 16];
   std::size_t count = 0;
-  while ((count = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) bytes.append(buffer, count);
-  // fopen succeeds on a directory on Linux; the read is what fails.
+  while ((count = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
+    bytes.append(buffer, count);
+    if (bytes.size() > kMaxShapeFileBytes)  // it grew after the stat
+      throw ShapeFileError(path + ": more than " + std::to_string(kMaxShapeFileBytes) + " bytes; a shape file is at most 1 MiB");
+  }
   if (std::ferror(file.get())) throw ShapeFileError(path + ": cannot read: " + std::strerror(errno));
   return bytes;
 }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -479,7 +481,7 @@ TEST_F(ShapeFileOnDisk, DirectoryIsNotAFile) {
     load_shape_file(directory_.string(), test_catalogue());
     FAIL() << "expected ShapeFileError";
   } catch (const ShapeFileError& e) {
-    EXPECT_EQ(std::string(e.what()), directory_.string() + ": cannot read: Is a directory");
+    EXPECT_EQ(std::string(e.what()), directory_.string() + ": is a directory; expected a YAML shape file");
   }
 }
 
@@ -841,17 +843,38 @@ TEST(ShapeFileErrors, MatrixWithTooManyProblems) {
   EXPECT_TRUE(fails_with(yaml, "2:5", {"the matrix expands to more than 1000000 problems"}));
 }
 
-// The second matrix repeats the first, which alone is exactly at the limit; only the third,
-// with one new problem, goes over it.
-TEST(ShapeFileErrors, FileWithTooManyDistinctProblems) {
+// The work is bounded, not only the result: the first matrix alone is exactly at the limit, and
+// the second, a repeat of it that would add no problem, fails before it is expanded.
+TEST(ShapeFileErrors, FileWhoseMatricesExpandToTooManyProblems) {
   const std::string matrix = R"(
   - primitive: attention
     dtypes: [f32]
     axes: {batch: {range: [1, 1000]}, heads: 1, rows: 1, cols: {range: [1, 1000]}})";
-  const std::string one_more =
-      "\n  - {primitive: attention, dtypes: [f32], axes: {batch: 1, heads: 2, rows: 1, cols: 1}}\n";
-  EXPECT_TRUE(
-      fails_with("matrices:" + matrix + matrix + one_more, "8:5", {"the file holds more than 1000000 problems"}));
+  EXPECT_TRUE(fails_with("matrices:" + matrix + matrix, "5:5",
+                         {"the file's matrices expand to more than 1000000 problems in all"}));
+}
+
+// A 1M-problem matrix repeated through YAML aliases took 83 s to reach its error: now the first
+// alias fails at once (an alias's position is its anchor's, line 2).
+TEST(ShapeFileErrors, AliasesOfALargeMatrixFailFast) {
+  std::string yaml = R"(matrices:
+  - &big {primitive: attention, dtypes: [f32], axes: {batch: {range: [1, 1000]}, heads: 1, rows: 1, cols: {range: [1, 1000]}}})";
+  for (int i = 0; i < 89; ++i) yaml += "\n  - *big";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(fails_with(yaml + "\n", "2:5", {"expand to more than 1000000 problems in all"}));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20)
+      << "one expansion, not 89";
+}
+
+// Debian's yaml-cpp allocates without bound on a document that begins with ','.
+TEST(ShapeFileErrors, ADocumentBeginningWithACommaIsRefusedBeforeYamlCppSeesIt) {
+  EXPECT_TRUE(fails_with(",", "1:1", {"a YAML document begins with ','"}));
+  EXPECT_TRUE(fails_with("# a comment\n\n   , x", "3:4", {"begins with ','"}));
+  EXPECT_TRUE(fails_with("name: x\n---\n,", "3:1", {"begins with ','"}));
+  EXPECT_TRUE(fails_with("name: x\n--- ,", "2:5", {"begins with ','"}));
+  // A comma that starts a line inside a flow collection is YAML as usual: yaml-cpp reads it.
+  const ShapeFile file = parse("matrices: [{primitive: softmax, dtypes: [f32], axes: {rows: [2\n  , 3], cols: 4}}]\n");
+  EXPECT_EQ(file.problems.size(), 2u);
 }
 
 }  // namespace

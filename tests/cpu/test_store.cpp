@@ -361,6 +361,18 @@ TEST(StoreOpen, RejectsUnwritableDirectory) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// A FIFO made SQLite's open block forever, a device file was read without end.
+TEST(StoreOpen, RejectsPipesAndDevices) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe.db");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")})
+    for (const OpenMode mode : {OpenMode::read_only, OpenMode::read_write}) {
+      const std::string message = store_error_of([&] { Store::open(path, mode); });
+      expect_contains(message, path + " is not a regular file");
+    }
+}
+
 TEST(StoreOpen, ReadOnlyRejectsMissingFile) {
   TempDir dir;
   const std::string path = dir.file("absent.db");
