@@ -214,8 +214,17 @@ int bench_main(int argc, char** argv) {
         ->UseManualTime()
         ->Iterations(1)
         ->Unit(benchmark::kMicrosecond);
-  benchmark::RunSpecifiedBenchmarks();
+  const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  // Exit codes as the shapetune command's: 2 for input that selects nothing or no device to run
+  // on, 1 for cases that ran and were skipped (refused, inaccurate, failed), 0 for all measured.
+  if (ran == 0) {
+    std::cerr << "error: no case ran: --benchmark_filter matched none of the " << cases.size()
+              << " cases (or is not a valid regular expression); names look like '" << cases.front().name
+              << "/iterations:1/manual_time'\n";
+    return 2;
+  }
+  if (no_device) return 2;
   return skipped > 0 ? 1 : 0;
 }
 

@@ -3,12 +3,16 @@
 // cannot be written. Each is a clear error with a nonzero exit code, and nothing is damaged.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <sstream>
 #include <streambuf>
 
 #include "cli/cli.hpp"
 #include "core/sha256.hpp"
 #include "db/store.hpp"
+#include "harness/device.hpp"
 #include "support/test_support.hpp"
 
 namespace shapetune {
@@ -107,6 +111,38 @@ TEST(BadInput, OutputThatCannotBeWrittenIsAFailure) {
     EXPECT_NE(run_cli(args, out, err), 0) << args[0];
     EXPECT_TRUE(contains(err.str(), "cannot write to standard output")) << err.str();
   }
+}
+
+// shapetune-bench: a filter that selects nothing (or is no regex) is an error, and so is having no
+// device to measure on, as for every shapetune verb (exit 2, not 0 or 1).
+struct Exit {
+  int code;
+  std::string output;
+};
+
+Exit run_bench(const std::string& args) {
+  test_support::TempDir dir;
+  const std::string log = dir.file("log");
+  const std::string command = std::string(SHAPETUNE_BENCH_BINARY) + " " +
+                              (test_support::source_dir() / "shapes" / "quick.yaml").string() + " " + args + " >" + log +
+                              " 2>&1";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, test_support::read_file(log)};
+}
+
+TEST(BadInput, BenchFilterThatSelectsNothingIsAnError) {
+  for (const char* filter : {"'--benchmark_filter=^no such case$'", "'--benchmark_filter=(unclosed'"}) {
+    const Exit e = run_bench(filter);
+    EXPECT_EQ(e.code, 2) << filter << "\n" << e.output;
+    EXPECT_TRUE(contains(e.output, "no case ran")) << e.output;
+  }
+}
+
+TEST(BadInput, BenchWithoutADeviceExitsTwo) {
+  if (!cuda_unavailable_reason()) GTEST_SKIP() << "a CUDA device is usable here";
+  const Exit e = run_bench("'--benchmark_filter=^softmax/f32/rows=1024,cols=1000/cudnn'");
+  EXPECT_EQ(e.code, 2) << e.output;
+  EXPECT_TRUE(contains(e.output, "no usable CUDA device")) << e.output;
 }
 
 }  // namespace
