@@ -208,6 +208,23 @@ std::string winner_counters_text(const Store& store, const WinnerRecord& w, cons
   return dram.empty() ? "profiled" : "DRAM " + dram;
 }
 
+// Why a stored winner is not something this build can run: a primitive, variant, dtype, shape or
+// config the catalogue does not know. A database damaged in place garbles names; one written by
+// another version may name variants since removed. Empty when it is known.
+std::string unknown_to_catalogue(const WinnerRecord& w) {
+  const Primitive* p = catalogue().find_primitive(w.problem.primitive);
+  if (!p) return "primitive '" + w.problem.primitive + "'";
+  if (std::find(p->dtypes.begin(), p->dtypes.end(), w.problem.dtype) == p->dtypes.end())
+    return "dtype " + std::string(dtype_name(w.problem.dtype)) + " of " + p->name;
+  std::vector<std::string> axes;
+  for (const auto& [name, value] : w.problem.shape.dims()) axes.push_back(name);
+  if (axes != p->axes) return "shape " + w.problem.shape.key() + " (the axes of " + p->name + " differ)";
+  const Variant* v = catalogue().find_variant(p->name, w.variant);
+  if (!v) return "variant '" + w.variant + "' of " + p->name;
+  if (!v->params.contains(w.config)) return "config {" + w.config.key() + "} of " + p->name + "/" + v->name;
+  return {};
+}
+
 // The --device-key a user gave, checked against the database's devices: a key that names none
 // is a mistake to say, not an empty table.
 std::string device_key_option(const ParsedArgs& a, const Store& store) {
@@ -222,7 +239,7 @@ std::string device_key_option(const ParsedArgs& a, const Store& store) {
                    (known.empty() ? "none" : known));
 }
 
-int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
+int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto store = open_store(require_db(a), OpenMode::read_only);
   const auto winners = store->winners(device_key_option(a, *store));
   if (winners.empty()) {
@@ -230,6 +247,7 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
     return 0;
   }
   std::string device;
+  std::vector<std::string> unknown_rows;
   cli::Table table({"problem", "winner", "median", "p10..p90", "mode", "achieved", "baseline", "speedup", "runner-up",
                     "margin", "counters"});
   for (const auto& w : winners) {
@@ -241,9 +259,13 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
       device = w.device_key;
       out << "device " << device << "\n";
     }
-    const Primitive* p = catalogue().find_primitive(w.problem.primitive);
+    const std::string unknown = unknown_to_catalogue(w);
+    if (!unknown.empty()) unknown_rows.push_back(w.problem.key() + ": " + unknown);
+    const Primitive* p = unknown.empty() ? catalogue().find_primitive(w.problem.primitive) : nullptr;
     const Cost cost = p ? p->cost(w.problem) : Cost{};
-    table.add({w.problem.key(), w.config.values().empty() ? w.variant : w.variant + "{" + w.config.key() + "}",
+    table.add({w.problem.key(),
+               (w.config.values().empty() ? w.variant : w.variant + "{" + w.config.key() + "}") +
+                   (unknown.empty() ? "" : " (unknown here)"),
                fmt_us(w.timing.median_us), fmt_us(w.timing.p10_us) + ".." + fmt_us(w.timing.p90_us),
                std::string(timing_mode_name(w.timing.mode)), fmt_achieved(cost.bytes, cost.flops, w.timing.median_us),
                w.best_baseline.empty() ? "-" : w.best_baseline + " " + fmt_us(w.baseline_us),
@@ -253,6 +275,11 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream&) {
                winner_counters_text(*store, w, cost)});
   }
   out << table.render();
+  if (!unknown_rows.empty()) {
+    err << "warning: " << unknown_rows.size() << " winner(s) name what this build's catalogue does not have (a "
+        << "damaged database, or one from another shapetune version); dispatch cannot run them:\n";
+    for (const auto& row : unknown_rows) err << "  " << row << "\n";
+  }
   return 0;
 }
 
@@ -288,7 +315,25 @@ int cmd_export(const ParsedArgs& a, std::ostream& out, std::ostream& err, const 
   const std::string db = require_db(a);
   if (const auto path = a.value("output"); path && *path != "-") refuse_to_overwrite(db, *path);
   auto store = open_store(db, OpenMode::read_only);
-  const auto winners = store->winners(device_key_option(a, *store));
+  std::vector<WinnerRecord> winners = store->winners(device_key_option(a, *store));
+  // Rows this build cannot dispatch are refused, unless asked for: kept in JSON and CSV (with a
+  // warning), never in a header, which user code compiles in as its dispatch table.
+  const bool keep_unknown = a.has("keep-unknown");
+  std::vector<WinnerRecord> known;
+  for (auto& w : winners) {
+    const std::string unknown = unknown_to_catalogue(w);
+    if (unknown.empty()) {
+      known.push_back(w);
+      continue;
+    }
+    if (!keep_unknown)
+      throw InputError(store->path() + ": the winner of " + w.problem.key() + " names " + unknown +
+                       ", which this build's catalogue does not have (a damaged database, or one from another "
+                       "shapetune version). `shapetune winners` lists such rows; --keep-unknown exports them anyway");
+    err << "warning: " << w.problem.key() << ": " << unknown << " is not in this build's catalogue"
+        << (format == "header" ? "; left out of the header" : "") << "\n";
+  }
+  if (format == "header") winners = std::move(known);
   std::string text;
   if (format == "json")
     text = export_json(store->devices(), winners);
@@ -469,8 +514,12 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    {kDbOption,
                     {"format", 0, "json|csv|header", "output format (required)"},
                     {"output", 'o', "FILE", "write here instead of standard output"},
-                    {"device-key", 0, "KEY", "only this device"}},
-                   ""},
+                    {"device-key", 0, "KEY", "only this device"},
+                    {"keep-unknown", 0, "",
+                     "export winners this build's catalogue does not know (an older version's variants, or a damaged "
+                     "database) instead of refusing; never into a header"}},
+                   "A winner whose primitive, variant, dtype, shape or config this build does not know is refused\n"
+                   "(exit 2) unless --keep-unknown is given."},
                   [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return cmd_export(a, out, err, all_args);
                   }});
@@ -582,6 +631,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "error: " << e.what() << "\n";
     return 2;
   } catch (const InputError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const StoreError& e) {  // a database that cannot be read as one: bad input
     err << "error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -96,17 +96,26 @@ class Statement {
     bound_.assign(bound_.size(), false);
   }
 
+  // Columns are read as what they were written as: SQLite's columns take any type, so a page
+  // damaged in place can hold text where a number was, which sqlite3_column_double reads as 0.
   bool is_null(std::string_view name) const { return sqlite3_column_type(stmt_, column(name)) == SQLITE_NULL; }
-  std::int64_t integer(std::string_view name) const { return sqlite3_column_int64(stmt_, column(name)); }
+  std::int64_t integer(std::string_view name) const {
+    const int index = column(name);
+    expect_type(index, name, {SQLITE_INTEGER, SQLITE_NULL}, "an integer");
+    return sqlite3_column_int64(stmt_, index);
+  }
   std::int64_t integer_at(int index) const { return sqlite3_column_int64(stmt_, index); }
+  sqlite3_stmt* raw() const { return stmt_; }
   // SQLite stores NaN as NULL, so NULL reads back as NaN.
   double real(std::string_view name) const {
     const int index = column(name);
+    expect_type(index, name, {SQLITE_FLOAT, SQLITE_INTEGER, SQLITE_NULL}, "a number");
     if (sqlite3_column_type(stmt_, index) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
     return sqlite3_column_double(stmt_, index);
   }
   std::string text(std::string_view name) const {
     const int index = column(name);
+    expect_type(index, name, {SQLITE_TEXT, SQLITE_NULL}, "text");
     const auto* bytes = sqlite3_column_text(stmt_, index);
     if (!bytes) return {};
     return std::string(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, index)));
@@ -131,6 +140,16 @@ class Statement {
       if (!bound_[i])
         throw std::logic_error(std::string("parameter ") + sqlite3_bind_parameter_name(stmt_, static_cast<int>(i + 1)) +
                                " was not bound in: " + sqlite3_sql(stmt_));
+  }
+
+  void expect_type(int index, std::string_view name, std::initializer_list<int> allowed, const char* what) const {
+    const int type = sqlite3_column_type(stmt_, index);
+    for (const int a : allowed)
+      if (type == a) return;
+    static const char* const kNames[] = {"?", "an integer", "a real", "text", "a blob", "NULL"};
+    throw StoreError(path_ + " is corrupt: column " + std::string(name) + " holds " + kNames[type < 0 || type > 5 ? 0 : type] +
+                     " where " + what + " belongs (" + std::string(doing_) +
+                     "); restore it from a copy or use a new database");
   }
 
   int column(std::string_view name) const {
@@ -232,6 +251,17 @@ void check_file_access(const std::string& path, OpenMode mode) {
                      " is not writable; choose another database path or open it read-only");
   if (exists && access(path.c_str(), W_OK) != 0)
     throw StoreError(path + " is not writable; fix its permissions or open it read-only");
+}
+
+// SQLite's quick_check (the pages and b-trees; not cell contents, which the column readers check)
+// on every open: a database damaged in place is refused before anything is read from it.
+void check_integrity(sqlite3* db, const std::string& path) {
+  Statement check(db, path, "checking the database's integrity", "PRAGMA quick_check(1)");
+  if (!check.step()) throw StoreError(path + " is corrupt: quick_check returned nothing");
+  const auto* first = sqlite3_column_text(check.raw(), 0);
+  const std::string result = first ? reinterpret_cast<const char*>(first) : "";
+  if (result != "ok")
+    throw StoreError(path + " is corrupt: " + result + "; restore it from a copy or use a new database");
 }
 
 // A shapetune database carries kApplicationId; a new or empty file has no schema yet and is
@@ -421,6 +451,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
   sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
 
   check_is_shapetune(db.get(), path);
+  check_integrity(db.get(), path);
   const int version = user_version(db.get(), path);
   check_schema_version(version, path, mode);
   if (mode == OpenMode::read_write) {

@@ -3,9 +3,11 @@
 // cannot be written. Each is a clear error with a nonzero exit code, and nothing is damaged.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <streambuf>
 
@@ -111,6 +113,58 @@ TEST(BadInput, OutputThatCannotBeWrittenIsAFailure) {
     EXPECT_NE(run_cli(args, out, err), 0) << args[0];
     EXPECT_TRUE(contains(err.str(), "cannot write to standard output")) << err.str();
   }
+}
+
+// Databases damaged in place (issue 24 found 75 of 420 page-corrupted copies exported with
+// garbled names or a text read as 0, exit 0). Each kind of damage is now an error.
+class DamagedDatabase : public ::testing::Test {
+ protected:
+  test_support::TempDir dir;
+  std::string db = one_winner_db(dir);
+
+  std::string bytes() const { return test_support::read_file(db); }
+  void write(const std::string& content) const {
+    std::ofstream file(db, std::ios::binary | std::ios::trunc);
+    file << content;
+  }
+  Result export_json() const { return run({"export", "--db", db, "--format", "json"}); }
+};
+
+TEST_F(DamagedDatabase, AGarbledVariantNameIsRefused) {
+  std::string content = bytes();
+  const auto at = content.find("vec_online");
+  ASSERT_NE(at, std::string::npos);
+  content[at + 3] = 'X';  // vecXonline: same length, the page still well-formed
+  write(content);
+  const Result r = export_json();
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.err, "variant 'vecXonline' of softmax")) << r.err;
+  EXPECT_EQ(r.out, "");
+  const Result w = run({"winners", "--db", db});
+  EXPECT_TRUE(contains(w.out, "(unknown here)")) << w.out;
+  EXPECT_TRUE(contains(w.err, "warning: 1 winner(s) name what this build's catalogue does not have")) << w.err;
+}
+
+TEST_F(DamagedDatabase, TextWhereANumberBelongsIsRefused) {
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "UPDATE winners SET median_us = 'forty'", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  const Result r = export_json();
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "is corrupt: column median_us holds text where a number belongs")) << r.err;
+}
+
+TEST_F(DamagedDatabase, ABrokenPageIsRefusedAtOpen) {
+  std::string content = bytes();
+  ASSERT_GT(content.size(), 3u * 4096);
+  for (std::size_t i = 4096 + 8; i < 2 * 4096; ++i) content[i] = static_cast<char>(0xA5);  // page 2's b-tree
+  write(content);
+  const Result r = export_json();
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.err, "is corrupt")) << r.err;
 }
 
 // shapetune-bench: a filter that selects nothing (or is no regex) is an error, and so is having no
