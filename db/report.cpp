@@ -209,6 +209,9 @@ DbContents read_db(const std::string& path) {
   fs::copy_file(path, copy, error);
   if (!error && fs::exists(path + "-wal")) fs::copy_file(path + "-wal", copy.string() + "-wal", error);
   if (error) throw ReportError("cannot copy " + path + " to migrate it: " + error.message());
+  // The copy keeps the original's permissions; a 0444 database must still be migratable here.
+  for (const fs::path& file : {copy, fs::path(copy.string() + "-wal")})
+    fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, error);
   try {
     return contents_of(*Store::open(copy.string(), OpenMode::read_write), found);
   } catch (const StoreError& e) {

@@ -3,8 +3,11 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -441,11 +444,87 @@ CeilingRecord read_ceiling(const Statement& row) {
 
 // ---- Store ---------------------------------------------------------------------------------
 
+namespace {
+
+// Whether the file's header says WAL (bytes 18 and 19, the read and write format versions, are 2).
+bool is_wal_database(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  unsigned char header[20] = {};
+  return file.read(reinterpret_cast<char*>(header), sizeof header) && header[18] == 2 && header[19] == 2;
+}
+
+// A file: URI of `path` (SQLite decodes %XX; ?, # and % must not appear raw).
+std::string file_uri(const std::string& path, const std::string& query) {
+  std::string out = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "?" + query;
+}
+
+// How a read-only verb opens a database without writing anything beside it. A WAL database
+// with no -wal file has nothing outside the main file, so it is opened immutable: SQLite then
+// creates no -wal or -shm (which a read-only connection would otherwise leave behind) and needs
+// no write access to the directory. One with a -wal (a sweep writing now, or one that stopped
+// without checkpointing) is read through the -wal as usual; where the directory is read-only
+// and SQLite cannot make the -shm it needs, a private copy of both files is read instead.
+struct ReadOnlyOpen {
+  std::string target;  // a URI
+  std::optional<std::filesystem::path> copy_dir;
+};
+
+ReadOnlyOpen read_only_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  if (!is_wal_database(path)) return {file_uri(path, "mode=ro"), std::nullopt};
+  if (!fs::exists(path + "-wal", ignored)) return {file_uri(path, "mode=ro&immutable=1"), std::nullopt};
+  fs::path directory = fs::path(path).parent_path();
+  if (directory.empty()) directory = ".";
+  if (access(directory.c_str(), W_OK) == 0 || fs::exists(path + "-shm", ignored))
+    return {file_uri(path, "mode=ro"), std::nullopt};
+  std::string pattern = (fs::temp_directory_path() / "shapetune-read-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to read a copy of " + path);
+  const fs::path copy = fs::path(pattern) / "copy.db";
+  std::error_code error;
+  fs::copy_file(path, copy, error);
+  if (!error) fs::copy_file(path + "-wal", copy.string() + "-wal", error);
+  if (error) {
+    fs::remove_all(pattern, ignored);
+    throw StoreError("cannot copy " + path + " and its -wal to read them: " + error.message());
+  }
+  fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, ignored);
+  fs::permissions(copy.string() + "-wal", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, ignored);
+  return {file_uri(copy.string(), "mode=ro"), fs::path(pattern)};
+}
+
+}  // namespace
+
 std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
   check_file_access(path, mode);
   sqlite3* handle = nullptr;
-  const int flags = mode == OpenMode::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  const int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  std::optional<std::filesystem::path> copy_dir;
+  int rc = 0;
+  if (mode == OpenMode::read_only) {
+    const ReadOnlyOpen target = read_only_target(path);
+    copy_dir = target.copy_dir;
+    rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  } else {
+    rc = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  }
+  // Removed when the Store is (or here, if opening fails).
+  struct CopyRemover {
+    std::optional<std::filesystem::path> dir;
+    ~CopyRemover() {
+      std::error_code ignored;
+      if (dir) std::filesystem::remove_all(*dir, ignored);
+    }
+  } remover{copy_dir};
   std::unique_ptr<sqlite3, CloseDatabase> db(handle);  // allocated even when opening fails
   if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
   sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
@@ -460,14 +539,20 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
     execute(db.get(), path, "enabling foreign keys", "PRAGMA foreign_keys = ON");
     migrate(db.get(), path, version);
   }
-  return std::unique_ptr<Store>(new Store(db.release(), path));
+  auto store = std::unique_ptr<Store>(new Store(db.release(), path));
+  store->copy_dir_ = std::exchange(remover.dir, std::nullopt);
+  return store;
 }
 
 int Store::latest_schema_version() { return schema_migrations().back().version; }
 
 Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
-Store::~Store() { sqlite3_close_v2(db_); }
+Store::~Store() {
+  sqlite3_close_v2(db_);
+  std::error_code ignored;
+  if (copy_dir_) std::filesystem::remove_all(*copy_dir_, ignored);
+}
 
 int Store::schema_version() const { return user_version(db_, path_); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -125,6 +126,7 @@ class Store {
   Store(sqlite3* db, std::string path);
   sqlite3* db_;
   std::string path_;
+  std::optional<std::filesystem::path> copy_dir_;  // a private copy read in place of path_, removed with the Store
 };
 
 // UTC now as "2026-11-30T19:18:14Z".

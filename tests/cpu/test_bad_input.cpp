@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <streambuf>
@@ -165,6 +168,58 @@ TEST_F(DamagedDatabase, ABrokenPageIsRefusedAtOpen) {
   const Result r = export_json();
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(contains(r.err, "is corrupt")) << r.err;
+}
+
+// Read-only verbs leave a database as they found it: the same bytes, and no -wal or -shm files
+// beside it (a read-only connection to a WAL database used to leave both behind).
+TEST(ReadOnlyVerbs, NeverChangeTheDatabaseOrLeaveFilesBeside) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);  // Store::open left it in WAL mode, checkpointed
+  namespace fs = std::filesystem;
+  ASSERT_FALSE(fs::exists(db + "-wal"));
+  const std::string before = hash_of(db);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"winners", "--db", db}, std::vector<std::string>{"export", "--db", db, "--format", "json"},
+        std::vector<std::string>{"export", "--db", db, "--format", "header"},
+        std::vector<std::string>{"report", "--db", db, "-o", dir.file("report")}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 0) << args[0] << ": " << r.err;
+    EXPECT_EQ(hash_of(db), before) << args[0] << " changed the database";
+    EXPECT_FALSE(fs::exists(db + "-wal")) << args[0] << " left a -wal file";
+    EXPECT_FALSE(fs::exists(db + "-shm")) << args[0] << " left a -shm file";
+  }
+}
+
+TEST(ReadOnlyVerbs, ReadAWalDatabaseInAReadOnlyDirectory) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes into read-only directories anyway";
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0555), 0);
+  const Result r = run({"winners", "--db", db});
+  chmod(dir.path().c_str(), 0755);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "vec_online")) << r.out;
+}
+
+// A database another writer holds is waited for (the busy timeout), then refused with a clear
+// message; nothing is damaged.
+TEST(ReadOnlyVerbs, ALockedDatabaseIsWaitedForThenRefusedClearly) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::string message;
+  try {
+    auto store = Store::open(db);
+    store->upsert_device(DeviceFingerprint{"Other", 90, 1, 1, 1, "1", "1", "1", "1"});
+  } catch (const StoreError& e) {
+    message = e.what();
+  }
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  EXPECT_TRUE(contains(message, "stayed locked by another process")) << message;
+  EXPECT_EQ(run({"winners", "--db", db}).code, 0);
 }
 
 // shapetune-bench: a filter that selects nothing (or is no regex) is an error, and so is having no
