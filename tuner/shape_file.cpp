@@ -31,6 +31,7 @@
 #include "tuner/shape_file.hpp"
 
 #include <sys/stat.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <unordered_set>
 
 #include "core/sha256.hpp"
@@ -165,48 +167,73 @@ class ShapeFileParser {
                          what + "; expected " + expected);
   }
 
-  // yaml-cpp 0.7 (Debian's) allocates without bound when a document begins with ',' (fixed
-  // upstream): the first token of every document is looked at before yaml-cpp sees the text.
-  void refuse_comma_starting_a_document(std::string_view text) const {
-    bool at_start = true;
-    int line = 0;
-    for (std::size_t begin = 0; begin <= text.size(); ++line) {
-      const std::size_t end = std::min(text.find('\n', begin), text.size());
-      std::string_view rest = text.substr(begin, end - begin);
-      begin = end + 1;
-      if (line == 0 && rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // a byte-order mark
-      const bool marker = rest.substr(0, 3) == "---" || rest.substr(0, 3) == "...";
-      if (marker && (rest.size() == 3 || rest[3] == ' ' || rest[3] == '\t' || rest[3] == '\r')) {
-        at_start = true;
-        rest.remove_prefix(3);
-      } else if (at_start && !rest.empty() && rest[0] == '%') {
-        continue;  // a directive
-      }
-      if (!at_start) continue;
-      const std::size_t first = rest.find_first_not_of(" \t\r");
-      if (first == std::string_view::npos || rest[first] == '#') continue;
-      if (rest[first] == ',') {
-        YAML::Mark mark;
-        mark.line = line;
-        mark.column = static_cast<int>(first + (marker ? 3 : 0));
-        fail(mark, "a YAML document begins with ','", "a document that starts with a key");
-      }
-      at_start = false;
+  // yaml-cpp's LoadAll loops without end (allocating a null document each turn) when its parser
+  // stops on a token no node can start with, such as a ',' outside flow collections (fixed in
+  // yaml-cpp 0.8.1, not in Debian's 0.7). So the documents are counted by driving the parser
+  // ourselves, two at most, and the one document is then read with Load, which parses one. A
+  // second "document" that no "---" or "..." begins is that stuck token.
+  struct FirstNode : YAML::EventHandler {
+    std::optional<YAML::Mark> mark;  // of the document's first node
+    void at(const YAML::Mark& m) {
+      if (!mark) mark = m;
     }
-  }
+    void OnDocumentStart(const YAML::Mark&) override { mark.reset(); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& m, YAML::anchor_t) override { at(m); }
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { at(m); }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { at(m); }
+    void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      at(m);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      at(m);
+    }
+    void OnMapEnd() override {}
+  };
 
   YAML::Node load_document(std::string_view text) const {
-    refuse_comma_starting_a_document(text);
-    std::vector<YAML::Node> documents;
+    YAML::Node root;
     try {
-      documents = YAML::LoadAll(std::string(text));
+      std::istringstream stream{std::string(text)};
+      YAML::Parser parser(stream);
+      FirstNode first;
+      int documents = 0;
+      while (documents < 2 && parser.HandleNextDocument(first)) ++documents;
+      if (documents == 0) fail(YAML::Mark(), "the file is empty", "a map with keys " + join(kTopLevelKeys));
+      if (documents > 1) {
+        // yaml-cpp would silently ignore every document after the first.
+        if (const auto marker = second_document_mark(text))
+          fail(*marker, "a second YAML document", "one document per shape file");
+        fail(first.mark.value_or(YAML::Mark()), "malformed YAML: no node can begin here (a ',' outside [...] or {...}?)",
+             "well-formed YAML (see shapes/README.md)");
+      }
+      root = YAML::Load(std::string(text));
     } catch (const YAML::Exception& e) {
       fail(e.mark, "malformed YAML: " + e.msg, "well-formed YAML (see shapes/README.md)");
     }
-    if (documents.empty()) fail(YAML::Mark(), "the file is empty", "a map with keys " + join(kTopLevelKeys));
-    // yaml-cpp would silently ignore every document after the first.
-    if (documents.size() > 1) fail(documents[1].Mark(), "a second YAML document", "one document per shape file");
-    return documents.front();
+    if (root.IsNull()) fail(YAML::Mark(), "the file is empty", "a map with keys " + join(kTopLevelKeys));
+    return root;
+  }
+
+  // Where a second document starts: the line after the first "---" or "..." after content, if any.
+  static std::optional<YAML::Mark> second_document_mark(std::string_view text) {
+    bool content = false;
+    int line = 0;
+    for (std::size_t begin = 0; begin < text.size(); ++line) {
+      const std::size_t end = std::min(text.find('\n', begin), text.size());
+      const std::string_view row = text.substr(begin, end - begin);
+      begin = end + 1;
+      const bool marker = row.substr(0, 3) == "---" || row.substr(0, 3) == "...";
+      if (marker && content) {
+        YAML::Mark mark;
+        mark.line = line + 1;  // the document's first line, after its marker
+        return mark;
+      }
+      const std::size_t first = row.find_first_not_of(" \t\r");
+      if (!marker && first != std::string_view::npos && row[first] != '#' && row[first] != '%') content = true;
+    }
+    return std::nullopt;
   }
 
   // The entries of a map, each key a unique scalar from valid_keys (any scalar if empty).
