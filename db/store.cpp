@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "db/schema.hpp"
 
@@ -308,6 +311,56 @@ struct CloseDatabase {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
 
+// Every table of a database and its columns in order (SQLite's own tables left out).
+using TableColumns = std::map<std::string, std::vector<std::string>>;
+TableColumns table_columns(sqlite3* db, const std::string& path) {
+  Statement query(db, path, "reading the database schema", R"sql(
+      SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p
+      WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY m.name, p.cid)sql");
+  TableColumns out;
+  while (query.step()) {
+    const auto* table = sqlite3_column_text(query.raw(), 0);
+    const auto* column = sqlite3_column_text(query.raw(), 1);
+    if (table && column) out[reinterpret_cast<const char*>(table)].emplace_back(reinterpret_cast<const char*>(column));
+  }
+  return out;
+}
+
+// The tables and columns the migrations make, learnt once from an empty in-memory database.
+const TableColumns& latest_table_columns() {
+  static const TableColumns columns = [] {
+    sqlite3* handle = nullptr;
+    sqlite3_open(":memory:", &handle);
+    std::unique_ptr<sqlite3, CloseDatabase> db(handle);
+    migrate(db.get(), ":memory:", 0);
+    return table_columns(db.get(), ":memory:");
+  }();
+  return columns;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A file whose user_version says "latest" but whose tables are not the latest schema's (edited by
+// hand, damaged in sqlite_master, or written by a fork) is refused before any row is read.
+void check_tables(sqlite3* db, const std::string& path) {
+  const TableColumns found = table_columns(db, path);
+  const std::string version = "schema v" + std::to_string(Store::latest_schema_version());
+  for (const auto& [table, columns] : latest_table_columns()) {
+    const auto it = found.find(table);
+    if (it == found.end())
+      throw StoreError(path + " is not a shapetune database of " + version + ": it has no table " + table +
+                       "; restore it from a copy or use a new database");
+    if (it->second != columns)
+      throw StoreError(path + " is not a shapetune database of " + version + ": table " + table + " has columns (" +
+                       joined(it->second) + ") where " + version + " has (" + joined(columns) +
+                       "); restore it from a copy or use a new database");
+  }
+}
+
 // ---- row mapping ---------------------------------------------------------------------------
 
 void bind_problem(Statement& statement, const Problem& problem) {
@@ -446,11 +499,12 @@ CeilingRecord read_ceiling(const Statement& row) {
 
 namespace {
 
-// Whether the file's header says WAL (bytes 18 and 19, the read and write format versions, are 2).
+// Whether SQLite will open the file in WAL mode: it does when byte 19 of the header (the write
+// format version) is 2, whatever byte 18 says (tests/fuzz found a header with 3 and 2).
 bool is_wal_database(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   unsigned char header[20] = {};
-  return file.read(reinterpret_cast<char*>(header), sizeof header) && header[18] == 2 && header[19] == 2;
+  return file.read(reinterpret_cast<char*>(header), sizeof header) && header[19] == 2;
 }
 
 // A file: URI of `path` (SQLite decodes %XX; ?, # and % must not appear raw).
@@ -539,6 +593,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
     execute(db.get(), path, "enabling foreign keys", "PRAGMA foreign_keys = ON");
     migrate(db.get(), path, version);
   }
+  check_tables(db.get(), path);
   auto store = std::unique_ptr<Store>(new Store(db.release(), path));
   store->copy_dir_ = std::exchange(remover.dir, std::nullopt);
   return store;

@@ -190,6 +190,25 @@ TEST(ReadOnlyVerbs, NeverChangeTheDatabaseOrLeaveFilesBeside) {
   }
 }
 
+// SQLite opens a file in WAL mode when the header's write version (byte 19) is 2, whatever the
+// read version (byte 18) says; tests/fuzz found that a 1 or 3 there made `winners` leave -wal and
+// -shm files behind.
+TEST(ReadOnlyVerbs, AWalHeaderWithAnotherReadVersionLeavesNoFilesBeside) {
+  test_support::TempDir dir;
+  const std::string db = one_winner_db(dir);
+  {
+    std::fstream file(db, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(18);
+    file.put('\x01');
+  }
+  const std::string before = hash_of(db);
+  const Result r = run({"winners", "--db", db});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(hash_of(db), before);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
+}
+
 TEST(ReadOnlyVerbs, ReadAWalDatabaseInAReadOnlyDirectory) {
   if (geteuid() == 0) GTEST_SKIP() << "root writes into read-only directories anyway";
   test_support::TempDir dir;

@@ -340,6 +340,31 @@ TEST(StoreOpen, RejectsNewerSchema) {
   expect_contains(store_error_of([&] { Store::open(path, OpenMode::read_only); }), "upgrade shapetune");
 }
 
+// Found by tests/fuzz: a damaged sqlite_master (a renamed column) with the right user_version
+// reached a reader that looked for the column by name and ended the process.
+TEST(StoreOpen, RejectsTablesThatAreNotTheSchemasOwn) {
+  TempDir dir;
+  const std::string renamed = dir.file("renamed.db");
+  open_with_device(renamed);
+  RawDatabase(renamed).exec("ALTER TABLE winners RENAME COLUMN speedup_vs_baseline TO speedup");
+  for (const OpenMode mode : {OpenMode::read_only, OpenMode::read_write}) {
+    const std::string message = store_error_of([&] { Store::open(renamed, mode); });
+    expect_contains(message, renamed + " is not a shapetune database of schema v" +
+                                 std::to_string(Store::latest_schema_version()) + ": table winners has columns (");
+    expect_contains(message, ", speedup,");
+    expect_contains(message, ", speedup_vs_baseline,");
+  }
+  const std::string dropped = dir.file("dropped.db");
+  open_with_device(dropped);
+  RawDatabase(dropped).exec("DROP TABLE ceilings");
+  expect_contains(store_error_of([&] { Store::open(dropped, OpenMode::read_only); }), "it has no table ceilings");
+  // A table of the user's own beside ours is left alone.
+  const std::string extra = dir.file("extra.db");
+  open_with_device(extra);
+  RawDatabase(extra).exec("CREATE TABLE notes (text TEXT)");
+  EXPECT_TRUE(Store::open(extra, OpenMode::read_only)->device(h200().key()).has_value());
+}
+
 TEST(StoreOpen, RejectsMissingDirectory) {
   const std::string message = store_error_of([] { Store::open("/nonexistent-dir/x.db"); });
   expect_contains(message, "/nonexistent-dir/x.db");
