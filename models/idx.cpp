@@ -96,11 +96,11 @@ IdxArray read_idx(const std::string& path) {
     total *= extent;
     out.dims.push_back(extent);
   }
-  // Read in pieces, the buffer growing with what arrives: a short file claiming gigabytes fails
-  // at its end, having allocated what it held, not what it claimed.
-  constexpr std::int64_t kPiece = std::int64_t{64} << 20;
-  for (std::int64_t done = 0; done < total; done += kPiece) {
-    const std::int64_t n = std::min(kPiece, total - done);
+  // Read in pieces, the buffer growing with what arrives (pieces of 1 MiB doubling to 64 MiB): a
+  // short file claiming gigabytes fails at its end, having allocated about what it held.
+  std::int64_t piece = std::int64_t{1} << 20;
+  for (std::int64_t done = 0; done < total; done += piece, piece = std::min(piece * 2, std::int64_t{64} << 20)) {
+    const std::int64_t n = std::min(piece, total - done);
     out.data.resize(static_cast<std::size_t>(done + n));
     read_exact(file.get(), path, out.data.data() + done, static_cast<std::size_t>(n), "the data", done, total);
   }
