@@ -127,6 +127,9 @@ CounterConfig::CounterConfig(std::string chip, std::vector<std::string> metrics)
     names_.push_back(name.c_str());
   }
 
+  if (kCountersBlockedBySanitizer)
+    throw CounterError("hardware counters are unavailable in a build with AddressSanitizer: CUPTI loads "
+                       "libnvperf_host.so with RTLD_DEEPBIND, which the sanitizer cannot run");
   CUpti_Profiler_Host_Initialize_Params init{};
   init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
   init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;

@@ -39,6 +39,22 @@ class UnknownMetricError : public CounterError {
   using CounterError::CounterError;
 };
 
+// CUPTI loads libnvperf_host.so with RTLD_DEEPBIND, which AddressSanitizer's runtime refuses by
+// ending the process (google/sanitizers#611). In a build under it (scripts/sanitize.sh) counters
+// are unavailable, a CounterError, rather than a crash.
+constexpr bool kCountersBlockedBySanitizer =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
 // Host side: a metric list compiled for one chip ("TU104", "GH100", ...). Works without a GPU.
 class CounterConfig {
  public:

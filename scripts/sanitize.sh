@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the CPU tests with AddressSanitizer and UndefinedBehaviorSanitizer on all host code and
+# runs them (CI does, after scripts/test.sh). Builds into build-asan/ (or $BUILD_DIR), for one GPU
+# architecture only: device code is not what is checked, and it is most of the build time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build-asan}
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHAPETUNE_SANITIZE=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=75 "$@"
+cmake --build "$build_dir" --parallel "$(nproc)" --target shapetune_cpu_tests
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$build_dir" --output-on-failure --timeout 1200 -L cpu
