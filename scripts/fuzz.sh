@@ -15,6 +15,8 @@ targets=("$@")
 ((${#targets[@]})) || targets=(shape_file database idx cli_args)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
+scripts/setup-deps.sh  # yaml-cpp, SQLite, zlib: the readers link them
+
 need=()
 command -v clang++-14 >/dev/null || command -v clang++ >/dev/null || need+=(clang)
 compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null || need+=(libclang-rt-14-dev)
