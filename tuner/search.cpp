@@ -61,6 +61,7 @@ class Search {
   std::span<const SearchCandidate> candidates_;
   const SearchHooks& hooks_;
   SearchReport report_;
+  bool has_winner_ = false;  // some candidate has an accurate full measurement
 
   bool over_budget() const { return hooks_.over_budget && hooks_.over_budget(); }
 
@@ -71,8 +72,14 @@ class Search {
 
   std::optional<double> time_fully(std::size_t i, const Rung& rung) {
     ++report_.fully_measured;
-    return hooks_.time(i, rung);
+    auto median = hooks_.time(i, rung);
+    has_winner_ = has_winner_ || median.has_value();
+    return median;
   }
+
+  // The budget cuts anything once the problem has a winner; before that, the bar and the
+  // defaults are still measured, in order, so that every problem keeps one.
+  bool cut_by_budget(bool always) const { return (!always || has_winner_) && over_budget(); }
 
   void measure_fully(std::size_t i) {
     if (verify(i)) time_fully(i, Rung{});
@@ -80,11 +87,11 @@ class Search {
 
   void exhaustive() {
     for (std::size_t i = 0; i < candidates_.size(); ++i) {
-      // As in random(): the baselines and the defaults are never cut by the clock, so a problem
-      // whose share of the budget went on the one before (counters, a slow reference) still
-      // gets its bar and a winner.
+      // As in random(): a problem whose share of the budget went on the one before (a slow
+      // reference, a measurement that overran) still measures its bar and defaults until it
+      // has a winner.
       const bool always = candidates_[i].baseline || candidates_[i].default_config;
-      if (!always && over_budget()) {
+      if (cut_by_budget(always)) {
         ++report_.skipped_for_budget;
         continue;
       }
@@ -100,9 +107,15 @@ class Search {
     if (options_.samples) target = static_cast<std::size_t>(std::max<std::int64_t>(*options_.samples, 0));
     if (options_.fraction)
       target = static_cast<std::size_t>(std::ceil(*options_.fraction * static_cast<double>(candidates_.size())));
-    // The bar and the defaults are never cut, by the count or by the clock: a budget limits
-    // the search, not what its result is compared with.
-    for (std::size_t i : always) measure_fully(i);
+    // The bar and the defaults are never cut by the count; the clock cuts them only once the
+    // problem has a winner.
+    for (std::size_t i : always) {
+      if (cut_by_budget(true)) {
+        ++report_.skipped_for_budget;
+        continue;
+      }
+      measure_fully(i);
+    }
     const std::size_t draws = target > always.size() ? std::min(target - always.size(), others.size()) : 0;
     // A partial Fisher-Yates shuffle: the first `draws` places become a uniform sample
     // without replacement, drawn one at a time so the budget can stop it anywhere.
@@ -138,8 +151,14 @@ class Search {
     // configs (cuBLASLt's heuristic ranks) race like every other candidate, or a library with
     // many algorithms would be measured fully on every one of them.
     const auto bar = [&](std::size_t i) { return candidates_[i].baseline && candidates_[i].default_config; };
-    for (std::size_t i = 0; i < candidates_.size(); ++i)
-      if (bar(i)) measure_fully(i);
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      if (!bar(i)) continue;
+      if (cut_by_budget(true)) {
+        ++report_.skipped_for_budget;
+        continue;
+      }
+      measure_fully(i);
+    }
     // Verification first, for all: a candidate that fails never races.
     for (std::size_t i = 0; i < candidates_.size(); ++i) {
       if (bar(i)) continue;

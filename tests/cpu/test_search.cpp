@@ -156,19 +156,32 @@ TEST(ExhaustiveSearch, StopsStartingCandidatesOnceOverBudget) {
   EXPECT_FALSE(s.work_after_budget);
 }
 
-// A problem whose share of the budget is gone before it starts (counters or a slow reference
-// took it) still measures its baselines and defaults, so it gets the bar and a winner.
-TEST(ExhaustiveSearch, OverBudgetFromTheStartStillMeasuresBaselinesAndDefaults) {
+// A problem whose share of the budget is gone before it starts (a slow reference, the problem
+// before overran) measures its baselines and defaults in order until it has a winner, then stops.
+TEST(ExhaustiveSearch, OverBudgetFromTheStartMeasuresTheBarAndDefaultsUntilThereIsAWinner) {
   Synthetic s(linear_times(30, 1000), 1);
   s.candidates[0].baseline = true;
   s.candidates[1].default_config = s.candidates[2].default_config = true;
   s.budget_s = 0.0;
   s.clock_s = 1.0;  // already over
   const SearchReport r = run_search(strategy(SearchStrategy::exhaustive), s.candidates, s.hooks());
-  EXPECT_EQ(r.fully_measured, 3u);
-  EXPECT_EQ(r.skipped_for_budget, 27u);
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(s.full_calls[i], 1) << i;
-  for (std::size_t i = 3; i < 30; ++i) EXPECT_EQ(s.full_calls[i], 0) << i;
+  EXPECT_EQ(r.fully_measured, 1u);
+  EXPECT_EQ(r.skipped_for_budget, 29u);
+  EXPECT_EQ(s.full_calls[0], 1);
+  for (std::size_t i = 1; i < 30; ++i) EXPECT_EQ(s.full_calls[i], 0) << i;
+
+  // The baseline fails the reference: the first default is measured instead, then nothing more.
+  Synthetic t(linear_times(30, 1000), 1);
+  t.candidates[0].baseline = true;
+  t.candidates[1].default_config = t.candidates[2].default_config = true;
+  t.inaccurate = {0};
+  t.budget_s = 0.0;
+  t.clock_s = 1.0;
+  const SearchReport u = run_search(strategy(SearchStrategy::exhaustive), t.candidates, t.hooks());
+  EXPECT_EQ(u.verified, 2u);
+  EXPECT_EQ(t.full_calls[1], 1);
+  EXPECT_EQ(t.full_calls[2], 0);
+  EXPECT_EQ(u.skipped_for_budget, 28u);
 }
 
 // ---- random -----------------------------------------------------------------------------
@@ -223,13 +236,15 @@ TEST(RandomSearch, BaselinesAndDefaultsAreKeptWhenTheyAloneExceedTheCount) {
   for (std::size_t i : {0, 1, 2, 3, 4}) EXPECT_EQ(s.full_calls[i], 1) << i;
 }
 
-TEST(RandomSearch, TimeBudgetStopsTheDrawButNeverTheBar) {
+TEST(RandomSearch, TimeBudgetStopsTheDrawAndTheBarOnceThereIsAWinner) {
   Synthetic s = random_problem(1);
-  s.budget_s = 0.0;  // spent before it starts: only baselines and defaults run
+  s.budget_s = 0.0;
+  s.clock_s = 1.0;  // spent before it starts: the first baseline alone runs
   SearchOptions o = strategy(SearchStrategy::random);
   const SearchReport r = run_search(o, s.candidates, s.hooks());
-  EXPECT_EQ(count_nonzero(s.full_calls), 5u);
-  EXPECT_EQ(r.skipped_for_budget, 295u);
+  EXPECT_EQ(count_nonzero(s.full_calls), 1u);
+  EXPECT_EQ(s.full_calls[0], 1);
+  EXPECT_EQ(r.skipped_for_budget, 299u);
 
   Synthetic t(linear_times(300, 1000), 2);  // about 0.1 s per full measurement
   t.candidates[0].baseline = true;
