@@ -239,6 +239,12 @@ std::string device_key_option(const ParsedArgs& a, const Store& store) {
                    (known.empty() ? "none" : known));
 }
 
+// How many of the winner's problem's candidates crashed or hung their GPU worker in its sweep.
+std::string faults_text(const Store& store, const WinnerRecord& w) {
+  const auto faulted = store.faulted_candidates(w.sweep_id, w.problem.key());
+  return faulted.empty() ? "-" : std::to_string(faulted.size());
+}
+
 int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto store = open_store(require_db(a), OpenMode::read_only);
   const auto winners = store->winners(device_key_option(a, *store));
@@ -249,7 +255,7 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   std::string device;
   std::vector<std::string> unknown_rows;
   cli::Table table({"problem", "winner", "median", "p10..p90", "mode", "achieved", "baseline", "speedup", "runner-up",
-                    "margin", "counters"});
+                    "margin", "counters", "crashed"});
   for (const auto& w : winners) {
     if (w.device_key != device) {
       if (!table.empty()) {
@@ -272,7 +278,7 @@ int cmd_winners(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                w.best_baseline.empty() ? "-" : fmt_fixed(w.speedup_vs_baseline, 2) + "x",
                w.runner_up_variant.empty() ? "-" : w.runner_up_variant,
                w.runner_up_variant.empty() ? "-" : (w.tie ? "tie " : "") + fmt_fixed(100 * w.margin_rel, 1) + "%",
-               winner_counters_text(*store, w, cost)});
+               winner_counters_text(*store, w, cost), faults_text(*store, w)});
   }
   out << table.render();
   if (!unknown_rows.empty()) {
@@ -385,6 +391,7 @@ int cmd_check(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
   o.rule.threshold = a.number("threshold", o.rule.threshold, 0, 100);
   if (a.has("seed")) o.seed = static_cast<std::uint64_t>(a.integer("seed", 0, 0, INT64_MAX));
+  o.candidate_timeout_s = a.number("candidate-timeout", 0, 0.1, 86400);
   const bool strict = a.has("strict");
   CheckRun run;
   try {
@@ -393,7 +400,7 @@ int cmd_check(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     err << "error: " << e.what() << "\n";
     return 2;
   }
-  cli::Table table({"problem", "winner", "accuracy", "stored", "now", "change", "verdict"});
+  cli::Table table({"problem", "winner", "accuracy", "stored", "now", "change", "verdict", "crashed in sweep"});
   for (const CheckRow& r : run.rows) {
     const WinnerRecord* w = r.stored ? &*r.stored : nullptr;
     std::string change = "-";
@@ -403,7 +410,8 @@ int cmd_check(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     table.add({r.problem.key(),
                !w ? "-" : w->config.values().empty() ? w->variant : w->variant + "{" + w->config.key() + "}",
                check_accuracy_text(r), w ? fmt_us(w->timing.median_us) : "-",
-               r.compared() ? fmt_us(r.fresh->timing->median_us) : "-", change, std::string(check_verdict_name(r.verdict))});
+               r.compared() ? fmt_us(r.fresh->timing->median_us) : "-", change, std::string(check_verdict_name(r.verdict)),
+               r.swept_faults ? std::to_string(r.swept_faults) : "-"});
   }
   out << "\n" << table.render();
   for (const CheckRow& r : run.rows)
@@ -490,6 +498,12 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "instructions, and --metrics. The progress line shows the winner's DRAM bytes against the cost model's\n"
         "(\"counters: DRAM 1.02x model\"). Where profiling is not possible (no privileges, MIG, another profiler\n"
         "attached) the sweep says \"counters unavailable: REASON\" once, records it, and goes on.\n"
+        "Isolation: every launch runs in a GPU worker process. A candidate that faults (illegal address, trap, a\n"
+        "signal or abort) is stored as crashed with the error, one still running at --candidate-timeout as timeout;\n"
+        "the worker is restarted (the same inputs, from the same seed) and the sweep goes on. Neither can win.\n"
+        "Budget: --budget covers the whole sweep from start to end, shared out over the problems left. Once a\n"
+        "problem's share is spent it measures only until it has a winner (the first accurate baseline or default),\n"
+        "profiles nothing more, and the last line says how many candidates and profiles were cut.\n"
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
         "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
@@ -558,7 +572,10 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                     {"threshold", 0, "FRACTION", "smallest slowdown that is a regression (default 0.10)"},
                     {"strict", 0, "", "a problem of FILE.yaml without a winner on this device is a failure too"},
                     {"device", 0, "N", "CUDA device ordinal (default 0)"},
-                    {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"}},
+                    {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
+                    {"candidate-timeout", 0, "SECONDS",
+                     "kill a winner still running after this long: an ERROR row (default: derived from its cost "
+                     "model and stored time, at least 20 s)"}},
                    "Each winner is verified as a sweep verifies (outputs poisoned, every element compared with the\n"
                    "float64 reference: |out-ref| <= atol OR <= rtol*|ref|, with the atol/rtol stored beside the winner)\n"
                    "and timed with the measurement options of the sweep that chose it (cold or hot, samples, CI target,\n"

@@ -7,7 +7,10 @@ std::vector<OptionSpec> measurement_option_specs(const std::string& what) {
           {"time-cap", 0, "SECONDS", "sampling time cap per " + what + " (default 1)"},
           {"target-ci", 0, "FRACTION", "stop sampling once the median's 95% CI is within this (default 0.01)"},
           {"min-samples", 0, "N", "samples every " + what + " gets at least (default 10)"},
-          {"max-samples", 0, "N", "samples no " + what + " gets more of (default 1000)"}};
+          {"max-samples", 0, "N", "samples no " + what + " gets more of (default 1000)"},
+          {"candidate-timeout", 0, "SECONDS",
+           "kill a " + what + " still running after this long and record it as timeout (default: derived from its "
+           "cost model and the baseline's time, at least 20 s)"}};
 }
 
 void apply_measurement_options(const ParsedArgs& a, MeasureOptions& o) {
@@ -16,6 +19,7 @@ void apply_measurement_options(const ParsedArgs& a, MeasureOptions& o) {
   o.stop.target_ci_rel = a.number("target-ci", o.stop.target_ci_rel, 1e-5, 1);
   o.stop.min_samples = static_cast<int>(a.integer("min-samples", o.stop.min_samples, 6, 1000000));
   o.stop.max_samples = static_cast<int>(a.integer("max-samples", o.stop.max_samples, o.stop.min_samples, 10000000));
+  o.candidate_timeout_s = a.number("candidate-timeout", 0, 0.1, 86400);
 }
 
 }  // namespace shapetune::cli

@@ -1,5 +1,6 @@
 #include "core/records.hpp"
 
+#include <iterator>
 #include <utility>
 
 namespace shapetune {
@@ -20,7 +21,10 @@ constexpr std::pair<CandidateStatus, std::string_view> kCandidateStatusNames[] =
     {CandidateStatus::unsupported, "unsupported"},
     {CandidateStatus::error, "error"},
     {CandidateStatus::skipped, "skipped"},
+    {CandidateStatus::crashed, "crashed"},
+    {CandidateStatus::timeout, "timeout"},
 };
+static_assert(std::size(kCandidateStatusNames) == kCandidateStatusCount);
 
 template <typename Enum, std::size_t N>
 std::string_view name_of(const std::pair<Enum, std::string_view> (&names)[N], Enum value) {

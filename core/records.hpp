@@ -45,7 +45,10 @@ enum class CandidateStatus : std::uint8_t {
   unsupported,      // supports() said no, or the library refused the problem
   error,            // a CUDA/library error while running
   skipped,          // not measured (budget ran out)
+  crashed,          // killed its worker: a signal, an abort, or a CUDA context lost for good
+  timeout,          // still running at the watchdog's limit; its worker was killed
 };
+inline constexpr int kCandidateStatusCount = 7;
 std::string_view candidate_status_name(CandidateStatus);
 std::optional<CandidateStatus> parse_candidate_status(std::string_view);
 

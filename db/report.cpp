@@ -163,13 +163,16 @@ struct DbContents {
   std::vector<WinnerRecord> winners;
   std::vector<CeilingRecord> ceilings;
   std::vector<counters::Values> winner_counters;        // beside winners; empty where not profiled
+  std::vector<std::vector<CandidateRecord>> winner_faults;  // beside winners: crashed or hung candidates
   std::vector<std::pair<std::int64_t, std::string>> counters_unavailable;  // sweep id, reason
 };
 
 DbContents contents_of(const Store& store, int schema_found) {
-  DbContents db{store.schema_version(), schema_found, store.devices(), store.winners(), store.ceilings(), {}, {}};
-  for (const auto& w : db.winners)
+  DbContents db{store.schema_version(), schema_found, store.devices(), store.winners(), store.ceilings(), {}, {}, {}};
+  for (const auto& w : db.winners) {
     db.winner_counters.push_back(store.counter_values(w.sweep_id, w.problem.key(), w.variant, w.config.key()));
+    db.winner_faults.push_back(store.faulted_candidates(w.sweep_id, w.problem.key()));
+  }
   for (const auto& sweep : store.sweeps())
     if (auto reason = store.counters_unavailable(sweep.id)) db.counters_unavailable.emplace_back(sweep.id, *reason);
   return db;
@@ -498,6 +501,28 @@ std::string winners_section(const std::vector<WinnerRecord>& winners, const std:
   return s;
 }
 
+// Candidates that crashed or hung their GPU worker in the winners' sweeps: never winners, but
+// a kernel being written that faults on some shapes is worth seeing.
+std::string faults_section(const DbContents& db) {
+  std::string rows;
+  int candidates = 0, problems = 0;
+  for (std::size_t i = 0; i < db.winners.size() && i < db.winner_faults.size(); ++i) {
+    if (db.winner_faults[i].empty()) continue;
+    ++problems;
+    for (const CandidateRecord& c : db.winner_faults[i]) {
+      ++candidates;
+      rows += table_row({code(db.winners[i].problem.key()), code(variant_text(c.variant, c.config)),
+                         cell(candidate_status_name(c.status)), cell(c.reason)});
+    }
+  }
+  if (rows.empty()) return "";
+  return "## Candidates that crashed or hung\n\n" + std::to_string(candidates) + " candidate" +
+         (candidates == 1 ? "" : "s") + " of " + std::to_string(problems) + " problem" + (problems == 1 ? "" : "s") +
+         " crashed (a signal, an abort, or a lost CUDA context) or hung past the watchdog's limit; each time the "
+         "sweep restarted its GPU worker and went on. None of them can be a winner.\n\n" +
+         table_head({"problem", "candidate", "status", "what happened"}) + rows + "\n";
+}
+
 // Hardware counters of the winners that were profiled (sweep --counters): measured DRAM bytes
 // against the cost model's minimum, so excess traffic shows per variant.
 std::string counters_section(const DbContents& db) {
@@ -638,6 +663,7 @@ ReportResult write_report(const ReportOptions& options) {
   } else {
     md += winners_section(winners, ceilings, several_devices);
     md += counters_section(db);
+    md += faults_section(db);
     // Plots: roofline per family (with the first device's ceilings), speedup, winner map.
     const std::string first_device = winners.front().device_key;
     std::map<std::string, std::vector<const WinnerRecord*>> families;

@@ -773,6 +773,16 @@ std::vector<CandidateRecord> Store::candidates(std::int64_t sweep_id) const {
   return out;
 }
 
+std::vector<CandidateRecord> Store::faulted_candidates(std::int64_t sweep_id, const std::string& problem_key) const {
+  Statement query(db_, path_, "reading the crashed candidates of " + problem_key,
+                  "SELECT * FROM candidates WHERE sweep_id = :sweep_id AND problem_key = :problem_key "
+                  "AND status IN ('crashed', 'timeout') ORDER BY id");
+  query.bind_int(":sweep_id", sweep_id).bind_text(":problem_key", problem_key);
+  std::vector<CandidateRecord> out;
+  while (query.step()) out.push_back(read_candidate(query, path_));
+  return out;
+}
+
 void Store::record_problem(std::int64_t sweep_id, const std::string& problem_key, const std::string& status,
                            const std::string& reason) {
   const std::string doing = "recording the outcome of " + problem_key;

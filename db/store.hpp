@@ -97,6 +97,9 @@ class Store {
                      const std::string& config_key) const;
   std::vector<CandidateRecord> candidates(std::int64_t sweep_id, const std::string& problem_key) const;
   std::vector<CandidateRecord> candidates(std::int64_t sweep_id) const;
+  // The candidates of one problem that crashed or hung their GPU worker (status crashed or
+  // timeout), in the order they were stored.
+  std::vector<CandidateRecord> faulted_candidates(std::int64_t sweep_id, const std::string& problem_key) const;
 
   // Problem-level outcome within a sweep: "done", or "skipped" with the reason.
   void record_problem(std::int64_t sweep_id, const std::string& problem_key, const std::string& status,

@@ -246,6 +246,7 @@ CandidateOutcome Measurer::measure(const Variant& variant, const Config& config,
     }
     if (!steps.time) return out;
     StopRule stop = options_.stop;
+    if (steps.time_cap_s > 0) stop.time_cap_s = std::min(stop.time_cap_s, steps.time_cap_s);
     if (steps.fixed_samples > 0) {
       // No confidence target (a negative one is never met), so the count is what stops it;
       // but the caps every measurement has still hold: the time cap once min_samples are

@@ -26,6 +26,10 @@ struct MeasureOptions {
   // input sets: single launches that short are mostly launch and event overhead.
   double batch_below_us = 10;
   int warmup_launches = 2;
+  // The GPU worker's watchdog: how long one candidate may take before its worker is killed and
+  // it is stored as `timeout`. 0: derived per problem (candidate_time_limit_s). Not part of the
+  // measurement, so not result-affecting.
+  double candidate_timeout_s = 0;
 };
 
 // Which parts of a measurement one call does; the default is all of it. Search strategies
@@ -38,6 +42,9 @@ struct MeasureSteps {
   // options' caps say so: --max-samples, or --time-cap once --min-samples are in (a rung
   // never takes longer than a full measurement could).
   int fixed_samples = 0;
+  // > 0: a tighter sampling time cap than the options' for this call (a sweep's budget shares
+  // its time out; min_samples still come first).
+  double time_cap_s = 0;
   // Time in this mode instead of the one the hot estimate picks: `check` re-times a winner the
   // way it was timed (an estimate near batch_below_us can fall either side from run to run).
   // In-place candidates are always timed one launch at a time, state restored.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
 #include "variants/catalogue.hpp"
 
@@ -71,16 +70,17 @@ CandidateOutcome BenchSession::fail(CandidateStatus status, std::string reason) 
   return out;
 }
 
-// The device and the Measurer, on the first measurement: listing cases needs neither.
+// The worker and its device, on the first measurement: listing cases needs neither.
 std::optional<std::string> BenchSession::start() {
-  if (measurer_) return std::nullopt;
-  if (auto why = cuda_unavailable_reason()) return "no usable CUDA device: " + *why;
+  if (worker_) return std::nullopt;
+  auto worker = std::make_unique<GpuWorker>(ordinal_, options_);
   try {
-    device_ = use_device(ordinal_);
-    measurer_ = std::make_unique<Measurer>(*device_, options_);
+    if (auto why = worker->start()) return "no usable CUDA device: " + *why;
   } catch (const std::exception& e) {
     return std::string("cannot start measuring on device ") + std::to_string(ordinal_) + ": " + e.what();
   }
+  device_ = worker->device();
+  worker_ = std::move(worker);
   return std::nullopt;
 }
 
@@ -88,36 +88,29 @@ CandidateOutcome BenchSession::measure(const BenchCase& c) {
   if (!unusable_) unusable_ = start();
   if (unusable_) return fail(CandidateStatus::error, *unusable_);
 
-  if (!data_ || !(data_->problem() == c.problem)) {
-    data_.reset();  // the last problem's buffers go before the next one's are allocated
-    verified_.clear();
-    const Primitive& primitive = *catalogue().find_primitive(c.problem.primitive);
-    if (auto why = cannot_hold(footprint(primitive, c.problem), measurer_->reserved_device_bytes()))
-      return fail(CandidateStatus::skipped, *why);
-    try {
-      data_ = std::make_unique<ProblemData>(primitive, c.problem, seed_);
-    } catch (const CudaError& e) {
-      if (e.context_lost()) unusable_ = std::string("the CUDA context was lost earlier: ") + e.what();
-      return fail(CandidateStatus::error, std::string("cannot set up the problem: ") + e.what());
+  const Primitive& primitive = *catalogue().find_primitive(c.problem.primitive);
+  try {
+    if (!open_ || !(*open_ == c.problem)) {
+      open_.reset();
+      verified_.clear();
+      if (auto why = worker_->open_problem(c.problem, seed_)) return fail(CandidateStatus::skipped, *why);
+      open_ = c.problem;
     }
-  }
-
-  // Verified once per problem data; later measurements only time (and re-check the outputs
-  // of the timed launches, as every full measurement does).
-  const auto earlier = verified_.find(c.name);
-  MeasureSteps steps;
-  steps.verify = earlier == verified_.end();
-  CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *data_, c.tolerance, steps);
-  if (outcome.context_lost) {
-    unusable_ = "the CUDA context was lost by " + c.name + ": " + outcome.reason;
-    data_.reset();
-    verified_.clear();
+    // Verified once per problem's inputs; later measurements only time (and re-check the
+    // outputs of the timed launches, as every full measurement does).
+    const auto earlier = verified_.find(c.name);
+    MeasureSteps steps;
+    steps.verify = earlier == verified_.end();
+    const double limit = candidate_time_limit_s(options_, primitive.cost(c.problem), 0);
+    CandidateOutcome outcome = worker_->measure(*c.variant, c.config, c.tolerance, steps, limit);
+    if (steps.verify && outcome.accuracy && outcome.status == CandidateStatus::ok)
+      verified_.emplace(c.name, *outcome.accuracy);
+    if (!outcome.accuracy && earlier != verified_.end()) outcome.accuracy = earlier->second;
     return outcome;
+  } catch (const WorkerError& e) {
+    unusable_ = e.what();
+    return fail(CandidateStatus::error, e.what());
   }
-  if (steps.verify && outcome.accuracy && outcome.status == CandidateStatus::ok)
-    verified_.emplace(c.name, *outcome.accuracy);
-  if (!outcome.accuracy && earlier != verified_.end()) outcome.accuracy = earlier->second;
-  return outcome;
 }
 
 }  // namespace shapetune

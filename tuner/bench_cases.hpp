@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/gpu_worker.hpp"
 #include "harness/measure.hpp"
 #include "tuner/shape_file.hpp"
 
@@ -58,8 +59,9 @@ class BenchSession {
 
   // status ok with timing and accuracy (from the verification, also on later calls), or a
   // status and reason why the case has no number: no usable CUDA device, the problem does not
-  // fit, unsupported, failed accuracy, an error, or a CUDA context lost earlier (after which
-  // every case says so instead of running).
+  // fit, unsupported, failed accuracy, an error, crashed or timeout (the case faulted or hung
+  // its GPU worker, which is restarted for the next case), or a worker that cannot be
+  // restarted (after which every case says so instead of running).
   CandidateOutcome measure(const BenchCase&);
 
   // The device once a measurement has started it (for the benchmark's context), or nullopt.
@@ -74,9 +76,9 @@ class BenchSession {
   std::uint64_t seed_ = 0;
   std::optional<std::string> unusable_;  // why nothing more can run on this device
   std::optional<DeviceInfo> device_;
-  std::unique_ptr<Measurer> measurer_;
-  std::unique_ptr<ProblemData> data_;                  // the last problem's
-  std::map<std::string, AccuracyReport> verified_;     // case name -> its verification on data_
+  std::unique_ptr<GpuWorker> worker_;                  // every launch happens there
+  std::optional<Problem> open_;                        // the problem whose inputs the worker holds
+  std::map<std::string, AccuracyReport> verified_;     // case name -> its verification on those inputs
 };
 
 }  // namespace shapetune

@@ -13,7 +13,7 @@
 #include "db/store.hpp"
 #include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
-#include "harness/problem_data.hpp"
+#include "harness/gpu_worker.hpp"
 #include "tuner/shape_file.hpp"
 #include "variants/catalogue.hpp"
 
@@ -192,53 +192,48 @@ MeasureOptions measure_options_from_text(const std::string& options_text) {
 
 namespace {
 
+// Every launch happens in a GPU worker: a winner that now faults or hangs (a driver update, a
+// kernel edited since) is an ERROR row, and the check goes on with a fresh worker.
 class Checker {
  public:
-  Checker(const CheckOptions& options, Store& store, DeviceInfo device, std::uint64_t seed)
-      : options_(options), store_(store), device_(std::move(device)), seed_(seed) {}
+  Checker(const CheckOptions& options, Store& store, GpuWorker& worker, std::uint64_t seed)
+      : options_(options), store_(store), worker_(worker), seed_(seed) {}
 
   CheckRow check(const WinnerRecord& w) {
-    if (context_lost_) return not_run(w, "not run: the CUDA context was lost earlier in this check");
     const Primitive* primitive = catalogue().find_primitive(w.problem.primitive);
     const Variant* variant = primitive ? catalogue().find_variant(w.problem.primitive, w.variant) : nullptr;
     if (!variant) return not_run(w, "variant " + w.variant + " of " + w.problem.primitive + " is not in this build's catalogue");
     if (!std::isfinite(w.tolerance.atol) || !std::isfinite(w.tolerance.rtol))
       return not_run(w, "no tolerance recorded with this winner; sweep the problem again");
     try {
-      Measurer& measurer = measurer_for(w.sweep_id);
-      if (auto why = cannot_hold(footprint(*primitive, w.problem), measurer.reserved_device_bytes())) return not_run(w, *why);
-      ProblemData data(*primitive, w.problem, seed_);
+      const MeasureOptions measure = options_for(w.sweep_id);
+      if (auto why = worker_.open_problem(w.problem, seed_)) return not_run(w, *why);
       MeasureSteps steps;
       steps.mode = w.timing.mode;  // as the winner was timed, so the two medians compare
       steps.library_algo = w.library_algo;
-      const CandidateOutcome outcome = measurer.measure(*variant, w.config, data, w.tolerance, steps);
-      context_lost_ = outcome.context_lost;
+      const double limit = candidate_time_limit_s(measure, primitive->cost(w.problem), w.timing.median_us);
+      const CandidateOutcome outcome = worker_.measure(*variant, w.config, w.tolerance, steps, limit, &measure);
       return judge(w, outcome, options_.rule);
-    } catch (const CudaError& e) {
-      context_lost_ = e.context_lost();
-      return not_run(w, e.what());
+    } catch (const WorkerError&) {
+      throw;  // nothing more can be checked
     } catch (const std::exception& e) {
       return not_run(w, e.what());
     }
   }
 
  private:
-  // The measurement options of the sweep that chose the winner (defaults when it is gone),
-  // one Measurer per distinct set.
-  Measurer& measurer_for(std::int64_t sweep_id) {
+  // The measurement options of the sweep that chose the winner (defaults when it is gone).
+  MeasureOptions options_for(std::int64_t sweep_id) {
     const auto sweep = store_.sweep(sweep_id);
-    const std::string text = sweep ? sweep->info.options : "";
-    auto& slot = measurers_[text];
-    if (!slot) slot = std::make_unique<Measurer>(device_, measure_options_from_text(text));
-    return *slot;
+    MeasureOptions o = measure_options_from_text(sweep ? sweep->info.options : "");
+    o.candidate_timeout_s = options_.candidate_timeout_s;
+    return o;
   }
 
   const CheckOptions& options_;
   Store& store_;
-  DeviceInfo device_;
+  GpuWorker& worker_;
   std::uint64_t seed_;
-  std::map<std::string, std::unique_ptr<Measurer>> measurers_;
-  bool context_lost_ = false;
 };
 
 }  // namespace
@@ -262,16 +257,16 @@ CheckRun run_check(const CheckOptions& options, std::ostream& progress) {
       throw CheckSetupError(e.what());
     }
   }
-  if (auto why = cuda_unavailable_reason())
-    throw CheckSetupError("`shapetune check` needs a CUDA device, and none is usable here: " + *why);
-
+  GpuWorker worker(options.device, MeasureOptions{});
   CheckRun run;
-  DeviceInfo device;
+  std::optional<std::string> no_device;
   try {
-    device = use_device(options.device);
+    no_device = worker.start();
   } catch (const std::exception& e) {
-    throw CheckSetupError("cannot use CUDA device " + std::to_string(options.device) + ": " + e.what());
+    throw CheckSetupError(e.what());
   }
+  if (no_device) throw CheckSetupError("`shapetune check` needs a CUDA device, and none is usable here: " + *no_device);
+  const DeviceInfo& device = worker.device();
   run.device_key = device.fingerprint.key();
   std::map<std::string, const WinnerRecord*> mine;
   std::vector<std::string> other_devices;
@@ -297,10 +292,25 @@ CheckRun run_check(const CheckOptions& options, std::ostream& progress) {
   run.seed = options.seed ? *options.seed : std::random_device{}();
   progress << "Checking " << problems.size() << (file ? " problems of " + *options.shape_file : " winners") << " on "
            << device.fingerprint.name << " (" << run.device_key << "), input seed " << run.seed << "\n";
-  Checker checker(options, *store, device, run.seed);
+  Checker checker(options, *store, worker, run.seed);
+  std::optional<std::string> worker_gone;  // why nothing more can run
   for (std::size_t i = 0; i < problems.size(); ++i) {
     const auto found = mine.find(problems[i].key());
-    CheckRow row = found == mine.end() ? not_tuned(problems[i]) : checker.check(*found->second);
+    CheckRow row;
+    if (found == mine.end()) {
+      row = not_tuned(problems[i]);
+    } else if (worker_gone) {
+      row = not_run(*found->second, "not run: " + *worker_gone);
+    } else {
+      try {
+        row = checker.check(*found->second);
+      } catch (const WorkerError& e) {
+        worker_gone = e.what();
+        row = not_run(*found->second, e.what());
+      }
+    }
+    if (found != mine.end())
+      row.swept_faults = static_cast<int>(store->faulted_candidates(found->second->sweep_id, problems[i].key()).size());
     progress << "[" << i + 1 << "/" << problems.size() << "] " << problems[i].key() << ": "
              << check_verdict_name(row.verdict);
     if (row.compared()) progress << " " << percent(row.change_rel);

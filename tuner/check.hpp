@@ -48,6 +48,8 @@ struct CheckRow {
   double change_rel = 0;  // fresh median / stored median - 1 (when both exist)
   double limit_rel = 0;   // the rule's limit for this row
   std::string detail;     // why, for anything but ok
+  // Candidates of the problem that crashed or hung their GPU worker when the winner was swept.
+  int swept_faults = 0;
 
   // Whether the row compares two medians (change_rel and limit_rel are set).
   bool compared() const {
@@ -87,6 +89,7 @@ struct CheckOptions {
   int device = 0;
   CheckRule rule;
   std::optional<std::uint64_t> seed;      // input seed; random when absent
+  double candidate_timeout_s = 0;         // the worker's watchdog per winner; 0: derived
 };
 
 struct CheckRun {

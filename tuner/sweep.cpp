@@ -17,6 +17,7 @@
 #include "harness/counters.hpp"
 #include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
+#include "harness/gpu_worker.hpp"
 #include "tuner/choose.hpp"
 #include "tuner/shape_file.hpp"
 #include "variants/catalogue.hpp"
@@ -25,6 +26,9 @@ namespace shapetune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The shortest sampling time a budget leaves a candidate: min_samples are taken whatever it is.
+constexpr double kMinBudgetTimeCapS = 0.02;
 
 std::atomic<bool> g_interrupted{false};
 
@@ -154,11 +158,9 @@ CandidateRecord to_record(std::int64_t sweep_id, const PlannedProblem& planned, 
   return r;
 }
 
-// Thrown from inside a search's hooks to end the problem early; tune() turns it into the
+// Thrown from inside a search's hooks when the user interrupts; tune() turns it into the
 // problem's result. Whatever was stored before stays stored, so the sweep can resume.
-struct EndProblem {
-  bool context_lost = false;
-};
+struct EndProblem {};
 
 class Sweep {
  public:
@@ -166,7 +168,7 @@ class Sweep {
   int run();
 
  private:
-  enum class ProblemResult { done, skipped, context_lost, interrupted };
+  enum class ProblemResult { done, skipped, interrupted };
   struct Tuning;
   // One problem: open it, prune, search, choose and store the winner, count, report.
   ProblemResult tune(const PlannedProblem&, Clock::time_point deadline);
@@ -180,24 +182,33 @@ class Sweep {
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
                       double seconds, const std::string& search_summary, std::size_t skipped_for_budget);
   void print_candidate(const CandidateRecord&);
-  std::string collect_counters(const PlannedProblem&, ProblemData&, const std::optional<WinnerRecord>&,
-                               const std::vector<CandidateRecord>&);
+  std::string collect_counters(const PlannedProblem&, const std::optional<WinnerRecord>&,
+                               const std::vector<CandidateRecord>&, Clock::time_point deadline);
   void report_counters_unavailable();
+  bool counters_available() const { return counters_on_ && worker_->counter_status().available; }
+  double time_limit(const Tuning&) const;
 
   const SweepOptions& options_;
   std::ostream& out_;
   std::ostream& err_;
   std::unique_ptr<Store> store_;
+  // Every launch happens in the worker; this process keeps the database.
+  std::unique_ptr<GpuWorker> worker_;
   std::optional<DeviceInfo> device_;
-  std::unique_ptr<Measurer> measurer_;
-  std::unique_ptr<CounterSession> counters_;  // null with --counters none
-  bool counters_reported_ = false;            // "counters unavailable" is said once a sweep
+  bool counters_on_ = false;        // false with --counters none
+  bool counters_reported_ = false;  // "counters unavailable" is said once a sweep
+  struct {
+    std::int64_t candidates = 0;  // left unmeasured
+    std::int64_t counters = 0;    // profiles not taken
+  } budget_cuts_;                 // what the budget cut, said at the end
   std::int64_t sweep_id_ = 0;
   std::uint64_t seed_ = 0;
   std::size_t index_ = 0, count_ = 0;
 };
 
 int Sweep::run() {
+  // A budget is the user's wall-clock promise: it counts from here, setup included.
+  const auto start = Clock::now();
   ShapeFile file;
   try {
     file = load_shape_file(options_.shape_file, catalogue());
@@ -232,8 +243,16 @@ int Sweep::run() {
     return dry_run(selected, options_, out_);
   }
 
-  if (auto why = cuda_unavailable_reason()) {
-    err_ << "error: `shapetune sweep` needs a CUDA device, and none is usable here: " << *why << ".\n"
+  worker_ = std::make_unique<GpuWorker>(options_.device, options_.measure);
+  std::optional<std::string> no_device;
+  try {
+    no_device = worker_->start();
+  } catch (const std::exception& e) {
+    err_ << "error: " << e.what() << "\n";
+    return 1;
+  }
+  if (no_device) {
+    err_ << "error: `shapetune sweep` needs a CUDA device, and none is usable here: " << *no_device << ".\n"
          << "Without a GPU you can still: check a shape file (shapetune sweep " << options_.shape_file
          << " --dry-run), browse the catalogue (shapetune list), read or export a database swept elsewhere "
             "(shapetune winners/export --db FILE), and run the CPU tests (see README).\n";
@@ -247,12 +266,12 @@ int Sweep::run() {
     return 2;
   }
   try {
-    device_ = use_device(options_.device);
-    measurer_ = std::make_unique<Measurer>(*device_, options_.measure);
+    device_ = worker_->device();
     // Before the sweep is recorded: a metric this device's chip does not have stops it here.
     if (options_.counters != CounterMode::none) {
       try {
-        counters_ = std::make_unique<CounterSession>(metrics);
+        worker_->start_counters(metrics);
+        counters_on_ = true;
       } catch (const UnknownMetricError& e) {
         err_ << "error: --metrics: " << e.what() << "\n";
         return 2;
@@ -270,9 +289,11 @@ int Sweep::run() {
          << (options_.strategy ? ", " + std::string(search_strategy_name(*options_.strategy)) + " search (--strategy)" : "")
          << ", input seed " << seed_ << ", build "
          << build_git_sha() << "\n";
-    if (counters_ && counters_->available())
-      out_ << "Counters: " << counter_mode_name(options_.counters) << ", " << counters_->metrics().size()
-           << " metrics in " << counters_->passes() << " replay passes on " << counters_->chip() << "\n";
+    if (counters_available()) {
+      const WorkerCounterStatus& c = worker_->counter_status();
+      out_ << "Counters: " << counter_mode_name(options_.counters) << ", " << c.metrics.size() << " metrics in "
+           << c.passes << " replay passes on " << c.chip << "\n";
+    }
     report_counters_unavailable();
   } catch (const std::exception& e) {
     err_ << "error: " << e.what() << "\n";
@@ -280,7 +301,6 @@ int Sweep::run() {
   }
 
   std::signal(SIGINT, on_sigint);
-  const auto start = Clock::now();
   count_ = selected.size();
   int exit_code = 0;
   for (index_ = 0; index_ < count_; ++index_) {
@@ -296,10 +316,8 @@ int Sweep::run() {
       err_ << "error: " << e.what() << "\n";
       exit_code = 1;
       break;
-    }
-    if (result == ProblemResult::context_lost) {
-      err_ << "error: the CUDA context was lost (see the candidate above); the sweep stops here. Rerun the same "
-              "command to resume after that candidate.\n";
+    } catch (const WorkerError& e) {
+      err_ << "error: " << e.what() << "; the sweep stops here. Rerun the same command to resume.\n";
       exit_code = 1;
       break;
     }
@@ -313,7 +331,17 @@ int Sweep::run() {
   if (exit_code == 0) {
     store_->finish_sweep(sweep_id_, options_.budget_s > 0 ? "complete (budget)" : "complete");
     out_ << "Sweep #" << sweep_id_ << " complete in " << std::fixed << std::setprecision(1)
-         << std::chrono::duration<double>(Clock::now() - start).count() << " s; winners in " << options_.db_path
+         << std::chrono::duration<double>(Clock::now() - start).count() << " s";
+    if (options_.budget_s > 0)
+      out_ << " (budget " << options_.budget_s << " s: "
+           << (budget_cuts_.candidates + budget_cuts_.counters == 0
+                   ? std::string("nothing cut")
+                   : std::to_string(budget_cuts_.candidates) + " candidates not measured, " +
+                         std::to_string(budget_cuts_.counters) + " counter profiles not taken") << ")";
+    if (worker_->restarts())
+      out_ << " (GPU worker restarted " << worker_->restarts() << (worker_->restarts() == 1 ? " time" : " times")
+           << " after crashes or time-outs)";
+    out_ << "; winners in " << options_.db_path
          << " (shapetune winners --db " << options_.db_path << ")\n";
   }
   return exit_code;
@@ -324,8 +352,9 @@ struct Sweep::Tuning {
   explicit Tuning(const PlannedProblem& p) : planned(p), key(p.problem.key()) {}
   const PlannedProblem& planned;
   std::string key;
-  std::unique_ptr<ProblemData> data;
   CandidateList list;
+  double baseline_us = 0;  // the first baseline's full median, for the watchdog
+  double time_cap_s = 0;   // > 0: the sampling cap the budget leaves each candidate
   // What this sweep already holds for the problem (it is being resumed), reused rather than
   // measured again; and, as the search goes on, what it has measured so far.
   std::map<std::pair<std::string, std::string>, CandidateRecord> stored;
@@ -347,25 +376,43 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   if (const auto ended = open_problem(t)) return *ended;
   if (!prune_unsupported(t)) return ProblemResult::interrupted;
 
+  // Under a budget the problem's share covers everything: its search stops early enough to
+  // leave the counters their part, and each candidate samples for at most its part of the
+  // search's time (after min_samples).
+  Clock::time_point search_deadline = deadline;
+  if (deadline != Clock::time_point::max()) {
+    const double counters_part = !counters_available()                      ? 0.0
+                                 : options_.counters == CounterMode::all ? 0.4
+                                                                          : 0.15;
+    const auto now = Clock::now();
+    search_deadline = deadline <= now ? deadline
+                                      : now + std::chrono::duration_cast<Clock::duration>((deadline - now) * (1 - counters_part));
+    const double search_s = std::chrono::duration<double>(search_deadline - now).count();
+    // Half of a candidate's share for sampling: verification, warm-up and storing take the rest.
+    t.time_cap_s = std::clamp(search_s / (2.0 * static_cast<double>(std::max<std::size_t>(t.supported.size(), 1))),
+                              kMinBudgetTimeCapS, options_.measure.stop.time_cap_s);
+  }
+
   SearchOptions search = search_for(planned, options_);
   const std::string strategy = search.describe();
   search.seed = seed_for(search.seed, t.key);
   SearchReport report;
   try {
-    report = run_search(search, t.searched, hooks_for(t, deadline));
-  } catch (const EndProblem& end) {
-    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
+    report = run_search(search, t.searched, hooks_for(t, search_deadline));
+  } catch (const EndProblem&) {
+    return ProblemResult::interrupted;
   }
 
   const auto records = store_->candidates(sweep_id_, t.key);
   const std::optional<WinnerRecord> winner = store_winner(planned, records);
   auto [summary, progress] = summaries(t, strategy, search.strategy, report);
   try {
-    const std::string counted = collect_counters(planned, *t.data, winner, records);
+    const std::string counted = collect_counters(planned, winner, records, deadline);
     if (!counted.empty()) progress += ", " + counted;
-  } catch (const EndProblem& end) {
-    return end.context_lost ? ProblemResult::context_lost : ProblemResult::interrupted;
+  } catch (const EndProblem&) {
+    return ProblemResult::interrupted;
   }
+  budget_cuts_.candidates += static_cast<std::int64_t>(report.skipped_for_budget);
   store_->record_problem(sweep_id_, t.key, "done", summary);
   report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
                  report.skipped_for_budget);
@@ -380,18 +427,10 @@ std::optional<Sweep::ProblemResult> Sweep::open_problem(Tuning& t) {
     out_ << prefix << *status << " earlier in this sweep\n";
     return ProblemResult::done;
   }
-  const Primitive& primitive = *catalogue().find_primitive(t.planned.problem.primitive);
-  if (auto why = cannot_hold(footprint(primitive, t.planned.problem), measurer_->reserved_device_bytes())) {
+  // Whether it fits, its inputs and reference: in the worker, which keeps them for the candidates.
+  if (auto why = worker_->open_problem(t.planned.problem, seed_)) {
     store_->record_problem(sweep_id_, t.key, "skipped", *why);
     out_ << prefix << "skipped: " << *why << "\n";
-    return ProblemResult::skipped;
-  }
-  try {
-    t.data = std::make_unique<ProblemData>(primitive, t.planned.problem, seed_);
-  } catch (const CudaError& e) {
-    if (e.context_lost()) return ProblemResult::context_lost;
-    store_->record_problem(sweep_id_, t.key, "skipped", e.what());
-    out_ << prefix << "skipped: " << e.what() << "\n";
     return ProblemResult::skipped;
   }
   t.list = candidates_for(t.planned, options_.variants);
@@ -424,13 +463,22 @@ bool Sweep::prune_unsupported(Tuning& t) {
   return true;
 }
 
-// Stores one candidate's outcome (its own transaction) and remembers it for the search.
+// Stores one candidate's outcome (its own transaction) and remembers it for the search. One that
+// crashed or hung its worker is always printed: the sweep goes on, but the user should know.
 void Sweep::keep(Tuning& t, const Candidate& c, const CandidateOutcome& outcome) {
   CandidateRecord record = to_record(sweep_id_, t.planned, c, outcome);
   store_->record_candidate(record);
-  if (options_.verbose || outcome.context_lost) print_candidate(record);
+  const bool fault = outcome.status == CandidateStatus::crashed || outcome.status == CandidateStatus::timeout;
+  if (options_.verbose || fault) print_candidate(record);
+  if (c.variant->baseline && t.baseline_us == 0 && outcome.status == CandidateStatus::ok && outcome.timing &&
+      !is_race_stop_reason(outcome.timing->stop_reason))
+    t.baseline_us = outcome.timing->median_us;
   t.stored.insert_or_assign({record.variant, record.config.key()}, std::move(record));
-  if (outcome.context_lost) throw EndProblem{true};
+}
+
+double Sweep::time_limit(const Tuning& t) const {
+  const Cost cost = catalogue().find_primitive(t.planned.problem.primitive)->cost(t.planned.problem);
+  return candidate_time_limit_s(options_.measure, cost, t.baseline_us);
 }
 
 // What the search calls to verify and time candidate i of t.supported; a candidate the sweep
@@ -448,7 +496,7 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     MeasureSteps verify_only;
     verify_only.time = false;
     const CandidateOutcome outcome =
-        measurer_->measure(*c.variant, c.config, *t.data, t.planned.tolerance, verify_only);
+        worker_->measure(*c.variant, c.config, t.planned.tolerance, verify_only, time_limit(t));
     if (outcome.status == CandidateStatus::ok) {
       t.accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
       return true;
@@ -469,7 +517,8 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     MeasureSteps time_only;
     time_only.verify = false;
     time_only.fixed_samples = rung.samples;
-    CandidateOutcome outcome = measurer_->measure(*c.variant, c.config, *t.data, t.planned.tolerance, time_only);
+    time_only.time_cap_s = t.time_cap_s;
+    CandidateOutcome outcome = worker_->measure(*c.variant, c.config, t.planned.tolerance, time_only, time_limit(t));
     if (!outcome.accuracy) outcome.accuracy = t.accuracy[i];
     if (outcome.timing) {
       if (rung.full()) {
@@ -498,7 +547,7 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
   if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner->variant);
       v && v->describe_algorithm) {
     try {
-      winner->library_algo = v->describe_algorithm(planned.problem, winner->config, measurer_->libraries());
+      winner->library_algo = worker_->describe_algorithm(*v, winner->config);
     } catch (const std::exception& e) {
       err_ << "warning: " << planned.problem.key() << ": the winner's algorithm could not be described ("
            << e.what() << "); dispatch will replay its rank\n";
@@ -537,40 +586,44 @@ std::pair<std::string, std::string> Sweep::summaries(const Tuning& t, const std:
 // profiler is enabled only meanwhile). Returns the progress line's part, e.g.
 // "counters: DRAM 1.02x model". Runs before the problem is recorded as done, so an interrupted
 // sweep resumes here; what is stored already is not profiled again.
-std::string Sweep::collect_counters(const PlannedProblem& planned, ProblemData& data,
-                                   const std::optional<WinnerRecord>& winner,
-                                   const std::vector<CandidateRecord>& records) {
-  if (!counters_ || !counters_->available()) return "";
+std::string Sweep::collect_counters(const PlannedProblem& planned, const std::optional<WinnerRecord>& winner,
+                                   const std::vector<CandidateRecord>& records, Clock::time_point deadline) {
+  if (!counters_available()) return "";
   std::vector<std::pair<std::string, Config>> targets;
   if (options_.counters == CounterMode::winners && winner) targets.emplace_back(winner->variant, winner->config);
   if (options_.counters == CounterMode::all)
     for (const auto& r : records)
       if (r.status == CandidateStatus::ok && r.timing) targets.emplace_back(r.variant, r.config);
   if (targets.empty()) return "";
+  // The winner first: under a budget it is the one most worth its profile.
+  if (winner)
+    std::stable_partition(targets.begin(), targets.end(), [&](const auto& target) {
+      return target.first == winner->variant && target.second == winner->config;
+    });
 
   const std::string key = planned.problem.key();
   int profiled = 0;
+  std::size_t cut_for_budget = 0;
   std::string first_error;
   std::optional<counters::Values> winner_values;
   for (const auto& [variant_name, config] : targets) {
     if (g_interrupted) break;
     const bool is_winner = winner && winner->variant == variant_name && winner->config == config;
     counters::Values values = store_->counter_values(sweep_id_, key, variant_name, config.key());
+    if (values.empty() && Clock::now() > deadline) {
+      ++cut_for_budget;
+      continue;
+    }
     if (values.empty()) {
       const Variant* variant = catalogue().find_variant(planned.problem.primitive, variant_name);
       if (!variant) continue;
-      CounterProfile profile;
-      try {
-        // Always cold: measured DRAM bytes are compared with what the cost model says must move.
-        profile = counters_->profile(measurer_->single_launch(*variant, config, data), measurer_->stream(),
-                                     [&] { measurer_->flush_l2(); });
-      } catch (const CudaError& e) {
-        if (e.context_lost()) throw EndProblem{true};
-        profile.error = e.what();
-      } catch (const std::exception& e) {
-        profile.error = e.what();
-      }
-      if (!counters_->available()) break;
+      // Always cold: measured DRAM bytes are compared with what the cost model says must move.
+      // Kernel replay runs the launch once per pass; a crash or hang is this profile's error.
+      const Cost cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
+      const double limit = candidate_time_limit_s(options_.measure, cost, 0) *
+                           static_cast<double>(worker_->counter_status().passes + 1);
+      const CounterProfile profile = worker_->profile(*variant, config, limit);
+      if (!counters_available()) break;
       if (!profile.ok()) {
         if (options_.verbose) out_ << "    " << describe(variant_name, config) << ": no counters: " << profile.error << "\n";
         if (first_error.empty()) first_error = profile.error;
@@ -582,8 +635,8 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, ProblemData& 
     ++profiled;
     if (is_winner) winner_values = values;
   }
-  counters_->disable();
-  if (!counters_->available()) {
+  worker_->disable_counters();
+  if (!counters_available()) {
     report_counters_unavailable();
     return "counters unavailable";
   }
@@ -596,8 +649,13 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, ProblemData& 
     const std::string dram = counters::dram_vs_model_text(*winner_values, winner->cost.bytes);
     parts.push_back(std::string(all ? "winner " : "") + (dram.empty() ? "profiled" : "DRAM " + dram));
   } else if (!all) {
-    parts.push_back("none (" + (first_error.empty() ? std::string("not profiled") : first_error) + ")");
+    parts.push_back("none (" + (cut_for_budget      ? std::string("cut for budget")
+                                : first_error.empty() ? std::string("not profiled")
+                                                      : first_error) +
+                    ")");
   }
+  if (all && cut_for_budget) parts.push_back(std::to_string(cut_for_budget) + " cut for budget");
+  budget_cuts_.counters += static_cast<std::int64_t>(cut_for_budget);
   std::string text = "counters:";
   for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : " ") + parts[i];
   return text;
@@ -605,9 +663,9 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, ProblemData& 
 
 // Once per sweep, on the progress stream and in the database; the sweep goes on without.
 void Sweep::report_counters_unavailable() {
-  if (!counters_ || counters_->available() || counters_reported_) return;
+  if (!counters_on_ || counters_available() || counters_reported_) return;
   counters_reported_ = true;
-  const std::string reason = *counters_->unavailable_reason();
+  const std::string reason = worker_->counter_status().unavailable_reason;
   out_ << "counters unavailable: " << reason << " (the sweep goes on without them)\n";
   store_->set_counters_unavailable(sweep_id_, reason);
 }
@@ -626,7 +684,7 @@ void Sweep::print_candidate(const CandidateRecord& record) {
 void Sweep::report_problem(const PlannedProblem& planned, const std::vector<CandidateRecord>& records,
                            const std::optional<WinnerRecord>& winner, double seconds, const std::string& search_summary,
                            std::size_t skipped_for_budget) {
-  int counts[5] = {};
+  int counts[kCandidateStatusCount] = {};
   for (const auto& r : records) ++counts[static_cast<int>(r.status)];
   const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
   const Cost cost = primitive.cost(planned.problem);
@@ -648,6 +706,8 @@ void Sweep::report_problem(const PlannedProblem& planned, const std::vector<Cand
   if (counts[1]) line << ", " << counts[1] << " failed accuracy";
   if (counts[2]) line << ", " << counts[2] << " unsupported";
   if (counts[3]) line << ", " << counts[3] << " errors";
+  if (const int faults = counts[static_cast<int>(CandidateStatus::crashed)] + counts[static_cast<int>(CandidateStatus::timeout)])
+    line << ", " << faults << " crashed or hung";
   if (skipped_for_budget) line << ", " << skipped_for_budget << " over budget";
   line << " | " << std::fixed << std::setprecision(1) << seconds << " s";
   out_ << line.str() << std::endl;

@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <string_view>
+
 #include "variants/catalogue.hpp"
 
 namespace shapetune {
@@ -16,6 +19,9 @@ const Catalogue& catalogue() {
     register_gemm_wgmma(c);
     register_gemm_cublas(c);
     register_rnn(c);
+    // Test only: variants that fault on purpose, for the isolation tests.
+    if (const char* faults = std::getenv("SHAPETUNE_FAULT_VARIANTS"); faults && std::string_view(faults) == "1")
+      register_fault_injection(c);
     return c;
   }();
   return instance;

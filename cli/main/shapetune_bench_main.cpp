@@ -25,6 +25,7 @@
 #include "core/build_info.hpp"
 #include "core/format.hpp"
 #include "harness/device.hpp"
+#include "harness/gpu_worker.hpp"
 #include "tuner/bench_cases.hpp"
 #include "variants/catalogue.hpp"
 
@@ -230,4 +231,7 @@ int bench_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  shapetune::serve_gpu_worker_if_asked();  // when this process is the GPU worker, it ends here
+  return bench_main(argc, argv);
+}

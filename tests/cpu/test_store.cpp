@@ -260,7 +260,8 @@ TEST(RecordNames, TimingModesRoundTrip) {
 
 TEST(RecordNames, CandidateStatusesRoundTrip) {
   for (CandidateStatus status : {CandidateStatus::ok, CandidateStatus::failed_accuracy, CandidateStatus::unsupported,
-                                 CandidateStatus::error, CandidateStatus::skipped})
+                                 CandidateStatus::error, CandidateStatus::skipped, CandidateStatus::crashed,
+                                 CandidateStatus::timeout})
     EXPECT_EQ(parse_candidate_status(candidate_status_name(status)), status);
   EXPECT_EQ(candidate_status_name(CandidateStatus::failed_accuracy), "failed_accuracy");
   EXPECT_FALSE(parse_candidate_status("OK").has_value());
