@@ -18,6 +18,7 @@
 #include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
 #include "harness/gpu_worker.hpp"
+#include "tuner/budget.hpp"
 #include "tuner/choose.hpp"
 #include "tuner/shape_file.hpp"
 #include "variants/catalogue.hpp"
@@ -194,6 +195,7 @@ class Sweep {
   std::unique_ptr<Store> store_;
   // Every launch happens in the worker; this process keeps the database.
   std::unique_ptr<GpuWorker> worker_;
+  std::optional<BudgetPlan> budget_;  // with --budget
   std::optional<DeviceInfo> device_;
   bool counters_on_ = false;        // false with --counters none
   bool counters_reported_ = false;  // "counters unavailable" is said once a sweep
@@ -303,11 +305,25 @@ int Sweep::run() {
   std::signal(SIGINT, on_sigint);
   count_ = selected.size();
   int exit_code = 0;
+  if (options_.budget_s > 0) {
+    std::vector<Cost> costs;
+    for (const PlannedProblem* p : selected) costs.push_back(catalogue().find_primitive(p->problem.primitive)->cost(p->problem));
+    budget_.emplace(options_.budget_s, std::move(costs));
+    const double setups = budget_->predicted_setups_s();
+    if (setups > options_.budget_s) {
+      std::ostringstream note;
+      note << "note: --budget " << options_.budget_s << " s: preparing the problems' inputs and references alone is "
+           << "estimated at " << std::fixed << std::setprecision(0) << setups << " s; every problem still gets one "
+           << "measured winner, so the sweep will take longer\n";
+      out_ << note.str();
+    }
+  }
   for (index_ = 0; index_ < count_; ++index_) {
     Clock::time_point deadline = Clock::time_point::max();
-    if (options_.budget_s > 0) {
-      const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.budget_s));
-      deadline = Clock::now() + (end - Clock::now()) / static_cast<long>(count_ - index_);
+    if (budget_) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(budget_->share_s(index_, elapsed)));
     }
     ProblemResult result;
     try {
@@ -428,7 +444,10 @@ std::optional<Sweep::ProblemResult> Sweep::open_problem(Tuning& t) {
     return ProblemResult::done;
   }
   // Whether it fits, its inputs and reference: in the worker, which keeps them for the candidates.
-  if (auto why = worker_->open_problem(t.planned.problem, seed_)) {
+  const auto setup_start = Clock::now();
+  const auto why = worker_->open_problem(t.planned.problem, seed_);
+  if (budget_) budget_->observed_setup(index_, std::chrono::duration<double>(Clock::now() - setup_start).count());
+  if (why) {
     store_->record_problem(sweep_id_, t.key, "skipped", *why);
     out_ << prefix << "skipped: " << *why << "\n";
     return ProblemResult::skipped;

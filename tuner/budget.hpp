@@ -1,0 +1,44 @@
+// How a sweep shares its --budget out over its problems. Each problem needs some time whatever
+// the budget: its inputs and float64 reference (a 4096^3 GEMM's takes seconds on the host) and
+// one measured winner. That part is predicted from the problem's cost model, at rates the plan
+// learns as the problems are prepared, and reserved for every problem still to come; what is
+// left of the budget is shared equally. So an early, cheap problem cannot spend what a later,
+// expensive one will need, and the whole sweep ends near the budget.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace shapetune {
+
+class BudgetPlan {
+ public:
+  // The host's rates before anything is observed: float64 reference FLOPs and bytes of inputs,
+  // outputs and checks per second, and a floor per problem.
+  static constexpr double kReferenceFlopsPerS = 30e9;
+  static constexpr double kHostBytesPerS = 1e9;
+  static constexpr double kSetupFloorS = 0.02;
+
+  BudgetPlan(double budget_s, std::vector<Cost> problems);
+
+  // Seconds problem i may take from now, `elapsed_s` into the sweep: its own predicted setup
+  // plus an equal part of what the setups of problems i.. do not need. Never negative.
+  double share_s(std::size_t i, double elapsed_s) const;
+  // Records how long problem i's setup took; later predictions scale by observed / predicted.
+  void observed_setup(std::size_t i, double seconds);
+  double predicted_setup_s(std::size_t i) const;
+  // The setups of every problem, as predicted now.
+  double predicted_setups_s() const;
+
+ private:
+  double raw_setup_s(std::size_t i) const;
+  double scale() const;
+
+  double budget_s_;
+  std::vector<Cost> problems_;
+  double observed_s_ = 0, observed_raw_s_ = 0;
+};
+
+}  // namespace shapetune
