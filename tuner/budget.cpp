@@ -31,15 +31,10 @@ double BudgetPlan::predicted_setups_s() const {
 double BudgetPlan::share_s(std::size_t i, double elapsed_s) const {
   const std::size_t left = problems_.size() - std::min(i, problems_.size());
   if (left == 0) return 0;
-  double reserved = measurement_s_ * static_cast<double>(left);
+  double reserved = 0;
   for (std::size_t j = i; j < problems_.size(); ++j) reserved += predicted_setup_s(j);
   const double free_s = std::max(0.0, budget_s_ - elapsed_s - reserved);
-  return predicted_setup_s(i) + measurement_s_ + free_s / static_cast<double>(left);
-}
-
-void BudgetPlan::observed_measurement(double seconds) {
-  const double s = std::max(0.0, seconds);
-  measurement_s_ = measurement_s_ == 0 ? s : 0.7 * measurement_s_ + 0.3 * s;
+  return predicted_setup_s(i) + free_s / static_cast<double>(left);
 }
 
 void BudgetPlan::observed_setup(std::size_t i, double seconds) {

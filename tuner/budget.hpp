@@ -23,20 +23,14 @@ class BudgetPlan {
 
   BudgetPlan(double budget_s, std::vector<Cost> problems);
 
-  // Seconds problem i may take from now, `elapsed_s` into the sweep: its own predicted setup and
-  // one measurement, plus an equal part of what the setups and measurements of problems i..
-  // do not need. Never negative.
+  // Seconds problem i may take from now, `elapsed_s` into the sweep: its own predicted setup
+  // plus an equal part of what the setups of problems i.. do not need. Never negative.
   double share_s(std::size_t i, double elapsed_s) const;
   // Records how long problem i's setup took; later predictions scale by observed / predicted.
   void observed_setup(std::size_t i, double seconds);
   double predicted_setup_s(std::size_t i) const;
   // The setups of every problem, as predicted now.
   double predicted_setups_s() const;
-  // How long a full measurement (verification and timing) took, for the running mean that the
-  // plan reserves once per problem (each keeps one measured winner) and that a search looks
-  // ahead by before it starts another candidate.
-  void observed_measurement(double seconds);
-  double measurement_s() const { return measurement_s_; }
 
  private:
   double raw_setup_s(std::size_t i) const;
@@ -45,7 +39,6 @@ class BudgetPlan {
   double budget_s_;
   std::vector<Cost> problems_;
   double observed_s_ = 0, observed_raw_s_ = 0;
-  double measurement_s_ = 0;  // exponential mean; 0 before the first
 };
 
 }  // namespace shapetune

@@ -371,7 +371,6 @@ struct Sweep::Tuning {
   CandidateList list;
   double baseline_us = 0;  // the first baseline's full median, for the watchdog
   double time_cap_s = 0;   // > 0: the sampling cap the budget leaves each candidate
-  double verify_s = 0;     // how long the last verification took
   // What this sweep already holds for the problem (it is being resumed), reused rather than
   // measured again; and, as the search goes on, what it has measured so far.
   std::map<std::pair<std::string, std::string>, CandidateRecord> stored;
@@ -505,12 +504,7 @@ double Sweep::time_limit(const Tuning& t) const {
 // already holds (resumed) answers from the store.
 SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
   SearchHooks hooks;
-  // A candidate is started only if one more, as long as they have taken so far, still ends
-  // inside the share: checking the clock alone overran every problem by one candidate.
-  hooks.over_budget = [this, deadline] {
-    const double next_s = budget_ ? budget_->measurement_s() : 0;
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next_s)) > deadline;
-  };
+  hooks.over_budget = [deadline] { return Clock::now() > deadline; };
   hooks.verify = [this, &t](std::size_t i) {
     if (g_interrupted) throw EndProblem{};
     const Candidate& c = *t.supported[i];
@@ -520,10 +514,8 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     }
     MeasureSteps verify_only;
     verify_only.time = false;
-    const auto t0 = Clock::now();
     const CandidateOutcome outcome =
         worker_->measure(*c.variant, c.config, t.planned.tolerance, verify_only, time_limit(t));
-    t.verify_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (outcome.status == CandidateStatus::ok) {
       t.accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
       return true;
@@ -545,10 +537,7 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     time_only.verify = false;
     time_only.fixed_samples = rung.samples;
     time_only.time_cap_s = t.time_cap_s;
-    const auto t0 = Clock::now();
     CandidateOutcome outcome = worker_->measure(*c.variant, c.config, t.planned.tolerance, time_only, time_limit(t));
-    if (budget_ && rung.full())
-      budget_->observed_measurement(t.verify_s + std::chrono::duration<double>(Clock::now() - t0).count());
     if (!outcome.accuracy) outcome.accuracy = t.accuracy[i];
     if (outcome.timing) {
       if (rung.full()) {

@@ -45,18 +45,5 @@ TEST(BudgetPlan, LearnsTheHostsRateFromObservedSetups) {
   EXPECT_NEAR(nan_cost.predicted_setup_s(0), kFloor, 1e-12);
 }
 
-TEST(BudgetPlan, ReservesOneMeasurementPerProblemAtTheRunningMean) {
-  BudgetPlan plan(10, {Cost{0, 0}, Cost{0, 0}});
-  EXPECT_EQ(plan.measurement_s(), 0);
-  plan.observed_measurement(1.0);
-  EXPECT_EQ(plan.measurement_s(), 1.0);
-  plan.observed_measurement(2.0);
-  EXPECT_NEAR(plan.measurement_s(), 1.3, 1e-12);
-  // Two problems, each reserved its floor and 1.3 s; the rest shared.
-  const double free_each = (10 - 2 * (kFloor + 1.3)) / 2;
-  EXPECT_NEAR(plan.share_s(0, 0), kFloor + 1.3 + free_each, 1e-12);
-  EXPECT_NEAR(plan.share_s(1, 9.9), kFloor + 1.3, 1e-12);  // nothing free left: its reserve alone
-}
-
 }  // namespace
 }  // namespace shapetune
