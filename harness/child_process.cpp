@@ -92,6 +92,19 @@ Fds make_fds() {
   return {pair[0], pair[1], out[0], out[1]};
 }
 
+// fork(), closing every descriptor of `fds` when it fails (std::system_error then).
+pid_t fork_or_throw(const Fds& fds) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int saved = errno;
+    for (int fd : {fds.parent_channel, fds.child_channel, fds.output_read, fds.output_write}) ::close(fd);
+    errno = saved;
+    throw_errno("fork");
+  }
+  return pid;
+}
+
 }  // namespace
 
 std::optional<std::string> MessageChannel::read() {
@@ -133,14 +146,7 @@ std::string describe_wait_status(int status) {
 std::unique_ptr<ChildProcess> ChildProcess::fork_running(const ChildBody& body) {
   const Fds fds = make_fds();
   const pid_t parent = ::getpid();
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int saved = errno;
-    for (int fd : {fds.parent_channel, fds.child_channel, fds.output_read, fds.output_write}) ::close(fd);
-    errno = saved;
-    throw_errno("fork");
-  }
+  const pid_t pid = fork_or_throw(fds);
   if (pid == 0) {
     ::close(fds.parent_channel);
     ::close(fds.output_read);
@@ -185,14 +191,7 @@ std::unique_ptr<ChildProcess> ChildProcess::exec_self(const std::string& role) {
   std::string arg0 = "shapetune-" + role;
   char* argv[] = {arg0.data(), nullptr};
 
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int saved = errno;
-    for (int fd : {fds.parent_channel, fds.child_channel, fds.output_read, fds.output_write}) ::close(fd);
-    errno = saved;
-    throw_errno("fork");
-  }
+  const pid_t pid = fork_or_throw(fds);
   if (pid == 0) {
     ::signal(SIGINT, SIG_IGN);  // kept across exec, so the child ignores Ctrl-C from its first instruction
     const rlimit no_core{0, 0};
