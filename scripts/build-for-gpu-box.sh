@@ -6,6 +6,7 @@
 # gpu-check.sh unpacks it. Carry build-gpu/bundle.tar.xz (and data/fashion-mnist for the MLP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup-deps.sh
 BUILD_DIR=build-gpu scripts/build.sh -DSHAPETUNE_STATIC_DEPS=ON "$@"
 stage=build-gpu/bundle
 rm -rf "$stage" && mkdir -p "$stage/tests"

@@ -31,10 +31,26 @@ double BudgetPlan::predicted_setups_s() const {
 double BudgetPlan::share_s(std::size_t i, double elapsed_s) const {
   const std::size_t left = problems_.size() - std::min(i, problems_.size());
   if (left == 0) return 0;
-  double reserved = 0;
+  const double to_winner = time_to_winner_s();
+  double reserved = to_winner * static_cast<double>(left);
   for (std::size_t j = i; j < problems_.size(); ++j) reserved += predicted_setup_s(j);
   const double free_s = std::max(0.0, budget_s_ - elapsed_s - reserved);
-  return predicted_setup_s(i) + free_s / static_cast<double>(left);
+  return predicted_setup_s(i) + to_winner + free_s / static_cast<double>(left);
+}
+
+void BudgetPlan::observed_time_to_winner(double seconds) {
+  winner_s_ += std::max(0.0, seconds);
+  ++winners_seen_;
+}
+
+void BudgetPlan::observed_profile(double seconds, double kernel_s) {
+  profile_overhead_s_ += std::max(0.0, seconds - std::max(0.0, kernel_s));
+  ++profiles_seen_;
+}
+
+double BudgetPlan::predicted_profile_s(double kernel_s) const {
+  if (profiles_seen_ == 0) return 0;
+  return profile_overhead_s_ / profiles_seen_ + std::max(0.0, kernel_s);
 }
 
 void BudgetPlan::observed_setup(std::size_t i, double seconds) {

@@ -371,6 +371,14 @@ struct Sweep::Tuning {
   CandidateList list;
   double baseline_us = 0;  // the first baseline's full median, for the watchdog
   double time_cap_s = 0;   // > 0: the sampling cap the budget leaves each candidate
+  // For the budget: when the setup ended, whether a first winner has been seen since, and how
+  // long the full measurements (verification and timing) have taken.
+  Clock::time_point opened{};
+  bool has_winner = false;
+  double verify_s = 0;  // the last verification
+  double measured_s = 0;
+  int measured = 0;
+  double mean_measurement_s() const { return measured ? measured_s / measured : 0; }
   // What this sweep already holds for the problem (it is being resumed), reused rather than
   // measured again; and, as the search goes on, what it has measured so far.
   std::map<std::pair<std::string, std::string>, CandidateRecord> stored;
@@ -418,6 +426,7 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   } catch (const EndProblem&) {
     return ProblemResult::interrupted;
   }
+  if (budget_ && !t.has_winner) budget_->observed_time_to_winner(std::chrono::duration<double>(Clock::now() - t.opened).count());
 
   const auto records = store_->candidates(sweep_id_, t.key);
   const std::optional<WinnerRecord> winner = store_winner(planned, records);
@@ -446,7 +455,8 @@ std::optional<Sweep::ProblemResult> Sweep::open_problem(Tuning& t) {
   // Whether it fits, its inputs and reference: in the worker, which keeps them for the candidates.
   const auto setup_start = Clock::now();
   const auto why = worker_->open_problem(t.planned.problem, seed_);
-  if (budget_) budget_->observed_setup(index_, std::chrono::duration<double>(Clock::now() - setup_start).count());
+  t.opened = Clock::now();
+  if (budget_) budget_->observed_setup(index_, std::chrono::duration<double>(t.opened - setup_start).count());
   if (why) {
     store_->record_problem(sweep_id_, t.key, "skipped", *why);
     out_ << prefix << "skipped: " << *why << "\n";
@@ -504,7 +514,12 @@ double Sweep::time_limit(const Tuning& t) const {
 // already holds (resumed) answers from the store.
 SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
   SearchHooks hooks;
-  hooks.over_budget = [deadline] { return Clock::now() > deadline; };
+  // A candidate starts only if one more, as long as this problem's have taken, still ends
+  // inside the share: checking the clock alone overran every problem by one candidate.
+  hooks.over_budget = [&t, deadline] {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.mean_measurement_s())) >
+           deadline;
+  };
   hooks.verify = [this, &t](std::size_t i) {
     if (g_interrupted) throw EndProblem{};
     const Candidate& c = *t.supported[i];
@@ -514,8 +529,10 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     }
     MeasureSteps verify_only;
     verify_only.time = false;
+    const auto t0 = Clock::now();
     const CandidateOutcome outcome =
         worker_->measure(*c.variant, c.config, t.planned.tolerance, verify_only, time_limit(t));
+    t.verify_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (outcome.status == CandidateStatus::ok) {
       t.accuracy[i] = outcome.accuracy;  // stored with its timing, once there is one
       return true;
@@ -537,7 +554,17 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     time_only.verify = false;
     time_only.fixed_samples = rung.samples;
     time_only.time_cap_s = t.time_cap_s;
+    const auto t0 = Clock::now();
     CandidateOutcome outcome = worker_->measure(*c.variant, c.config, t.planned.tolerance, time_only, time_limit(t));
+    const auto t1 = Clock::now();
+    if (rung.full()) {
+      t.measured_s += t.verify_s + std::chrono::duration<double>(t1 - t0).count();
+      ++t.measured;
+      if (!t.has_winner && outcome.status == CandidateStatus::ok && outcome.timing) {
+        t.has_winner = true;
+        if (budget_) budget_->observed_time_to_winner(std::chrono::duration<double>(t1 - t.opened).count());
+      }
+    }
     if (!outcome.accuracy) outcome.accuracy = t.accuracy[i];
     if (outcome.timing) {
       if (rung.full()) {
@@ -608,16 +635,22 @@ std::pair<std::string, std::string> Sweep::summaries(const Tuning& t, const std:
 std::string Sweep::collect_counters(const PlannedProblem& planned, const std::optional<WinnerRecord>& winner,
                                    const std::vector<CandidateRecord>& records, Clock::time_point deadline) {
   if (!counters_available()) return "";
-  std::vector<std::pair<std::string, Config>> targets;
-  if (options_.counters == CounterMode::winners && winner) targets.emplace_back(winner->variant, winner->config);
+  struct Target {
+    std::string variant;
+    Config config;
+    double median_us;
+  };
+  std::vector<Target> targets;
+  if (options_.counters == CounterMode::winners && winner)
+    targets.push_back({winner->variant, winner->config, winner->timing.median_us});
   if (options_.counters == CounterMode::all)
     for (const auto& r : records)
-      if (r.status == CandidateStatus::ok && r.timing) targets.emplace_back(r.variant, r.config);
+      if (r.status == CandidateStatus::ok && r.timing) targets.push_back({r.variant, r.config, r.timing->median_us});
   if (targets.empty()) return "";
   // The winner first: under a budget it is the one most worth its profile.
   if (winner)
-    std::stable_partition(targets.begin(), targets.end(), [&](const auto& target) {
-      return target.first == winner->variant && target.second == winner->config;
+    std::stable_partition(targets.begin(), targets.end(), [&](const Target& target) {
+      return target.variant == winner->variant && target.config == winner->config;
     });
 
   const std::string key = planned.problem.key();
@@ -625,11 +658,16 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, const std::op
   std::size_t cut_for_budget = 0;
   std::string first_error;
   std::optional<counters::Values> winner_values;
-  for (const auto& [variant_name, config] : targets) {
+  const double passes = static_cast<double>(worker_->counter_status().passes + 1);
+  for (const auto& [variant_name, config, median_us] : targets) {
     if (g_interrupted) break;
     const bool is_winner = winner && winner->variant == variant_name && winner->config == config;
     counters::Values values = store_->counter_values(sweep_id_, key, variant_name, config.key());
-    if (values.empty() && Clock::now() > deadline) {
+    // Started only if it is predicted to end inside the share.
+    const double kernel_s = passes * median_us * 1e-6;
+    const double predicted_s = budget_ ? budget_->predicted_profile_s(kernel_s) : 0;
+    if (values.empty() && Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(predicted_s)) > deadline) {
       ++cut_for_budget;
       continue;
     }
@@ -639,9 +677,10 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, const std::op
       // Always cold: measured DRAM bytes are compared with what the cost model says must move.
       // Kernel replay runs the launch once per pass; a crash or hang is this profile's error.
       const Cost cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
-      const double limit = candidate_time_limit_s(options_.measure, cost, 0) *
-                           static_cast<double>(worker_->counter_status().passes + 1);
+      const double limit = candidate_time_limit_s(options_.measure, cost, 0) * passes;
+      const auto t0 = Clock::now();
       const CounterProfile profile = worker_->profile(*variant, config, limit);
+      if (budget_) budget_->observed_profile(std::chrono::duration<double>(Clock::now() - t0).count(), kernel_s);
       if (!counters_available()) break;
       if (!profile.ok()) {
         if (options_.verbose) out_ << "    " << describe(variant_name, config) << ": no counters: " << profile.error << "\n";

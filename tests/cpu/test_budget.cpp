@@ -45,5 +45,32 @@ TEST(BudgetPlan, LearnsTheHostsRateFromObservedSetups) {
   EXPECT_NEAR(nan_cost.predicted_setup_s(0), kFloor, 1e-12);
 }
 
+TEST(BudgetPlan, ReservesTheMeanTimeToAWinnerForEveryProblemLeft) {
+  BudgetPlan plan(10, {Cost{0, 0}, Cost{0, 0}, Cost{0, 0}, Cost{0, 0}});
+  EXPECT_EQ(plan.time_to_winner_s(), 0);
+  plan.observed_time_to_winner(0.5);
+  plan.observed_time_to_winner(1.5);
+  EXPECT_NEAR(plan.time_to_winner_s(), 1.0, 1e-12);
+  // 2 s into the sweep, problems 2 and 3 are left: each keeps its setup and 1 s for a winner,
+  // and shares what remains of the 8 s.
+  const double free_each = (8 - 2 * (kFloor + 1)) / 2;
+  EXPECT_NEAR(plan.share_s(2, 2), kFloor + 1 + free_each, 1e-12);
+  // However late, a problem is still given the time its winner needs.
+  EXPECT_NEAR(plan.share_s(3, 100), kFloor + 1, 1e-12);
+}
+
+TEST(BudgetPlan, PredictsAProfileAsItsMeanOverheadPlusTheKernelTimeItReplays) {
+  BudgetPlan plan(10, {Cost{0, 0}});
+  EXPECT_EQ(plan.predicted_profile_s(0.1), 0);  // nothing seen: the first profile always starts
+  plan.observed_profile(0.4, 0.1);              // 0.3 s of overhead
+  plan.observed_profile(0.2, 0.0);              // 0.2 s
+  EXPECT_NEAR(plan.predicted_profile_s(0.0), 0.25, 1e-12);
+  EXPECT_NEAR(plan.predicted_profile_s(1.0), 1.25, 1e-12);
+  // A profile that took less than its kernel time (a clock step) counts no negative overhead.
+  BudgetPlan odd(10, {Cost{0, 0}});
+  odd.observed_profile(0.1, 0.5);
+  EXPECT_NEAR(odd.predicted_profile_s(0.5), 0.5, 1e-12);
+}
+
 }  // namespace
 }  // namespace shapetune
