@@ -373,6 +373,7 @@ int cmd_ceilings(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   for (auto& c : measure_gemm_ceilings(measurer, gemm_n, skipped)) measured.push_back(std::move(c));
   for (auto& c : measure_launch_ceilings(measurer, launches)) measured.push_back(std::move(c));
   measured.push_back(measure_grid_barrier(measurer, 1000));
+  for (auto& c : measure_cluster_barriers(measurer, 1000, skipped)) measured.push_back(std::move(c));
   cli::Table table({"ceiling", "value", "median sample", "samples", "method"});
   for (const auto& c : measured) {
     store->store_ceiling({device.fingerprint.key(), c.name, c.value, c.unit, c.method, build_git_sha(), utc_now_iso8601()});

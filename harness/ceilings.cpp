@@ -173,4 +173,35 @@ MeasuredCeiling measure_grid_barrier(Measurer& measurer, int rounds) {
           per_sample};
 }
 
+std::vector<MeasuredCeiling> measure_cluster_barriers(Measurer& measurer, int rounds, std::vector<std::string>& skipped) {
+  std::vector<MeasuredCeiling> out;
+  if (measurer.device().limits.compute_capability != 90) {
+    skipped.push_back("cluster_barrier_*: the cluster kernel is built for sm_90a (compute capability 9.0)");
+    return out;
+  }
+  constexpr int kThreads = 128;
+  for (const int size : {2, 4, 8, 16}) {
+    const std::string name = "cluster_barrier_" + std::to_string(size);
+    const cudaError_t probe = kernels::rnn::cluster_barrier_rounds(size, kThreads, 1, measurer.stream());
+    if (probe != cudaSuccess) {
+      cudaGetLastError();  // a refused launch leaves no sticky error
+      skipped.push_back(name + ": " + cudaGetErrorString(probe));
+      continue;
+    }
+    SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer.stream()));
+    const TimingStats t = measurer.time_launch([&](cudaStream_t s) {
+      SHAPETUNE_CUDA_CHECK(kernels::rnn::cluster_barrier_rounds(size, kThreads, rounds, s));
+    });
+    TimingStats per_sample = t;
+    per_sample.launches_per_sample = rounds;
+    out.push_back({name, t.median_us * 1e-6 / rounds, "s",
+                   std::to_string(rounds) + " cluster barriers (barrier.cluster arrive + wait, the persistent_cluster "
+                                            "RNN's) in one cluster of " + std::to_string(size) + " blocks x " +
+                       std::to_string(kThreads) + " threads, " + sample_kind(measurer) + " / " +
+                       std::to_string(rounds),
+                   per_sample});
+  }
+  return out;
+}
+
 }  // namespace shapetune

@@ -46,4 +46,10 @@ std::vector<MeasuredCeiling> measure_launch_ceilings(Measurer&, int launches);
 // cooperative launch of one block per SM. The per-step floor of a persistent RNN.
 MeasuredCeiling measure_grid_barrier(Measurer&, int rounds);
 
+// Seconds per cluster barrier (unit "s"): `cluster_barrier_C` for C = 2, 4, 8, 16 blocks, `rounds`
+// barriers back to back in one cluster of C blocks of 128 threads. The per-step floor of the
+// persistent_cluster RNN. Off compute capability 9.0 (no sm_90a kernel), or where a size cannot
+// be placed, that size is left out with a line in `skipped`.
+std::vector<MeasuredCeiling> measure_cluster_barriers(Measurer&, int rounds, std::vector<std::string>& skipped);
+
 }  // namespace shapetune

@@ -4,6 +4,9 @@
 //   stepwise:   the input projection of all T steps as one GEMM, then per step a recurrent GEMM
 //               and the fused cell kernel: 2 T + 1 launches (the original work's design);
 //   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
+//   persistent_cluster (sm_90a): the same input GEMM, then one launch of independent clusters,
+//               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
+//               through distributed shared memory (a cluster barrier a step, no grid barrier);
 //   cudnn:      cudnnRNNForward with each algorithm cuDNN has (the baseline).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -245,6 +248,57 @@ LaunchStatus persistent(const LaunchArgs& a) {
   return launch_status(e);
 }
 
+// ---- persistent_cluster -------------------------------------------------------------------------
+
+kr::ClusterConfig cluster_config(const Config& c) {
+  return {cfg(c, "cluster_size"), cfg(c, "rows_per_cluster"), cfg(c, "k_split"), cfg(c, "rows_per_thread")};
+}
+
+// Clusters and distributed shared memory exist from sm_90 on; the kernel is built for sm_90a
+// with the Hopper-only library, so it runs on compute capability 9.0 alone.
+Support cluster_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  if (limits.compute_capability != 90)
+    return Support::no("needs sm_90a (thread block clusters, distributed shared memory; built for compute capability "
+                       "9.0 exactly); the device is sm_" + std::to_string(limits.compute_capability));
+  const RnnProblem r = rnn_of(p);
+  const kr::ClusterConfig cc = cluster_config(c);
+  if (cc.rows_per_cluster > 1 && cc.rows_per_cluster / 2 >= r.batch)
+    return Support::no("rows_per_cluster " + std::to_string(cc.rows_per_cluster) +
+                       " is the same single cluster as a smaller one for batch " + std::to_string(r.batch));
+  if (cc.rows_per_thread > std::min<std::int64_t>(cc.rows_per_cluster, r.batch))
+    return Support::no("more rows per thread than the cluster has rows");
+  if (cc.cluster_size > r.hidden) return Support::no("more blocks in a cluster than hidden units");
+  const kr::ClusterPlan plan = kr::cluster_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), cc);
+  if (plan.threads == 0) return Support::no("not a valid cluster config");
+  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
+    return Support::no("a block's W_hh slice and h buffers need " + std::to_string(plan.shared_bytes) +
+                       " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin) + " (a larger cluster holds less each)");
+  if (plan.threads > kr::kMaxClusterThreads)
+    return Support::no(std::to_string(plan.threads) + " threads a block (units x rows / rows_per_thread x k_split); "
+                       "the kernel is built for at most " + std::to_string(kr::kMaxClusterThreads));
+  return Support::yes();
+}
+
+std::size_t cluster_workspace(const Problem& p, const Config&) { return input_gates_bytes(rnn_of(p)); }
+
+template <typename T>
+LaunchStatus persistent_cluster(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const kr::Layer<T> l = layer_of<T>(a);
+  auto* input_gates = static_cast<float*>(a.workspace);
+  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
+                                                                   r.steps * r.batch, r.gates * r.hidden, r.input, l.x,
+                                                                   w_ih_of(a), input_gates));
+      !s.ok)
+    return s;
+  const cudaError_t e = kr::cluster_forward(l, input_gates, cluster_config(a.config), a.stream);
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    return LaunchStatus::refused("the device cannot place one cluster of this size with this much shared memory");
+  if (e == cudaErrorNotSupported) return LaunchStatus::refused("needs compute capability 9.0");
+  return launch_status(e);
+}
+
 // ---- cudnn ------------------------------------------------------------------------------------
 
 LaunchStatus cudnn_forward(const LaunchArgs& a) {
@@ -305,6 +359,25 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   p.workspace_bytes = persistent_workspace;
   p.launch = by_type<persistent<float>, persistent<__half>, persistent<__nv_bfloat16>>;
   cat.add(p);
+
+  Variant pc;
+  pc.primitive = primitive;
+  pc.name = "persistent_cluster";
+  pc.description = "sm_90a: the batch split over independent thread block clusters, W_hh split over a cluster's "
+                   "blocks in shared memory, h exchanged through distributed shared memory, a cluster barrier a step";
+  pc.params = ParamSpace(
+      {{"cluster_size", {4, 8, 16}, "blocks a cluster splits W_hh over (16 is a non-portable size)"},
+       {"rows_per_cluster", {1, 2, 4, 8, 16}, "batch rows a cluster owns (the batch splits over N / this clusters)"},
+       {"k_split", {4, 8, 16}, "lanes that share one hidden unit's dot products (summed by shuffles)"},
+       {"rows_per_thread", {1, 2, 4}, "batch rows a lane group computes at once (W read once for them)"}},
+      [](const Config& c) { return c.at("rows_per_thread") <= c.at("rows_per_cluster"); },
+      "rows_per_thread at most rows_per_cluster");
+  pc.default_config =
+      Config({{"cluster_size", 8}, {"rows_per_cluster", 4}, {"k_split", 4}, {"rows_per_thread", 1}});
+  pc.supports = cluster_supports;
+  pc.workspace_bytes = cluster_workspace;
+  pc.launch = by_type<persistent_cluster<float>, persistent_cluster<__half>, persistent_cluster<__nv_bfloat16>>;
+  cat.add(pc);
 
   Variant c;
   c.primitive = primitive;

@@ -7,8 +7,7 @@
 // needs from the exchange buffer (fp32, L2) into shared memory, each thread takes G dot products
 // of length H per row (16-byte shared reads; a unit's W row is read by every thread of that
 // unit), applies the cell, stores h to y and to the other exchange buffer, and the grid meets at
-// a barrier. Shared rows are padded to a stride of 4 mod 32 words, so the 8 rows of one phase of
-// a 16-byte read fall in 8 different bank groups.
+// a barrier. Shared rows are padded (shared_row_stride).
 #include "kernels/rnn/rnn.cuh"
 
 #include <cuda_bf16.h>
@@ -22,11 +21,6 @@ namespace shapetune::kernels::rnn {
 namespace {
 
 constexpr std::size_t kBarrierBytes = 256;  // the counter, alone in its own L2 lines
-
-int padded_stride(int hidden) {
-  const int h4 = (hidden + 3) / 4 * 4;
-  return h4 + (36 - h4 % 32) % 32;  // == 4 (mod 32)
-}
 
 struct Geometry {
   int units, units_blocks, rows_per_group, stride;
@@ -175,7 +169,7 @@ cudaError_t launch(const Layer<T>& p, const float* input_gates, void* workspace,
   float* h_exchange = reinterpret_cast<float*>(static_cast<char*>(workspace) + kBarrierBytes);
   if (cudaError_t e = cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;
   Geometry geo{c.units_per_block, (p.hidden + c.units_per_block - 1) / c.units_per_block, plan.rows_per_group,
-               padded_stride(p.hidden)};
+               shared_row_stride(p.hidden)};
   Layer<T> layer = p;
   void* args[] = {&layer, &input_gates, &h_exchange, &barrier, &geo};
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(plan.blocks), dim3(c.block_size),
@@ -209,7 +203,7 @@ PersistentPlan persistent_plan(Cell cell, int batch, int hidden, const Persisten
   const int needed = (plan.rows_per_group + rows_per_pass - 1) / rows_per_pass;
   plan.rows_per_thread = needed <= 1 ? 1 : needed <= 2 ? 2 : needed <= 4 ? 4 : needed <= 8 ? 8 : 0;
   plan.shared_bytes = static_cast<std::size_t>(gate_count(cell) * c.units_per_block + plan.rows_per_group) *
-                      static_cast<std::size_t>(padded_stride(hidden)) * sizeof(float);
+                      static_cast<std::size_t>(shared_row_stride(hidden)) * sizeof(float);
   return plan;
 }
 

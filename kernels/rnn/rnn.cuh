@@ -8,6 +8,11 @@
 //               gate rows of units_per_block hidden units) in shared memory for the whole
 //               sequence and its units' cell state in registers; h crosses blocks through an
 //               fp32 exchange buffer in global memory (read past L1), one grid barrier per step.
+//   persistent_cluster (sm_90a): the batch split over independent thread block clusters; the
+//               blocks of a cluster split W_hh by hidden units, each keeping its slice in shared
+//               memory, and h crosses them through distributed shared memory, one cluster
+//               barrier per step. Clusters never wait for each other, so no grid barrier and no
+//               cooperative launch.
 //
 // 16-bit types: x, weights, y and h are stored in them; products accumulate and the cell state
 // stays in fp32; the h fed back is h as stored (rounded), as the reference defines.
@@ -68,6 +73,14 @@ cudaError_t copy_segments(const CopySegments&, cudaStream_t);
 
 // ---- persistent -------------------------------------------------------------------------------
 
+// The persistent rungs keep fp32 rows (of W_hh and of h) in shared memory at this stride, padded
+// to 4 (mod 32) words: the 8 rows that one phase of a 16-byte shared read touches then fall in 8
+// different bank groups.
+inline int shared_row_stride(int hidden) {
+  const int h4 = (hidden + 3) / 4 * 4;
+  return h4 + (36 - h4 % 32) % 32;
+}
+
 struct PersistentConfig {
   int units_per_block = 1;  // hidden units a block owns (all G of their gate rows)
   int block_size = 128;     // threads; a multiple of units_per_block
@@ -94,6 +107,37 @@ std::size_t persistent_workspace_bytes(int batch, int hidden);
 template <typename T>
 cudaError_t persistent_forward(const Layer<T>&, const float* input_gates, void* workspace, const PersistentConfig&,
                                cudaStream_t);
+
+// ---- persistent_cluster (sm_90a) --------------------------------------------------------------
+
+struct ClusterConfig {
+  int cluster_size = 8;      // blocks per cluster, 2..16 (above 8 is a non-portable size)
+  int rows_per_cluster = 8;  // batch rows a cluster owns; clusters = ceil(N / rows_per_cluster)
+  int k_split = 4;           // lanes sharing one unit's dot products (a power of 2 up to 32)
+  int rows_per_thread = 1;   // batch rows a lane group computes (1, 2 or 4; at most k_split)
+};
+
+struct ClusterPlan {
+  int clusters = 0;
+  int units_per_block = 0;        // hidden units of one block: ceil(H / cluster_size)
+  int threads = 0;                // per block: units x ceil(rows / rows_per_thread) x k_split, rounded to a warp
+  std::size_t shared_bytes = 0;   // the W_hh slice and two h buffers of the cluster's rows, fp32
+};
+// threads == 0: the config is invalid (k_split not a power of 2, ...); a plan of more than
+// kMaxClusterThreads threads cannot be launched (the kernel is built for at most 128 registers).
+ClusterPlan cluster_plan(Cell, int batch, int hidden, const ClusterConfig&);
+inline constexpr int kMaxClusterSize = 16;
+inline constexpr int kMaxClusterThreads = 512;
+
+// The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias). Returns
+// cudaErrorNotSupported off compute capability 9.0, cudaErrorCooperativeLaunchTooLarge where the
+// device cannot place one cluster of the plan (the catalogue turns both into refusals).
+template <typename T>
+cudaError_t cluster_forward(const Layer<T>&, const float* input_gates, const ClusterConfig&, cudaStream_t);
+
+// `rounds` cluster barriers back to back in one cluster of `cluster_size` blocks of `threads`
+// (the persistent_cluster rung's barrier, nothing else).
+cudaError_t cluster_barrier_rounds(int cluster_size, int threads, int rounds, cudaStream_t);
 
 // ---- the grid barrier, measured ---------------------------------------------------------------
 

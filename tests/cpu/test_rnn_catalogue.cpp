@@ -104,5 +104,41 @@ TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
           .ok);
 }
 
+TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {
+  const Variant& v = *catalogue().find_variant("lstm.forward", "persistent_cluster");
+  const DeviceLimits h200 = nominal_device_limits();
+  const Problem target{"lstm.forward", DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}})};
+  EXPECT_TRUE(v.supports(target, v.default_config, h200).ok) << v.supports(target, v.default_config, h200).reason;
+  // A T4 (sm_75) and an sm_89 part: the sm_90a kernel is not in their code.
+  for (const int cc : {75, 89}) {
+    DeviceLimits other = h200;
+    other.compute_capability = cc;
+    const Support s = v.supports(target, v.default_config, other);
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.reason.find("sm_90a"), std::string::npos) << s.reason;
+  }
+  const auto config = [](int cluster, int rows, int k_split, int rows_per_thread) {
+    return Config({{"cluster_size", cluster}, {"rows_per_cluster", rows}, {"k_split", k_split},
+                   {"rows_per_thread", rows_per_thread}});
+  };
+  // H = 512 in fp32: W_hh is 4 MiB, more than 4 blocks (or even 16) hold in shared memory.
+  const Problem wide{"lstm.forward", DType::f32, Shape({{"T", 8}, {"N", 64}, {"D", 8}, {"H", 512}})};
+  const Support four = v.supports(wide, config(4, 4, 4, 1), h200);
+  EXPECT_FALSE(four.ok);
+  EXPECT_NE(four.reason.find("shared memory"), std::string::npos) << four.reason;
+  EXPECT_FALSE(v.supports(wide, config(16, 4, 4, 1), h200).ok);
+  // 32 units x 16 rows x 16 lanes: 8192 threads a block.
+  const Support threads = v.supports(target, config(4, 16, 16, 1), h200);
+  EXPECT_FALSE(threads.ok);
+  EXPECT_NE(threads.reason.find("threads"), std::string::npos) << threads.reason;
+  // One row: rows_per_cluster 1 is the only distinct split; 2 and up would repeat it.
+  const Problem one_row{"lstm.forward", DType::f32, Shape({{"T", 8}, {"N", 1}, {"D", 8}, {"H", 64}})};
+  EXPECT_TRUE(v.supports(one_row, config(8, 1, 4, 1), h200).ok);
+  EXPECT_FALSE(v.supports(one_row, config(8, 2, 4, 1), h200).ok);
+  // More blocks than hidden units.
+  const Problem narrow{"lstm.forward", DType::f32, Shape({{"T", 8}, {"N", 4}, {"D", 8}, {"H", 3}})};
+  EXPECT_FALSE(v.supports(narrow, config(4, 4, 4, 1), h200).ok);
+}
+
 }  // namespace
 }  // namespace shapetune

@@ -33,12 +33,23 @@ TEST(CeilingsOnGpu, MeasuredStoredAndPlausible) {
   const std::map<std::string, std::string> expected_units = {
       {"dram_copy_memcpy", "B/s"}, {"dram_copy_kernel_vec16", "B/s"}, {"dram_copy_kernel_scalar", "B/s"},
       {"dram_copy_best", "B/s"},   {"fp32_fma", "FLOP/s"},            {"tensor_f16", "FLOP/s"},
-      {"sgemm_fp32", "FLOP/s"},    {"launch_overhead_stream", "s"},   {"launch_overhead_graph", "s"}};
+      {"sgemm_fp32", "FLOP/s"},    {"launch_overhead_stream", "s"},   {"launch_overhead_graph", "s"},
+      {"grid_barrier", "s"}};
   for (const auto& [name, unit] : expected_units) {
     ASSERT_TRUE(c.count(name)) << name << " not stored:\n" << out.str();
     EXPECT_EQ(c.at(name).unit, unit) << name;
     EXPECT_TRUE(std::isfinite(c.at(name).value) && c.at(name).value > 0) << name << " = " << c.at(name).value;
     EXPECT_FALSE(c.at(name).method.empty()) << name;
+  }
+  if (device.limits.compute_capability == 90) {
+    // The cluster barriers: each size stored, each cheaper than the grid barrier over every SM.
+    for (const int size : {2, 4, 8, 16}) {
+      const std::string name = "cluster_barrier_" + std::to_string(size);
+      ASSERT_TRUE(c.count(name)) << name << " not stored:\n" << out.str();
+      EXPECT_EQ(c.at(name).unit, "s");
+      EXPECT_GT(c.at(name).value, 0);
+      EXPECT_LT(c.at(name).value, c.at("grid_barrier").value) << name;
+    }
   }
   if (tensor_bf16_tf32) {
     for (const char* name : {"tensor_bf16", "tensor_tf32"}) EXPECT_TRUE(c.count(name)) << name << " not stored";

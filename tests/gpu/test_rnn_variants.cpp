@@ -42,6 +42,19 @@ class RnnVariants : public ::testing::TestWithParam<DType> {
 TEST_P(RnnVariants, LstmEveryConfigAtAwkwardShapes) { verify_all("lstm.forward"); }
 TEST_P(RnnVariants, GruEveryConfigAtAwkwardShapes) { verify_all("gru.forward"); }
 
+// On Hopper the cluster rung runs, not only refuses: at a shape where its configs split the
+// units unevenly (100 = 8 x 13 - 4) and leave the last cluster short of rows (7 rows), every
+// config it supports launches and matches, and there are many of them.
+TEST_P(RnnVariants, PersistentClusterRunsEveryConfigOnHopper) {
+  if (device_.limits.compute_capability != 90) GTEST_SKIP() << "persistent_cluster needs compute capability 9.0";
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.forward", "gru.forward"}) {
+    const Problem problem{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent_cluster"), 40)
+        << problem.key();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, RnnVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

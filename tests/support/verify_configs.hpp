@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "harness/device.hpp"
@@ -16,15 +17,17 @@ namespace shapetune::test_support {
 
 // Returns how many (variant, config) pairs were verified; failures are reported through
 // EXPECT_*. Configs refused at launch (registers, alignment, a library's NOT_SUPPORTED) are
-// skipped, as the sweep records them as unsupported.
+// skipped, as the sweep records them as unsupported. `only_variant`, where given, limits it to
+// that variant.
 inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, const Problem& problem, std::uint64_t seed,
                                const std::function<void(std::vector<TensorSpec>&)>& adjust = {},
-                               std::vector<double> scalars = {}) {
+                               std::vector<double> scalars = {}, const std::string& only_variant = "") {
   const Primitive& primitive = *catalogue().find_primitive(problem.primitive);
   ProblemData data(primitive, problem, seed, adjust, std::move(scalars));
   const Tolerance tol = tolerance_for(primitive, problem);
   int verified = 0;
   for (const Variant* v : catalogue().variants(problem.primitive)) {
+    if (!only_variant.empty() && v->name != only_variant) continue;
     for (const Config& config : v->params.enumerate()) {
       if (!v->supports(problem, config, device.limits).ok) continue;
       const std::size_t workspace_bytes = v->workspace_bytes ? v->workspace_bytes(problem, config) : 0;
