@@ -197,6 +197,13 @@ LaunchStatus stepwise(const LaunchArgs& a) {
 
 // ---- persistent -------------------------------------------------------------------------------
 
+// The input projection of every step at once, input_gates = x W_ih^T (fp32), which both
+// persistent rungs start from.
+LaunchStatus project_inputs(const LaunchArgs& a, const RnnProblem& r, const void* x, float* input_gates) {
+  return library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
+                                                    r.gates * r.hidden, r.input, x, w_ih_of(a), input_gates));
+}
+
 kr::PersistentConfig persistent_config(const Config& c) {
   return {cfg(c, "units_per_block"), cfg(c, "block_size"), cfg(c, "batch_groups")};
 }
@@ -236,11 +243,7 @@ LaunchStatus persistent(const LaunchArgs& a) {
   const RnnProblem r = rnn_of(a.problem);
   const kr::Layer<T> l = layer_of<T>(a);
   auto* input_gates = static_cast<float*>(a.workspace);
-  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
-                                                                   r.steps * r.batch, r.gates * r.hidden, r.input, l.x,
-                                                                   w_ih_of(a), input_gates));
-      !s.ok)
-    return s;
+  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
   const cudaError_t e = kr::persistent_forward(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r),
                                                persistent_config(a.config), a.stream);
   if (e == cudaErrorCooperativeLaunchTooLarge)
@@ -287,11 +290,7 @@ LaunchStatus persistent_cluster(const LaunchArgs& a) {
   const RnnProblem r = rnn_of(a.problem);
   const kr::Layer<T> l = layer_of<T>(a);
   auto* input_gates = static_cast<float*>(a.workspace);
-  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
-                                                                   r.steps * r.batch, r.gates * r.hidden, r.input, l.x,
-                                                                   w_ih_of(a), input_gates));
-      !s.ok)
-    return s;
+  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
   const cudaError_t e = kr::cluster_forward(l, input_gates, cluster_config(a.config), a.stream);
   if (e == cudaErrorCooperativeLaunchTooLarge)
     return LaunchStatus::refused("the device cannot place one cluster of this size with this much shared memory");
