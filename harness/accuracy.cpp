@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include "core/parallel.hpp"
 #include "harness/host_tensor.hpp"
@@ -27,7 +29,7 @@ bool element_passes(double got, double want, Tolerance tol) {
 }
 
 AccuracyReport compare_with_reference(const TensorSpec& spec, const void* device_image, const std::vector<double>& want,
-                                      Tolerance tol) {
+                                      Tolerance tol, std::span<const ElementRange> ranges) {
   struct Partial {
     AccuracyReport report;
     std::int64_t first_bad = std::numeric_limits<std::int64_t>::max();
@@ -35,32 +37,39 @@ AccuracyReport compare_with_reference(const TensorSpec& spec, const void* device
   std::mutex mutex;
   Partial total;
   const std::int64_t n = spec.elements();
-  parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
-    Partial local;
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double got = load_as_double(spec.dtype, device_image, i);
-      const double ref = want[static_cast<std::size_t>(i)];
-      const double err = std::fabs(got - ref);
-      if (!element_passes(got, ref, tol)) {
-        ++local.report.mismatches;
-        if (local.first_bad > i) local.first_bad = i;
+  const ElementRange whole{0, n};
+  if (ranges.empty()) ranges = std::span<const ElementRange>(&whole, 1);
+  for (const ElementRange& range : ranges) {
+    if (range.begin < 0 || range.end > n || range.begin > range.end)
+      throw std::logic_error("checked range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                             ") lies outside " + spec.name + "'s " + std::to_string(n) + " elements");
+    parallel_for(range.end - range.begin, 1 << 16, [&](std::int64_t first, std::int64_t last) {
+      Partial local;
+      for (std::int64_t i = range.begin + first; i < range.begin + last; ++i) {
+        const double got = load_as_double(spec.dtype, device_image, i);
+        const double ref = want[static_cast<std::size_t>(i)];
+        const double err = std::fabs(got - ref);
+        if (!element_passes(got, ref, tol)) {
+          ++local.report.mismatches;
+          if (local.first_bad > i) local.first_bad = i;
+        }
+        // NaN compares false, so a NaN error is counted by the mismatch only: make it visible
+        // in the maxima too.
+        if (std::isnan(err) || err > local.report.max_abs_error)
+          local.report.max_abs_error = std::isnan(err) ? INFINITY : err;
+        if (ref != 0) {
+          const double rel = std::isnan(err) ? INFINITY : err / std::fabs(ref);
+          if (rel > local.report.max_rel_error) local.report.max_rel_error = rel;
+        }
       }
-      // NaN compares false, so a NaN error is counted by the mismatch only: make it visible
-      // in the maxima too.
-      if (std::isnan(err) || err > local.report.max_abs_error)
-        local.report.max_abs_error = std::isnan(err) ? INFINITY : err;
-      if (ref != 0) {
-        const double rel = std::isnan(err) ? INFINITY : err / std::fabs(ref);
-        if (rel > local.report.max_rel_error) local.report.max_rel_error = rel;
-      }
-    }
-    std::lock_guard lock(mutex);
-    total.report.mismatches += local.report.mismatches;
-    total.report.max_abs_error = std::max(total.report.max_abs_error, local.report.max_abs_error);
-    total.report.max_rel_error = std::max(total.report.max_rel_error, local.report.max_rel_error);
-    total.first_bad = std::min(total.first_bad, local.first_bad);
-  });
-  total.report.checked = n;
+      std::lock_guard lock(mutex);
+      total.report.mismatches += local.report.mismatches;
+      total.report.max_abs_error = std::max(total.report.max_abs_error, local.report.max_abs_error);
+      total.report.max_rel_error = std::max(total.report.max_rel_error, local.report.max_rel_error);
+      total.first_bad = std::min(total.first_bad, local.first_bad);
+    });
+    total.report.checked += range.end - range.begin;
+  }
   if (total.report.mismatches > 0) {
     const std::int64_t i = total.first_bad;
     total.report.first_mismatch =

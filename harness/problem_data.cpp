@@ -71,6 +71,7 @@ ProblemData::ProblemData(const Primitive& primitive, Problem problem, std::uint6
   }
   // The reference overwrites output and inout tensors in place with the expected values.
   primitive.reference(problem_, scalars_, host_values_);
+  if (primitive.checked_ranges) checked_ranges_ = primitive.checked_ranges(problem_);
 
   sets_.emplace_back();
   pristine_inout_.resize(specs_.size());
@@ -133,7 +134,7 @@ AccuracyReport ProblemData::check(int set, Tolerance tolerance, cudaStream_t str
     SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), sets_[set][i].get(), sets_[set][i].bytes(),
                                          cudaMemcpyDeviceToHost, stream));
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    merge_into(total, compare_with_reference(specs_[i], staging_.get(), host_values_[i], tolerance));
+    merge_into(total, compare_with_reference(specs_[i], staging_.get(), host_values_[i], tolerance, checked_ranges_));
   }
   return total;
 }

@@ -62,6 +62,7 @@ class ProblemData {
   std::vector<std::vector<double>> host_values_;        // inputs: as stored; outputs/inout: reference
   std::vector<std::vector<DeviceBuffer>> sets_;         // [set][tensor]
   std::vector<DeviceBuffer> pristine_inout_;            // [tensor], empty for non-inout ones
+  std::vector<ElementRange> checked_ranges_;            // empty: every element
   PinnedBuffer staging_;
   std::int64_t bytes_per_set_ = 0;
 };

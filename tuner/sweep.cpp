@@ -307,7 +307,7 @@ int Sweep::run() {
   int exit_code = 0;
   if (options_.budget_s > 0) {
     std::vector<Cost> costs;
-    for (const PlannedProblem* p : selected) costs.push_back(catalogue().find_primitive(p->problem.primitive)->cost(p->problem));
+    for (const PlannedProblem* p : selected) costs.push_back(reference_cost(*catalogue().find_primitive(p->problem.primitive), p->problem));
     budget_.emplace(options_.budget_s, std::move(costs));
     const double setups = budget_->predicted_setups_s();
     if (setups > options_.budget_s) {

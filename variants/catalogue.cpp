@@ -10,6 +10,19 @@ std::vector<double> default_scalars(const Primitive& p) {
   return out;
 }
 
+Cost reference_cost(const Primitive& primitive, const Problem& problem) {
+  Cost cost = primitive.cost(problem);
+  if (!primitive.checked_ranges) return cost;
+  const std::vector<ElementRange> ranges = primitive.checked_ranges(problem);
+  if (ranges.empty()) return cost;
+  std::int64_t outputs = 0, checked = 0;
+  for (const TensorSpec& spec : primitive.tensors(problem))
+    if (spec.role != TensorRole::input) outputs += spec.elements();
+  for (const ElementRange& range : ranges) checked += range.end - range.begin;
+  if (outputs > 0) cost.flops *= static_cast<double>(checked) / static_cast<double>(outputs);
+  return cost;
+}
+
 namespace {
 
 template <typename Items>

@@ -49,6 +49,11 @@ struct ScalarParam {
   std::string description;
 };
 
+// Elements [begin, end) of an output tensor, in row-major order.
+struct ElementRange {
+  std::int64_t begin = 0, end = 0;
+};
+
 struct Primitive {
   std::string name;
   std::string description;
@@ -64,10 +69,20 @@ struct Primitive {
   // tolerance_for() prefers it over `tolerance`.
   std::function<Tolerance(const Problem&)> problem_tolerance;
   std::string default_variant;     // what dispatch falls back to when nothing is tuned
+  // Where a float64 reference of every output element would take too long (attention at
+  // S = 100,000 costs about 1e13 FLOPs), the ranges of each output that the reference computes
+  // and the check compares, sorted and disjoint; the reference leaves the rest alone. Unset, or
+  // an empty list: every element. The same variants are checked whole at smaller shapes.
+  std::function<std::vector<ElementRange>(const Problem&)> checked_ranges;
   // Checks axes that the YAML or a caller gave against the primitive's own rules
   // (e.g. extents >= 1). Returns an empty Support on success.
   std::function<Support(const Shape&)> validate_shape;
 };
+
+// What the float64 reference of a problem costs the host: the primitive's cost, its FLOPs scaled
+// to the share of output elements the reference computes where it computes only some
+// (checked_ranges).
+Cost reference_cost(const Primitive&, const Problem&);
 
 // The default tolerance of a problem: the shape-aware one where the primitive has it.
 inline Tolerance tolerance_for(const Primitive& primitive, const Problem& problem) {

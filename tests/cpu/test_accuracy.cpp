@@ -53,6 +53,24 @@ TEST(CompareWithReference, ReportsWorstErrorsAndFirstMismatchAcrossChunks) {
   EXPECT_NE(r.first_mismatch.find("y[" + std::to_string(n / 2) + "]"), std::string::npos) << r.first_mismatch;
 }
 
+TEST(CompareWithReference, ComparesOnlyTheCheckedRangesWhereGiven) {
+  // Elements outside the ranges hold poison the reference never computed: neither counted nor
+  // reported; a bad element inside a range is.
+  const TensorSpec spec{"o", DType::f32, {4, 3}, TensorRole::output};
+  std::vector<float> got(12);
+  std::vector<double> want(12);
+  for (int i = 0; i < 12; ++i) got[i] = static_cast<float>(want[i] = i);
+  std::memset(&got[3], 0xFF, 3 * sizeof(float));  // row 1 unwritten and unchecked
+  got[10] = 99.f;                                 // row 3 wrong
+  const ElementRange ranges[] = {{0, 3}, {6, 12}};
+  const AccuracyReport r = compare_with_reference(spec, got.data(), want, {1e-6, 1e-6}, ranges);
+  EXPECT_EQ(r.checked, 9);
+  EXPECT_EQ(r.mismatches, 1);
+  EXPECT_NE(r.first_mismatch.find("o[3,1]"), std::string::npos) << r.first_mismatch;
+  const ElementRange outside[] = {{10, 13}};
+  EXPECT_THROW(compare_with_reference(spec, got.data(), want, {1e-6, 1e-6}, outside), std::logic_error);
+}
+
 TEST(HostTensor, DrawnValuesAreTheStoredOnesAndInRange) {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const TensorSpec spec{"x", t, {1000}, TensorRole::input, -8, 8};
