@@ -42,6 +42,33 @@ LibraryCallResult cublas_times_transposed_f32(LibraryHandles&, cudaStream_t, DTy
                                               std::int64_t cols, std::int64_t depth, const void* a, const void* w,
                                               float* c, float beta = 0.f);
 
+// C [rows, cols] = beta C + op(A) B over row-major fp32 matrices, products in fp32 (never TF32):
+// op(A) [rows, depth] is A stored [rows, depth], or A^T where a_transposed and A is stored
+// [depth, rows]; B is [depth, cols]. The recurrent family's backward products, whose gradients
+// stay in fp32 (cuBLAS has no product of an fp32 matrix with a 16-bit one, so a 16-bit operand is
+// widened first).
+LibraryCallResult cublas_product_f32(LibraryHandles&, cudaStream_t, std::int64_t rows, std::int64_t cols,
+                                     std::int64_t depth, const float* a, bool a_transposed, const float* b, float* c,
+                                     float beta = 0.f);
+
+// For each of `count` batches at fixed element strides, row-major C_i [m, n] = A_i [m, k] op(B_i),
+// op(B) = B [k, n], or B^T where B is stored [n, k] (b_transposed); each operand at its own row
+// stride (ld). A and B in dtype (f16, bf16; f32 storage for tf32, whose products are TF32); C in
+// fp32 (c_fp32) or in dtype; fp32 accumulation. Attention's naive rung: scores = Q K^T per head,
+// then O = P V. Extents beyond 2^31-1 are refused (the 32-bit API).
+struct StridedBatchedGemm {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  const void* a = nullptr;
+  std::int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  std::int64_t ldb = 0, stride_b = 0;
+  bool b_transposed = false;
+  void* c = nullptr;
+  std::int64_t ldc = 0, stride_c = 0;
+  bool c_fp32 = false;
+};
+LibraryCallResult cublas_strided_batched(LibraryHandles&, cudaStream_t, DType, const StridedBatchedGemm&);
+
 // cuBLASLt's heuristic is asked for this many algorithms; a variant's `algo` is a rank in that list.
 inline constexpr int kCublasLtHeuristicCount = 8;
 // What the cuBLASLt variant asks for and the heuristic may plan with.

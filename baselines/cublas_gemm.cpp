@@ -154,6 +154,45 @@ LibraryCallResult cublas_times_transposed_f32(LibraryHandles& libraries, cudaStr
                      "cublasGemmEx");
 }
 
+LibraryCallResult cublas_product_f32(LibraryHandles& libraries, cudaStream_t stream, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t depth, const float* a, bool a_transposed,
+                                     const float* b, float* c, float beta) {
+  if (std::max({rows, cols, depth}) > INT_MAX) return refusal("cuBLAS's 32-bit API takes extents up to 2^31-1");
+  cublasHandle_t handle = libraries.cublas(stream);
+  const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  if (LibraryCallResult r = from_status(cublasSetMathMode(handle, math), "cublasSetMathMode"); !r.ok) return r;
+  // Column-major: C^T [cols, rows] = B^T [cols, depth] op(A)^T. Row-major B is B^T stored
+  // column-major (no op), row-major A [rows, depth] likewise A^T; a stored A [depth, rows] reads
+  // as A itself, so op(A)^T is its transpose (op T).
+  const float alpha = 1.f;
+  return from_status(cublasSgemm(handle, CUBLAS_OP_N, a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(cols),
+                                 static_cast<int>(rows), static_cast<int>(depth), &alpha, b, static_cast<int>(cols), a,
+                                 static_cast<int>(a_transposed ? rows : depth), &beta, c, static_cast<int>(cols)),
+                     "cublasSgemm");
+}
+
+LibraryCallResult cublas_strided_batched(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
+                                         const StridedBatchedGemm& g) {
+  if (dtype != DType::tf32 && dtype != DType::f16 && dtype != DType::bf16)
+    return refusal("no strided batched product of " + std::string(dtype_name(dtype)) + " operands");
+  if (std::max({g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.count}) > INT_MAX)
+    return refusal("cuBLAS's 32-bit API takes extents up to 2^31-1");
+  cublasHandle_t handle = libraries.cublas(stream);
+  const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  if (LibraryCallResult r = from_status(cublasSetMathMode(handle, math), "cublasSetMathMode"); !r.ok) return r;
+  // Column-major: C^T [n, m] = op(B)^T A^T. B stored [n, k] reads as [k, n] and needs the
+  // transpose back; B stored [k, n] reads as op(B)^T already.
+  const float alpha = 1.f, beta = 0.f;
+  const cudaDataType_t type = data_type(dtype);
+  return from_status(
+      cublasGemmStridedBatchedEx(handle, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.n),
+                                 static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b, type, static_cast<int>(g.ldb),
+                                 g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, &beta, g.c,
+                                 g.c_fp32 ? CUDA_R_32F : type, static_cast<int>(g.ldc), g.stride_c,
+                                 static_cast<int>(g.count), compute_type(dtype), CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
+}
+
 // ---------------------------------------------------------------------------------------------
 // cuBLASLt: descriptors and heuristic answers kept per problem in the LibraryHandles.
 

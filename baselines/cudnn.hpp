@@ -70,4 +70,49 @@ struct CudnnRnnForward {
 };
 LibraryCallResult cudnn_rnn_forward(LibraryHandles&, cudaStream_t, const CudnnRnnForward&);
 
+// Backpropagation through the same layer: cudnnRNNForward in training mode (its y and reserve
+// space kept in buffers of the plan), then cudnnRNNBackwardData_v8 (dx, dh0, dc0 from dy, dhT,
+// dcT) and cudnnRNNBackwardWeights_v8 (CUDNN_WGRAD_MODE_ADD into a zeroed gradient weight space),
+// whose gradients are copied out into PyTorch's layout. `layer` gives the inputs, the weights and
+// the algorithm as for the forward; its y, h_t and c_t are not used. The first call for a (cell,
+// dtype, shape, algo) allocates cuDNN's workspace, reserve space and the plan's buffers and must
+// not be inside a stream capture; later calls allocate nothing.
+struct CudnnRnnBackward {
+  CudnnRnnForward layer;
+  const void* dy = nullptr;
+  const void* dh_t = nullptr;
+  const void* dc_t = nullptr;  // LSTM only
+  void* dx = nullptr;
+  void* dh0 = nullptr;
+  void* dc0 = nullptr;  // LSTM only
+  void* dw_ih = nullptr;
+  void* dw_hh = nullptr;
+  void* db_ih = nullptr;
+  void* db_hh = nullptr;
+};
+LibraryCallResult cudnn_rnn_backward(LibraryHandles&, cudaStream_t, const CudnnRnnBackward&);
+
+// Scaled dot-product attention forward through cuDNN's graph API (its fused flash attention):
+// O = softmax(Q K^T * scale + mask) V, fp32 statistics, f16 or bf16 tensors (anything else is
+// `not_supported`). Every tensor is [batch, heads, seq, head_dim] in the order of its four strides
+// (elements; head_dim contiguous), so split and packed Q/K/V and a head-merged O are all strided
+// views. `causal` masks key j > query i; `lengths` (device int32 [batch], or null) are the valid
+// prefix of each batch row, passed to cuDNN as both the query and the key sequence lengths
+// (padding mask). The outputs of queries at or past their length are left to the caller. The
+// first call for a (dtype, shape, strides, masks) builds the graph and its execution plan (with its
+// workspace, kept in `libraries`) and must not be inside a stream capture; later ones may be.
+struct CudnnSdpaForward {
+  DType dtype = DType::f16;
+  std::int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  float scale = 1;
+  bool causal = true;
+  const int* lengths = nullptr;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  std::int64_t q_strides[4] = {}, k_strides[4] = {}, v_strides[4] = {}, o_strides[4] = {};
+};
+LibraryCallResult cudnn_sdpa_forward(LibraryHandles&, cudaStream_t, const CudnnSdpaForward&);
+
 }  // namespace shapetune

@@ -1,10 +1,13 @@
-// One LSTM or GRU layer forward through cuDNN's RNN API (cudnnRNNForward, inference mode), with
-// each of the algorithms cuDNN offers. The descriptors, the weight space, the temporary space and
-// the device copy of the sequence lengths are made on the first call for a (cell, dtype, shape,
-// algorithm) and kept in the LibraryHandles; PERSIST_DYNAMIC's kernels are built then too
+// One LSTM or GRU layer through cuDNN's RNN API, with each of the algorithms cuDNN offers:
+// forward (cudnnRNNForward, inference mode) and backward (a training-mode forward, then
+// cudnnRNNBackwardData_v8 and cudnnRNNBackwardWeights_v8). The descriptors, the weight space, the
+// temporary space and the device copy of the sequence lengths (and for the backward the reserve
+// space, y and the gradients' weight space) are made on the first call for a (cell, dtype, shape,
+// algorithm, mode) and kept in the LibraryHandles; PERSIST_DYNAMIC's kernels are built then too
 // (cudnnBuildRNNDynamic). Every call copies the caller's weights into cuDNN's weight space with
 // one kernel (kernels/rnn: copy_segments), so the result always follows the weights it was given;
-// on the H200 that copy is a few microseconds against the hundreds the sequence takes.
+// on the H200 that copy is a few microseconds against the hundreds the sequence takes. The
+// backward copies the weight gradients out the same way.
 //
 // cuDNN's gate order is PyTorch's (LSTM i, f, g, o; GRU r, z, n) and its per-gate matrices are
 // PyTorch's W_ih and W_hh row blocks, so the repacking is a plain copy per gate.
@@ -77,16 +80,17 @@ struct DeviceMemory {
   }
 };
 
-using Key = std::tuple<int, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+using Key = std::tuple<int, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int>;
 
-// What one (cell, dtype, shape, algorithm) needs across calls.
+// What one (cell, dtype, shape, algorithm, mode) needs across calls. Training mode adds what the
+// backward reads: the reserve space, y, and a weight space for the gradients.
 struct Plan {
   Owned<cudnnRNNDescriptor_t, cudnnDestroyRNNDescriptor> rnn;
   Owned<cudnnDropoutDescriptor_t, cudnnDestroyDropoutDescriptor> dropout;
   Owned<cudnnRNNDataDescriptor_t, cudnnDestroyRNNDataDescriptor> x_desc, y_desc;
   Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> h_desc;
-  DeviceMemory dropout_states, weight_space, temp_space, seq_lengths;
-  std::size_t weight_space_bytes = 0, temp_space_bytes = 0;
+  DeviceMemory dropout_states, weight_space, temp_space, seq_lengths, reserve_space, y, gradient_space;
+  std::size_t weight_space_bytes = 0, temp_space_bytes = 0, reserve_space_bytes = 0;
   // Where each gate's matrices and biases go in the weight space: offsets in bytes, in the order
   // W_ih gates, W_hh gates, b_ih gates, b_hh gates.
   std::array<std::ptrdiff_t, kernels::rnn::CopySegments::kMax> offsets{};
@@ -106,7 +110,7 @@ cudnnRNNAlgo_t algorithm(int algo) {
   }
 }
 
-std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f) {
+std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f, cudnnForwardMode_t mode) {
   auto plan = std::make_unique<Plan>();
   const bool lstm = f.cell == CudnnRnnCell::lstm;
   const int gates = lstm ? 4 : 3;
@@ -152,11 +156,15 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f) 
   check_cudnn(cudnnGetRNNWeightSpaceSize(handle, plan->rnn.raw, &plan->weight_space_bytes),
               "cudnnGetRNNWeightSpaceSize");
   plan->weight_space.allocate(plan->weight_space_bytes, "weight space");
-  std::size_t reserve_bytes = 0;
-  check_cudnn(cudnnGetRNNTempSpaceSizes(handle, plan->rnn.raw, CUDNN_FWD_MODE_INFERENCE, plan->x_desc.raw,
-                                        &plan->temp_space_bytes, &reserve_bytes),
+  check_cudnn(cudnnGetRNNTempSpaceSizes(handle, plan->rnn.raw, mode, plan->x_desc.raw, &plan->temp_space_bytes,
+                                        &plan->reserve_space_bytes),
               "cudnnGetRNNTempSpaceSizes");
   plan->temp_space.allocate(plan->temp_space_bytes, "temporary space");
+  if (mode == CUDNN_FWD_MODE_TRAINING) {
+    plan->reserve_space.allocate(plan->reserve_space_bytes, "reserve space");
+    plan->y.allocate(static_cast<std::size_t>(f.steps * f.batch * f.hidden) * dtype_size(f.dtype), "y");
+    plan->gradient_space.allocate(plan->weight_space_bytes, "gradient weight space");
+  }
 
   // linLayerID: 0 .. G-1 the input matrices of each gate, G .. 2G-1 the recurrent ones.
   Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> m_desc, b_desc;
@@ -179,40 +187,71 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f) 
   return plan;
 }
 
+// Whether cuDNN's RNN takes the problem at all (32-bit extents, the three float types).
+LibraryCallResult refusal_of(const CudnnRnnForward& f) {
+  if (f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
+    return {false, true, "cuDNN's RNN has no " + std::string(dtype_name(f.dtype)) + " variant here"};
+  if (std::max({f.steps, f.batch, f.input, f.hidden}) > INT_MAX / 4)
+    return {false, true, "cuDNN's RNN API takes 32-bit extents"};
+  return {};
+}
+
+Plan& plan_for(LibraryHandles& libraries, cudnnHandle_t handle, const CudnnRnnForward& f, cudnnForwardMode_t mode) {
+  Plans& plans = libraries.cache<Plans>("cudnn_rnn");
+  const Key key{static_cast<int>(f.cell), f.dtype, f.steps, f.batch, f.input, f.hidden, f.algo, static_cast<int>(mode)};
+  auto& slot = plans.plans[key];
+  if (!slot) slot = make_plan(handle, f, mode);
+  return *slot;
+}
+
+// Our four weight tensors in PyTorch's layout, in the plan's segment order.
+struct Weights {
+  const void* w_ih;
+  const void* w_hh;
+  const void* b_ih;
+  const void* b_hh;
+};
+
+// The copies between our weight tensors and a weight space of the plan's layout (the weights
+// or, for the gradients, the same layout): gate g of W_ih is rows [g H, (g + 1) H) of [G H, D],
+// likewise W_hh and the biases. `into_space` copies ours into the space, else the space into ours.
+kernels::rnn::CopySegments weight_copies(const Plan& plan, const CudnnRnnForward& f, void* space, const Weights& ours,
+                                         bool into_space) {
+  const int gates = f.cell == CudnnRnnCell::lstm ? 4 : 3;
+  const std::int64_t element = static_cast<std::int64_t>(dtype_size(f.dtype));
+  const std::int64_t gate_bytes[4] = {f.hidden * f.input * element, f.hidden * f.hidden * element,
+                                      f.hidden * element, f.hidden * element};
+  const void* tensors[4] = {ours.w_ih, ours.w_hh, ours.b_ih, ours.b_hh};
+  kernels::rnn::CopySegments copy;
+  for (int k = 0; k < 4; ++k)
+    for (int g = 0; g < gates; ++g) {
+      const int segment = k * gates + g;
+      // The caller's tensors are const for the weights and written for the gradients.
+      auto* mine = const_cast<char*>(static_cast<const char*>(tensors[k])) + g * gate_bytes[k];
+      char* theirs = static_cast<char*>(space) + plan.offsets[static_cast<std::size_t>(segment)];
+      copy.src[segment] = into_space ? mine : theirs;
+      copy.dst[segment] = into_space ? theirs : mine;
+      copy.bytes[segment] = gate_bytes[k];
+    }
+  copy.count = plan.segments;
+  return copy;
+}
+
+void load_weights(const Plan& plan, const CudnnRnnForward& f, cudaStream_t stream) {
+  check_cuda(kernels::rnn::copy_segments(weight_copies(plan, f, plan.weight_space.ptr,
+                                                       {f.w_ih, f.w_hh, f.b_ih, f.b_hh}, true),
+                                         stream),
+             "copy_segments(weights)");
+}
+
 }  // namespace
 
 LibraryCallResult cudnn_rnn_forward(LibraryHandles& libraries, cudaStream_t stream, const CudnnRnnForward& f) {
   try {
-    if (f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
-      return {false, true, "cuDNN's RNN has no " + std::string(dtype_name(f.dtype)) + " variant here"};
-    if (std::max({f.steps, f.batch, f.input, f.hidden}) > INT_MAX / 4)
-      return {false, true, "cuDNN's RNN API takes 32-bit extents"};
+    if (LibraryCallResult refused = refusal_of(f); !refused.ok) return refused;
     cudnnHandle_t handle = libraries.cudnn(stream);
-    Plans& plans = libraries.cache<Plans>("cudnn_rnn_forward");
-    const Key key{static_cast<int>(f.cell), f.dtype, f.steps, f.batch, f.input, f.hidden, f.algo};
-    auto& slot = plans.plans[key];
-    if (!slot) slot = make_plan(handle, f);
-    Plan& plan = *slot;
-
-    // Repack: gate g of W_ih is rows [g H, (g + 1) H) of [G H, D], likewise W_hh and the biases.
-    const int gates = f.cell == CudnnRnnCell::lstm ? 4 : 3;
-    const std::int64_t element = static_cast<std::int64_t>(dtype_size(f.dtype));
-    kernels::rnn::CopySegments copy;
-    char* space = static_cast<char*>(plan.weight_space.ptr);
-    for (int g = 0; g < gates; ++g) {
-      const std::int64_t ih = f.hidden * f.input * element, hh = f.hidden * f.hidden * element, b = f.hidden * element;
-      const auto at = [&](int k) { return space + plan.offsets[static_cast<std::size_t>(k)]; };
-      copy.src[g] = static_cast<const char*>(f.w_ih) + g * ih, copy.dst[g] = at(g), copy.bytes[g] = ih;
-      copy.src[gates + g] = static_cast<const char*>(f.w_hh) + g * hh, copy.dst[gates + g] = at(gates + g),
-      copy.bytes[gates + g] = hh;
-      copy.src[2 * gates + g] = static_cast<const char*>(f.b_ih) + g * b, copy.dst[2 * gates + g] = at(2 * gates + g),
-      copy.bytes[2 * gates + g] = b;
-      copy.src[3 * gates + g] = static_cast<const char*>(f.b_hh) + g * b, copy.dst[3 * gates + g] = at(3 * gates + g),
-      copy.bytes[3 * gates + g] = b;
-    }
-    copy.count = plan.segments;
-    check_cuda(kernels::rnn::copy_segments(copy, stream), "copy_segments(weights)");
-
+    Plan& plan = plan_for(libraries, handle, f, CUDNN_FWD_MODE_INFERENCE);
+    load_weights(plan, f, stream);
     const bool lstm = f.cell == CudnnRnnCell::lstm;
     check_cudnn(cudnnRNNForward(handle, plan.rnn.raw, CUDNN_FWD_MODE_INFERENCE,
                                 static_cast<const int*>(plan.seq_lengths.ptr), plan.x_desc.raw, f.x, plan.y_desc.raw,
@@ -220,6 +259,47 @@ LibraryCallResult cudnn_rnn_forward(LibraryHandles& libraries, cudaStream_t stre
                                 lstm ? f.c0 : nullptr, lstm ? f.c_t : nullptr, plan.weight_space_bytes,
                                 plan.weight_space.ptr, plan.temp_space_bytes, plan.temp_space.ptr, 0, nullptr),
                 "cudnnRNNForward");
+    return {};
+  } catch (const Failure& failure) {
+    return failure.result;
+  }
+}
+
+LibraryCallResult cudnn_rnn_backward(LibraryHandles& libraries, cudaStream_t stream, const CudnnRnnBackward& b) {
+  try {
+    const CudnnRnnForward& f = b.layer;
+    if (LibraryCallResult refused = refusal_of(f); !refused.ok) return refused;
+    cudnnHandle_t handle = libraries.cudnn(stream);
+    Plan& plan = plan_for(libraries, handle, f, CUDNN_FWD_MODE_TRAINING);
+    load_weights(plan, f, stream);
+    const bool lstm = f.cell == CudnnRnnCell::lstm;
+    const auto* lengths = static_cast<const int*>(plan.seq_lengths.ptr);
+    cudnnTensorDescriptor_t c_desc = lstm ? plan.h_desc.raw : nullptr;
+    // The final states are not wanted: the backward takes their gradients as given.
+    check_cudnn(cudnnRNNForward(handle, plan.rnn.raw, CUDNN_FWD_MODE_TRAINING, lengths, plan.x_desc.raw, f.x,
+                                plan.y_desc.raw, plan.y.ptr, plan.h_desc.raw, f.h0, nullptr, c_desc,
+                                lstm ? f.c0 : nullptr, nullptr, plan.weight_space_bytes, plan.weight_space.ptr,
+                                plan.temp_space_bytes, plan.temp_space.ptr, plan.reserve_space_bytes,
+                                plan.reserve_space.ptr),
+                "cudnnRNNForward(training)");
+    check_cudnn(cudnnRNNBackwardData_v8(handle, plan.rnn.raw, lengths, plan.y_desc.raw, plan.y.ptr, b.dy,
+                                        plan.x_desc.raw, b.dx, plan.h_desc.raw, f.h0, b.dh_t, b.dh0, c_desc,
+                                        lstm ? f.c0 : nullptr, lstm ? b.dc_t : nullptr, lstm ? b.dc0 : nullptr,
+                                        plan.weight_space_bytes, plan.weight_space.ptr, plan.temp_space_bytes,
+                                        plan.temp_space.ptr, plan.reserve_space_bytes, plan.reserve_space.ptr),
+                "cudnnRNNBackwardData_v8");
+    // ADD is the mode every algorithm takes; the gradients then start from zero.
+    check_cuda(cudaMemsetAsync(plan.gradient_space.ptr, 0, plan.weight_space_bytes, stream),
+               "cudaMemsetAsync(gradient weight space)");
+    check_cudnn(cudnnRNNBackwardWeights_v8(handle, plan.rnn.raw, CUDNN_WGRAD_MODE_ADD, lengths, plan.x_desc.raw, f.x,
+                                           plan.h_desc.raw, f.h0, plan.y_desc.raw, plan.y.ptr,
+                                           plan.weight_space_bytes, plan.gradient_space.ptr, plan.temp_space_bytes,
+                                           plan.temp_space.ptr, plan.reserve_space_bytes, plan.reserve_space.ptr),
+                "cudnnRNNBackwardWeights_v8");
+    check_cuda(kernels::rnn::copy_segments(weight_copies(plan, f, plan.gradient_space.ptr,
+                                                         {b.dw_ih, b.dw_hh, b.db_ih, b.db_hh}, false),
+                                           stream),
+               "copy_segments(weight gradients)");
     return {};
   } catch (const Failure& failure) {
     return failure.result;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/types.hpp"
 
@@ -83,6 +84,40 @@ void lstm_forward(const RnnShape&, const double* x, const double* h0, const doub
                   double* h_t, double* c_t);
 void gru_forward(const RnnShape&, const double* x, const double* h0, const double* w_ih, const double* w_hh,
                  const double* b_ih, const double* b_hh, double (*round_h)(double), double* y, double* h_t);
+
+// Backpropagation through time of the layer above: the forward is run again exactly as there
+// (round_h included), then the loss L = sum dy . y + dh_t . hT (+ dc_t . cT) is differentiated
+// in float64, taking the rounding of h as the identity. dy is [T, N, H], dh_t and dc_t [N, H];
+// the outputs have the shapes of x, h0, c0 and the weights. With a the gates' pre-activations:
+//   LSTM: dc = dc' + dh o (1 - tanh^2 c'); da = (dc g i(1-i), dc c f(1-f), dc i (1-g^2),
+//         dh tanh(c') o(1-o)); the carried dc is dc f, the carried dh is da W_hh; dW_ih += da^T x,
+//         dW_hh += da^T h, db_ih = db_hh = sum da.
+//   GRU:  dn = dh (1-z)(1-n^2), dz = dh (h - n) z(1-z), dr = dn (W_hn h + b_hn) r(1-r); the input
+//         side gets (dr, dz, dn), the hidden side (dr, dz, r dn): dW_ih, db_ih, dx from the first,
+//         dW_hh, db_hh and the carried dh = dh z + (dr, dz, r dn) W_hh from the second.
+void lstm_backward(const RnnShape&, const double* x, const double* h0, const double* c0, const double* w_ih,
+                   const double* w_hh, const double* b_ih, const double* b_hh, double (*round_h)(double),
+                   const double* dy, const double* dh_t, const double* dc_t, double* dx, double* dh0, double* dc0,
+                   double* dw_ih, double* dw_hh, double* db_ih, double* db_hh);
+void gru_backward(const RnnShape&, const double* x, const double* h0, const double* w_ih, const double* w_hh,
+                  const double* b_ih, const double* b_hh, double (*round_h)(double), const double* dy,
+                  const double* dh_t, double* dx, double* dh0, double* dw_ih, double* dw_hh, double* db_ih,
+                  double* db_hh);
+
+// Scaled dot-product attention: O[b, i, h, :] = sum_j softmax_j(scale q_i . k_j + mask) v_j for
+// query rows i of batch row b and head h, every tensor read through strides of [batch, head, row,
+// dim] (dim contiguous): split, packed and head-merged layouts alike. Causal masks key j > i;
+// `lengths` (per batch row, or null) masks keys j >= length and zeroes the outputs of queries
+// i >= length (a row with no valid key is zero). `query_rows` lists the rows b S + i to compute
+// (every head of each); empty: all of them. Everything in double.
+struct AttentionSpec {
+  std::int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  double scale = 1;
+  bool causal = true;
+  std::int64_t q_strides[3] = {}, k_strides[3] = {}, v_strides[3] = {}, o_strides[3] = {};  // batch, head, row
+};
+void attention(const AttentionSpec&, const double* q, const double* k, const double* v, const double* lengths,
+               const std::vector<std::int64_t>& query_rows, double* o);
 
 // Rounding of a double to a storage type, as the device stores it (round to nearest even).
 double round_to_f32(double);

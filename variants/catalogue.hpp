@@ -167,6 +167,8 @@ void register_gemm_tensor_core(Catalogue&);  // mma_sync, mma_sync_tf32 on every
 void register_gemm_wgmma(Catalogue&);    // wgmma (sm_90a) on every GEMM primitive
 void register_gemm_cublas(Catalogue&);   // cublas, cublas_tf32, cublaslt on every GEMM primitive
 void register_rnn(Catalogue&);           // lstm.forward, gru.forward: stepwise, persistent, cudnn
+void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwise, cudnn (after register_rnn)
+void register_attention(Catalogue&);     // attention.{causal,full}.{split,packed}[.padded]: naive, flash_mma, cudnn_sdpa
 void register_fault_injection(Catalogue&);  // test only (SHAPETUNE_FAULT_VARIANTS=1): faults on purpose
 
 }  // namespace shapetune

@@ -19,6 +19,8 @@ const Catalogue& catalogue() {
     register_gemm_wgmma(c);
     register_gemm_cublas(c);
     register_rnn(c);
+    register_rnn_backward(c);
+    register_attention(c);
     // Test only: variants that fault on purpose, for the isolation tests.
     if (const char* faults = std::getenv("SHAPETUNE_FAULT_VARIANTS"); faults && std::string_view(faults) == "1")
       register_fault_injection(c);

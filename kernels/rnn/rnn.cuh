@@ -71,6 +71,35 @@ struct CopySegments {
 };
 cudaError_t copy_segments(const CopySegments&, cudaStream_t);
 
+// ---- backward (stepwise) ------------------------------------------------------------------------
+
+// What the backward pass keeps of each step's forward, fp32 [N, kSavedGates H]: the LSTM's
+// activated gates (i, f, g, o), the GRU's r, z, n and W_hn h + b_hn (r multiplies it, so its
+// gradient needs it).
+inline constexpr int kSavedGates = 4;
+
+// cell_step, keeping what backpropagation reads: the step's activations into `saved` and, for
+// the LSTM, the new cell state into `c` [N, H] (c_prev stays: every step's c is kept).
+template <typename T>
+cudaError_t cell_step_saving(Cell, const float* input_gates, const float* recurrent_gates, const T* b_ih,
+                             const T* b_hh, const T* h_prev, const float* c_prev, float* c, float* saved, T* h,
+                             int batch, int hidden, cudaStream_t);
+
+// One step back: from dy [N, H] and the gradient dh [N, H] fp32 that later steps carry back
+// (and the LSTM's dc), the gradients of the gate pre-activations, fp32 [N, G H]: d_input for the
+// input side (x W_ih^T + b_ih) and, for the GRU, d_hidden for the hidden side (h W_hh^T + b_hh),
+// whose candidate rows are r times the input side's; the LSTM's two sides are the same. c_prev and
+// c are the step's cell states (LSTM), h_prev [N, H] fp32 the h it read (GRU). Updates dc to what
+// reaches c_prev (LSTM) and dh to what reaches h_prev past W_hh (GRU: dh z; the LSTM leaves dh for
+// the caller's product d_input W_hh to overwrite).
+template <typename T>
+cudaError_t cell_backward_step(Cell, const float* saved, const float* c_prev, const float* c, const float* h_prev,
+                               const T* dy, float* dh, float* dc, float* d_input, float* d_hidden, int batch,
+                               int hidden, cudaStream_t);
+
+// out[i] = value over n elements (a ones vector: bias gradients as products with it).
+cudaError_t fill(float* out, std::int64_t n, float value, cudaStream_t);
+
 // ---- persistent -------------------------------------------------------------------------------
 
 // The persistent rungs keep fp32 rows (of W_hh and of h) in shared memory at this stride, padded

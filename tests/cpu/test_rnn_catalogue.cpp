@@ -82,6 +82,50 @@ TEST(RnnCatalogue, TensorsCostAndTolerance) {
   EXPECT_GT(t1000.rtol, t64.rtol);
 }
 
+TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
+  for (const char* name : {"lstm.backward", "gru.backward"}) {
+    const Primitive* p = catalogue().find_primitive(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->default_variant, "stepwise");
+    EXPECT_EQ(catalogue().variant_names(name), "stepwise, cudnn");
+    EXPECT_TRUE(catalogue().find_variant(name, "cudnn")->baseline);
+  }
+  const Shape shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}});
+  const Primitive& lstm = *catalogue().find_primitive("lstm.backward");
+  const Problem p{"lstm.backward", DType::bf16, shape};
+  const auto specs = lstm.tensors(p);
+  std::vector<std::string> names;
+  for (const TensorSpec& spec : specs) names.push_back(spec.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "dy", "dh_t", "dc_t",
+                                             "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"}));
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    EXPECT_EQ(specs[k].role, k < 10 ? TensorRole::input : TensorRole::output) << specs[k].name;
+    EXPECT_EQ(specs[k].dtype, DType::bf16) << specs[k].name;
+  }
+  EXPECT_EQ(specs[10].extents, (std::vector<std::int64_t>{64, 32, 128}));
+  EXPECT_EQ(specs[13].extents, (std::vector<std::int64_t>{1024, 128}));
+  EXPECT_EQ(specs[14].extents, (std::vector<std::int64_t>{1024, 256}));
+  EXPECT_EQ(specs[16].extents, (std::vector<std::int64_t>{1024}));
+  const auto gru_specs = catalogue().find_primitive("gru.backward")->tensors({"gru.backward", DType::f32, shape});
+  ASSERT_EQ(gru_specs.size(), 14u);
+  EXPECT_EQ(gru_specs[6].name, "dy");
+  EXPECT_EQ(gru_specs[10].name, "dw_ih");
+  EXPECT_EQ(gru_specs[10].extents, (std::vector<std::int64_t>{768, 128}));
+  // The forward recomputed and a backward of twice its products: 3 x 2 T N G H (D + H).
+  EXPECT_DOUBLE_EQ(lstm.cost(p).flops, 3 * 2.0 * 64 * 32 * 4 * 256 * (128 + 256));
+  // The weight gradients sum T N terms: atol grows with them, and with T as the forward's does.
+  const Tolerance forward = tolerance_for(*catalogue().find_primitive("lstm.forward"), {"lstm.forward", DType::bf16, shape});
+  const Tolerance backward = tolerance_for(lstm, p);
+  EXPECT_GT(backward.atol, forward.atol);
+  EXPECT_GT(backward.rtol, forward.rtol);
+  const Tolerance wider = tolerance_for(lstm, {"lstm.backward", DType::bf16, Shape({{"T", 64}, {"N", 128}, {"D", 128}, {"H", 256}})});
+  EXPECT_DOUBLE_EQ(wider.atol, 2 * backward.atol);
+  EXPECT_EQ(wider.rtol, backward.rtol);
+  // The stepwise rung's workspace is known before any launch; f32 needs no widened copies.
+  const Variant& stepwise = *catalogue().find_variant("lstm.backward", "stepwise");
+  EXPECT_GT(stepwise.workspace_bytes(p, {}), stepwise.workspace_bytes({"lstm.backward", DType::f32, shape}, {}));
+}
+
 TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent");
   const DeviceLimits h200 = nominal_device_limits();

@@ -1,5 +1,5 @@
-// Every LSTM and GRU forward variant and config (cuDNN's algorithms included) at awkward shapes,
-// every dtype, against the float64 reference on fresh inputs with poisoned outputs.
+// Every LSTM and GRU forward and backward variant and config (cuDNN's algorithms included) at
+// awkward shapes, every dtype, against the float64 reference on fresh inputs with poisoned outputs.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -27,12 +27,12 @@ class RnnVariants : public ::testing::TestWithParam<DType> {
     device_ = use_device(0);
     measurer_ = std::make_unique<Measurer>(device_, MeasureOptions{});
   }
-  void verify_all(const char* primitive) {
+  // The forward: stepwise and at least one persistent config at every shape (`at_least` 2).
+  void verify_all(const char* primitive, int at_least = 2) {
     std::uint64_t seed = std::random_device{}();
     for (const Case& c : kShapes) {
       const Problem problem{primitive, GetParam(), Shape({{"T", c.T}, {"N", c.N}, {"D", c.D}, {"H", c.H}})};
-      // stepwise, and at least one persistent config, at every shape.
-      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), 2) << problem.key();
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
     }
   }
   DeviceInfo device_;
@@ -41,6 +41,10 @@ class RnnVariants : public ::testing::TestWithParam<DType> {
 
 TEST_P(RnnVariants, LstmEveryConfigAtAwkwardShapes) { verify_all("lstm.forward"); }
 TEST_P(RnnVariants, GruEveryConfigAtAwkwardShapes) { verify_all("gru.forward"); }
+
+// The backward: stepwise at every shape, cuDNN's algorithms where cuDNN takes them.
+TEST_P(RnnVariants, LstmBackwardEveryConfigAtAwkwardShapes) { verify_all("lstm.backward", 1); }
+TEST_P(RnnVariants, GruBackwardEveryConfigAtAwkwardShapes) { verify_all("gru.backward", 1); }
 
 // On Hopper the cluster rung runs, not only refuses: at a shape where its configs split the
 // units unevenly (100 = 8 x 13 - 4) and leave the last cluster short of rows (7 rows), every

@@ -1,0 +1,47 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "baselines/reference.hpp"
+#include "core/parallel.hpp"
+
+namespace shapetune::reference {
+
+void attention(const AttentionSpec& s, const double* q, const double* k, const double* v, const double* lengths,
+               const std::vector<std::int64_t>& query_rows, double* o) {
+  const std::int64_t rows = query_rows.empty() ? s.batch * s.seq : static_cast<std::int64_t>(query_rows.size());
+  parallel_for(rows * s.heads, 16, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<double> scores(static_cast<std::size_t>(s.seq));
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t row = query_rows.empty() ? task / s.heads : query_rows[static_cast<std::size_t>(task / s.heads)];
+      const std::int64_t b = row / s.seq, i = row % s.seq, h = task % s.heads;
+      const auto length = lengths ? static_cast<std::int64_t>(lengths[b]) : s.seq;
+      double* out = o + b * s.o_strides[0] + h * s.o_strides[1] + i * s.o_strides[2];
+      const std::int64_t keys = i >= length ? 0 : std::min(length, s.causal ? i + 1 : s.seq);
+      if (keys == 0) {
+        std::fill(out, out + s.head_dim, 0.0);
+        continue;
+      }
+      const double* qi = q + b * s.q_strides[0] + h * s.q_strides[1] + i * s.q_strides[2];
+      double top = -std::numeric_limits<double>::infinity();
+      for (std::int64_t j = 0; j < keys; ++j) {
+        const double* kj = k + b * s.k_strides[0] + h * s.k_strides[1] + j * s.k_strides[2];
+        double dot = 0;
+        for (std::int64_t d = 0; d < s.head_dim; ++d) dot += qi[d] * kj[d];
+        scores[static_cast<std::size_t>(j)] = dot * s.scale;
+        top = std::max(top, dot * s.scale);
+      }
+      double sum = 0;
+      for (std::int64_t j = 0; j < keys; ++j) sum += scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top);
+      std::fill(out, out + s.head_dim, 0.0);
+      for (std::int64_t j = 0; j < keys; ++j) {
+        const double p = scores[static_cast<std::size_t>(j)] / sum;
+        const double* vj = v + b * s.v_strides[0] + h * s.v_strides[1] + j * s.v_strides[2];
+        for (std::int64_t d = 0; d < s.head_dim; ++d) out[d] += p * vj[d];
+      }
+    }
+  });
+}
+
+}  // namespace shapetune::reference

@@ -1,0 +1,86 @@
+// The naive rung's own kernels: the masked fp32 softmax between its two GEMMs, and the zeroing of
+// padded query rows that the cuDNN baseline leaves to its caller.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/reductions.cuh"
+
+namespace shapetune::kernels::attention {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // a warp per row of scores
+
+// The keys query i of batch row b may see: [0, keys). A query at or past its row's length sees
+// none, so its probabilities and its output are zero.
+__device__ __forceinline__ int visible_keys(int i, int seq, int length, Mask mask) {
+  if (i >= length) return 0;
+  const int limit = mask == Mask::causal ? i + 1 : seq;
+  return limit < length ? limit : length;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+    masked_softmax_kernel(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
+                          Mask mask) {
+  const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= std::int64_t{batch} * heads * seq) return;
+  const int i = static_cast<int>(row % seq);
+  const int b = static_cast<int>(row / (std::int64_t{heads} * seq));
+  const int keys = visible_keys(i, seq, lengths ? lengths[b] : seq, mask);
+  const float* in = scores + row * seq;
+  T* out = p + row * seq;
+  MaxSum stats;
+  for (int j = lane; j < keys; j += kWarpSize) stats.add(in[j] * scale);
+  stats = lane_group_reduce(stats, kWarpSize, MergeOp{});
+  const float inverse = keys > 0 ? 1.f / stats.sum : 0.f;
+  for (int j = lane; j < seq; j += kWarpSize)
+    out[j] = from_float<T>(j < keys ? __expf(in[j] * scale - stats.max) * inverse : 0.f);
+}
+
+template <typename T>
+__global__ void zero_invalid_rows_kernel(T* o, Strides o_strides, const int* lengths, int heads, int seq,
+                                         int head_dim) {
+  const int b = blockIdx.y;
+  const int length = lengths[b];
+  // One block per (batch row, query row); its threads cover every head's head_dim values.
+  const int i = blockIdx.x;
+  if (i < length) return;
+  T* row = o + b * o_strides.batch + i * o_strides.row;
+  for (int e = threadIdx.x; e < heads * head_dim; e += blockDim.x)
+    row[(e / head_dim) * o_strides.head + e % head_dim] = from_float<T>(0.f);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
+                           Mask mask, cudaStream_t stream) {
+  const std::int64_t rows = std::int64_t{batch} * heads * seq;
+  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  masked_softmax_kernel<T><<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarpSize, 0, stream>>>(
+      scores, p, lengths, batch, heads, seq, scale, mask);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t zero_invalid_rows(T* o, Strides o_strides, const int* lengths, int batch, int heads, int seq, int head_dim,
+                              cudaStream_t stream) {
+  if (batch > 65535) return cudaErrorInvalidValue;
+  zero_invalid_rows_kernel<T><<<dim3(static_cast<unsigned>(seq), static_cast<unsigned>(batch)), 128, 0, stream>>>(
+      o, o_strides, lengths, heads, seq, head_dim);
+  return cudaGetLastError();
+}
+
+#define SHAPETUNE_ATTENTION_NAIVE(T)                                                                              \
+  template cudaError_t masked_softmax<T>(const float*, T*, const int*, int, int, int, float, Mask, cudaStream_t); \
+  template cudaError_t zero_invalid_rows<T>(T*, Strides, const int*, int, int, int, int, cudaStream_t);
+SHAPETUNE_ATTENTION_NAIVE(float)
+SHAPETUNE_ATTENTION_NAIVE(__half)
+SHAPETUNE_ATTENTION_NAIVE(__nv_bfloat16)
+#undef SHAPETUNE_ATTENTION_NAIVE
+
+}  // namespace shapetune::kernels::attention

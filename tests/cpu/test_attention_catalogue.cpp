@@ -1,0 +1,195 @@
+// The attention family's host side: the float64 reference against hand-computed and limiting
+// cases, split and packed layouts agreeing, the padding mask, the sampled check of long
+// sequences, the cost model, and what the variants refuse before any launch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "variants/catalogue.hpp"
+
+namespace shapetune {
+namespace {
+
+const Primitive& primitive(const std::string& name) {
+  const Primitive* p = catalogue().find_primitive(name);
+  if (!p) throw std::runtime_error("no primitive " + name);
+  return *p;
+}
+
+Problem problem(const std::string& name, std::int64_t B, std::int64_t H, std::int64_t S, std::int64_t hd,
+                DType dtype = DType::f16) {
+  return {name, dtype, Shape({{"B", B}, {"H", H}, {"S", S}, {"hd", hd}})};
+}
+
+// Host tensors for the reference: inputs drawn from each spec's range (lengths as given), outputs
+// filled with NaN so that an element the reference does not write shows.
+HostTensors draw(const Problem& p, std::uint64_t seed, const std::vector<double>& lengths = {}) {
+  std::mt19937_64 rng(seed);
+  HostTensors t;
+  for (const TensorSpec& spec : primitive(p.primitive).tensors(p)) {
+    std::vector<double> values(static_cast<std::size_t>(spec.elements()), std::nan(""));
+    if (spec.name == "lengths")
+      values = lengths;
+    else if (spec.role == TensorRole::input)
+      for (double& v : values) v = std::uniform_real_distribution<double>(spec.low, spec.high)(rng);
+    t.push_back(std::move(values));
+  }
+  return t;
+}
+
+void run_reference(const Problem& p, HostTensors& t) { primitive(p.primitive).reference(p, {}, t); }
+
+TEST(AttentionCatalogue, EveryMaskLayoutAndPaddingHasTheLadderAndTheBaseline) {
+  int primitives = 0;
+  for (const char* mask : {"causal", "full"})
+    for (const char* layout : {"split", "packed"})
+      for (const char* padding : {"", ".padded"}) {
+        const std::string name = std::string("attention.") + mask + "." + layout + padding;
+        ASSERT_NE(catalogue().find_primitive(name), nullptr) << name;
+        for (const char* variant : {"naive", "flash_mma", "cudnn_sdpa"})
+          EXPECT_NE(catalogue().find_variant(name, variant), nullptr) << name << " " << variant;
+        EXPECT_TRUE(catalogue().find_variant(name, "cudnn_sdpa")->baseline);
+        EXPECT_EQ(primitive(name).default_variant, "flash_mma");
+        ++primitives;
+      }
+  EXPECT_EQ(primitives, 8);
+}
+
+TEST(AttentionReference, TwoKeysByHand) {
+  // B = H = 1, S = 2, hd = 1: query 1 sees both keys (full) or both too (causal, j <= 1); query 0
+  // sees only key 0 under the causal mask.
+  const Problem full = problem("attention.full.split", 1, 1, 2, 1);
+  HostTensors t = {{0.5, -1.5}, {2.0, -0.75}, {1.25, -3.0}, {NAN, NAN}};
+  run_reference(full, t);
+  for (int i = 0; i < 2; ++i) {
+    const double s0 = t[0][i] * 2.0, s1 = t[0][i] * -0.75;  // scale 1/sqrt(1)
+    const double p0 = std::exp(s0) / (std::exp(s0) + std::exp(s1));
+    EXPECT_NEAR(t[3][i], p0 * 1.25 + (1 - p0) * -3.0, 1e-15);
+  }
+  const Problem causal = problem("attention.causal.split", 1, 1, 2, 1);
+  HostTensors c = {{0.5, -1.5}, {2.0, -0.75}, {1.25, -3.0}, {NAN, NAN}};
+  run_reference(causal, c);
+  EXPECT_EQ(c[3][0], 1.25);
+  EXPECT_DOUBLE_EQ(c[3][1], t[3][1]);
+}
+
+TEST(AttentionReference, EqualKeysAverageTheValues) {
+  const Problem p = problem("attention.full.split", 1, 1, 5, 3);
+  HostTensors t = draw(p, 7);
+  for (int j = 0; j < 5; ++j)
+    for (int d = 0; d < 3; ++d) t[1][j * 3 + d] = 0.3 * (d + 1);  // every key the same
+  run_reference(p, t);
+  for (int i = 0; i < 5; ++i)
+    for (int d = 0; d < 3; ++d) {
+      double mean = 0;
+      for (int j = 0; j < 5; ++j) mean += t[2][j * 3 + d] / 5;
+      EXPECT_NEAR(t[3][i * 3 + d], mean, 1e-14);
+    }
+}
+
+// The same numbers laid out split ([B, H, S, hd] each) and packed ([B, S, 3, H, hd]) give the
+// same output, for both masks.
+TEST(AttentionReference, SplitAndPackedAgree) {
+  constexpr std::int64_t B = 2, H = 3, S = 7, hd = 4;
+  for (const char* mask : {"causal", "full"}) {
+    const Problem split = problem(std::string("attention.") + mask + ".split", B, H, S, hd);
+    const Problem packed = problem(std::string("attention.") + mask + ".packed", B, H, S, hd);
+    HostTensors s = draw(split, 11);
+    HostTensors p = draw(packed, 12);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t i = 0; i < S; ++i)
+          for (std::int64_t d = 0; d < hd; ++d)
+            for (std::int64_t which = 0; which < 3; ++which)
+              p[0][static_cast<std::size_t>((((b * S + i) * 3 + which) * H + h) * hd + d)] =
+                  s[static_cast<std::size_t>(which)][static_cast<std::size_t>(((b * H + h) * S + i) * hd + d)];
+    run_reference(split, s);
+    run_reference(packed, p);
+    EXPECT_EQ(s[3], p[1]) << mask;
+  }
+}
+
+TEST(AttentionReference, PaddingMasksKeysAndZeroesQueries) {
+  constexpr std::int64_t B = 3, H = 2, S = 6, hd = 4;
+  const std::vector<double> lengths = {6, 3, 0};
+  for (const char* mask : {"causal", "full"}) {
+    const Problem plain = problem(std::string("attention.") + mask + ".split", B, H, S, hd);
+    const Problem padded = problem(std::string("attention.") + mask + ".split.padded", B, H, S, hd);
+    HostTensors u = draw(plain, 21);
+    HostTensors t = draw(padded, 21, lengths);
+    for (int i = 0; i < 3; ++i) t[static_cast<std::size_t>(i)] = u[static_cast<std::size_t>(i)];
+    run_reference(plain, u);
+    run_reference(padded, t);
+    const std::vector<double>& o = t[4];
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < S; ++i)
+        for (std::int64_t e = 0; e < H * hd; ++e) {
+          const auto at = static_cast<std::size_t>((b * S + i) * H * hd + e);
+          if (i >= lengths[static_cast<std::size_t>(b)])
+            EXPECT_EQ(o[at], 0.0) << mask << " b " << b << " i " << i;
+          else if (b == 0 || std::string(mask) == "causal")  // full length, or keys <= i < length anyway
+            EXPECT_EQ(o[at], u[3][at]) << mask << " b " << b << " i " << i;
+          else
+            EXPECT_NE(o[at], u[3][at]) << "row 1's keys past 3 must be masked (" << mask << ")";
+        }
+  }
+}
+
+TEST(AttentionReference, LongSequencesAreCheckedOnSampledRowsWithinTheBudget) {
+  const Primitive& causal = primitive("attention.causal.split");
+  EXPECT_TRUE(causal.checked_ranges(problem("attention.causal.split", 64, 4, 128, 32)).empty())
+      << "a problem whose whole reference fits the budget is checked whole";
+  const Problem huge = problem("attention.causal.split", 1, 16, 100000, 64);
+  const std::vector<ElementRange> ranges = causal.checked_ranges(huge);
+  ASSERT_GE(ranges.size(), 8u);
+  const std::int64_t row = 16 * 64;  // every head of one query row
+  EXPECT_EQ(ranges.front().begin, 0);
+  EXPECT_EQ(ranges.back().end, 100000 * row) << "the last query row is checked";
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    EXPECT_EQ(ranges[r].end - ranges[r].begin, row);
+    if (r > 0) {
+      EXPECT_GE(ranges[r].begin, ranges[r - 1].end) << "sorted and disjoint";
+    }
+  }
+  const auto checked_rows = static_cast<std::int64_t>(ranges.size());
+  // About 4e9 multiply-adds of float64 reference: 2 H hd (S+1)/2 each.
+  EXPECT_LE(static_cast<double>(checked_rows) * 2 * 16 * 64 * 50000, 4.4e9);
+  // What a sweep's budget reserves for the reference is that sample's share of the FLOPs.
+  const double share = static_cast<double>(checked_rows) / 100000;
+  EXPECT_DOUBLE_EQ(reference_cost(causal, huge).flops, causal.cost(huge).flops * share);
+  EXPECT_DOUBLE_EQ(reference_cost(causal, huge).bytes, causal.cost(huge).bytes);
+}
+
+TEST(AttentionCatalogue, CostCountsTheCausalTriangle) {
+  const Cost causal = primitive("attention.causal.packed").cost(problem("attention.causal.packed", 4, 16, 8192, 128));
+  EXPECT_DOUBLE_EQ(causal.flops, 4.0 * 4 * 16 * 8192.0 * 8192 * 128 / 2);
+  EXPECT_DOUBLE_EQ(causal.bytes, 4.0 * 4 * 8192 * 16 * 128 * 2);
+  const Cost full = primitive("attention.full.split").cost(problem("attention.full.split", 4, 16, 8192, 128, DType::tf32));
+  EXPECT_DOUBLE_EQ(full.flops, 2 * causal.flops);
+  EXPECT_DOUBLE_EQ(full.bytes, 2 * causal.bytes) << "tf32 tensors are stored as f32";
+}
+
+TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
+  const DeviceLimits h200 = nominal_device_limits();
+  DeviceLimits t4 = h200;
+  t4.compute_capability = 75;
+  const Problem case14 = problem("attention.causal.packed", 32, 16, 100000, 64);
+  const Variant& naive = *catalogue().find_variant(case14.primitive, "naive");
+  const Support refused = naive.supports(case14, naive.default_config, h200);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.reason.find("GiB of scores"), std::string::npos) << refused.reason;
+  EXPECT_TRUE(naive.supports(problem("attention.causal.packed", 64, 4, 128, 32), naive.default_config, h200).ok);
+
+  const Variant& flash = *catalogue().find_variant(case14.primitive, "flash_mma");
+  EXPECT_TRUE(flash.supports(case14, flash.default_config, h200).ok);
+  EXPECT_FALSE(flash.supports(case14, flash.default_config, t4).ok);
+  EXPECT_FALSE(flash.supports(problem("attention.causal.packed", 1, 1, 64, 48), flash.default_config, h200).ok);
+
+  const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
+  EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);
+  EXPECT_FALSE(cudnn.supports(problem("attention.causal.packed", 1, 1, 64, 64, DType::tf32), cudnn.default_config, h200).ok);
+}
+
+}  // namespace
+}  // namespace shapetune

@@ -1,0 +1,84 @@
+// Every attention variant and config (cuDNN SDPA included) at awkward shapes, every mask, layout,
+// padding and dtype, against the float64 reference on fresh inputs with poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "support/test_support.hpp"
+#include "support/verify_configs.hpp"
+
+namespace shapetune {
+namespace {
+
+struct Case {
+  std::int64_t B, H, S, hd;
+};
+
+// One query; a tail of 1 past a tile of 16 and a short last K tile; a sequence no tile size
+// divides, at the largest head dimension; hd 80 and 96 (not powers of two); one (batch, head) pair
+// with a tile and a half.
+const Case kShapes[] = {{1, 1, 1, 64}, {2, 3, 17, 32}, {1, 2, 1000, 128}, {3, 2, 130, 80}, {2, 1, 257, 96},
+                        {1, 1, 96, 64}};
+
+std::vector<std::string> attention_primitives() {
+  std::vector<std::string> names;
+  for (const char* mask : {"causal", "full"})
+    for (const char* layout : {"split", "packed"})
+      for (const char* padding : {"", ".padded"}) names.push_back(std::string("attention.") + mask + "." + layout + padding);
+  return names;
+}
+
+class AttentionVariants : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    SHAPETUNE_REQUIRE_GPU();
+    device_ = use_device(0);
+    measurer_ = std::make_unique<Measurer>(device_, MeasureOptions{});
+  }
+  DeviceInfo device_;
+  std::unique_ptr<Measurer> measurer_;
+};
+
+TEST_P(AttentionVariants, EveryConfigAtAwkwardShapes) {
+  std::uint64_t seed = std::random_device{}();
+  // naive everywhere, flash_mma from sm_80 on, cuDNN for 16-bit types where it takes the shape.
+  const int at_least = device_.limits.compute_capability >= 80 ? 2 : 1;
+  for (const std::string& primitive : attention_primitives())
+    for (const Case& c : kShapes) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
+    }
+}
+
+// The baseline must run, not only refuse, wherever the comparison matters: both masks, both
+// layouts, with and without padding, at an ordinary shape.
+TEST_P(AttentionVariants, CudnnSdpaRunsEveryMaskAndLayout) {
+  if (GetParam() == DType::tf32) GTEST_SKIP() << "cuDNN SDPA takes f16 or bf16";
+  std::uint64_t seed = std::random_device{}();
+  for (const std::string& primitive : attention_primitives()) {
+    const Problem problem{primitive, GetParam(), Shape({{"B", 2}, {"H", 4}, {"S", 256}, {"hd", 64}})};
+    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "cudnn_sdpa"), 1)
+        << problem.key();
+  }
+}
+
+// Padding at its extremes: every row empty, or every row full (the all-valid fast path's case).
+TEST_P(AttentionVariants, LengthsOfZeroAndOfTheWholeSequence) {
+  std::uint64_t seed = std::random_device{}();
+  for (const std::int64_t length : {std::int64_t{0}, std::int64_t{200}}) {
+    const auto fixed = [length](std::vector<TensorSpec>& specs) {
+      for (TensorSpec& s : specs)
+        if (s.name == "lengths") s.low = static_cast<double>(length), s.high = static_cast<double>(length + 1);
+    };
+    for (const char* primitive : {"attention.causal.packed.padded", "attention.full.split.padded"}) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", 3}, {"H", 2}, {"S", 200}, {"hd", 64}})};
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, fixed), 1) << problem.key();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace shapetune

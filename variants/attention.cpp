@@ -1,0 +1,402 @@
+// The attention family: attention.{causal,full}.{split,packed}[.padded], O = softmax(Q K^T *
+// hd^-0.5 + mask) V over [B, H, S, hd] with fp32 softmax statistics, the output heads-merged
+// [B, S, H, hd]. `split` reads three tensors [B, H, S, hd]; `packed` one [B, S, 3, H, hd], as a
+// packed QKV projection writes it; `padded` adds valid lengths [B] (keys past a row's length are
+// masked, its queries past the length output zero). dtypes f16, bf16 and tf32 (f32 storage, TF32
+// products). The ladder (kernels/attention/):
+//   naive:      the reference's way: a score GEMM, the masked fp32 softmax written back as P in the
+//               model's type, a P V GEMM; O(S^2) memory, refused where the scores do not fit;
+//   flash_mma:  FlashAttention-2 style on mma.sync: K/V tiles streamed through shared memory,
+//               online softmax in registers, tiles above the causal diagonal skipped;
+//   cudnn_sdpa: cuDNN's fused flash attention through its graph API (the baseline).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <type_traits>
+
+#include "baselines/cublas.hpp"
+#include "baselines/cudnn.hpp"
+#include "baselines/reference.hpp"
+#include "core/primitive_name.hpp"
+#include "kernels/attention/attention.cuh"
+#include "variants/catalogue.hpp"
+#include "variants/launch_helpers.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace ka = kernels::attention;
+
+struct AttentionProblem {
+  int batch, heads, seq, head_dim;
+  ka::Mask mask;
+  bool packed, padded;
+
+  float scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(head_dim))); }
+  std::int64_t rows() const { return std::int64_t{batch} * seq; }
+};
+
+AttentionProblem attention_of(const Problem& p) {
+  const PrimitiveName name = *PrimitiveName::parse(p.primitive);
+  return {static_cast<int>(p.shape.at("B")),
+          static_cast<int>(p.shape.at("H")),
+          static_cast<int>(p.shape.at("S")),
+          static_cast<int>(p.shape.at("hd")),
+          name.has("causal") ? ka::Mask::causal : ka::Mask::full,
+          name.has("packed"),
+          name.has("padded")};
+}
+
+// Tensor order. split: q, k, v, [lengths], o; packed: qkv, [lengths], o.
+struct Pointers {
+  const void *q, *k, *v;
+  const int* lengths;
+  void* o;
+  ka::Strides q_strides, k_strides, v_strides, o_strides;
+};
+
+Pointers pointers_of(const AttentionProblem& a, std::span<void* const> tensors, std::size_t element_bytes) {
+  Pointers p{};
+  std::size_t next = 0;
+  if (a.packed) {
+    const auto* qkv = static_cast<const char*>(tensors[next++]);
+    const std::size_t head_block = static_cast<std::size_t>(a.heads) * a.head_dim * element_bytes;
+    p.q = qkv;
+    p.k = qkv + head_block;
+    p.v = qkv + 2 * head_block;
+    p.q_strides = p.k_strides = p.v_strides = ka::packed_strides(a.heads, a.seq, a.head_dim);
+  } else {
+    p.q = tensors[next++];
+    p.k = tensors[next++];
+    p.v = tensors[next++];
+    p.q_strides = p.k_strides = p.v_strides = ka::split_strides(a.heads, a.seq, a.head_dim);
+  }
+  p.lengths = a.padded ? static_cast<const int*>(tensors[next++]) : nullptr;
+  p.o = tensors[next];
+  p.o_strides = ka::merged_strides(a.heads, a.seq, a.head_dim);
+  return p;
+}
+
+// f16 and bf16 are stored as themselves, tf32 as f32.
+DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
+
+// ---- the primitive ------------------------------------------------------------------------------
+
+// The float64 reference of every query row costs B H S keys hd 2 multiply-adds; past this many a
+// sample of rows is computed and checked instead (a few seconds on the GPU box's 16 cores).
+constexpr double kReferenceBudget = 4e9;
+
+// The query rows (b S + i) the reference computes: all of them where that fits the budget, else
+// in every batch row the first and the last and evenly spaced ones between them.
+std::vector<std::int64_t> reference_rows(const AttentionProblem& a) {
+  const double keys = a.mask == ka::Mask::causal ? (a.seq + 1) / 2.0 : a.seq;
+  const double row_cost = 2.0 * a.heads * keys * a.head_dim;
+  const double affordable = kReferenceBudget / row_cost;
+  if (static_cast<double>(a.rows()) <= affordable) return {};
+  const std::int64_t per_batch =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(affordable / a.batch), 2, a.seq);
+  std::vector<std::int64_t> rows;
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    std::int64_t last = -1;
+    for (std::int64_t r = 0; r < per_batch; ++r) {
+      const std::int64_t i = r * (a.seq - 1) / (per_batch - 1);
+      if (i != last) rows.push_back(b * a.seq + i);
+      last = i;
+    }
+  }
+  return rows;
+}
+
+Tolerance attention_tolerance(DType dtype) {
+  // The outputs are averages of values in [-2, 2]. f16: the output's rounding (half an ulp of 2,
+  // 9.8e-4) plus P rounded to f16 before P V (2^-11 relative, averaged); bf16 the same at 8 times
+  // the unit; tf32: Q K^T and P V taken in TF32 (10-bit mantissas), the logits' error a few 1e-4.
+  switch (dtype) {
+    case DType::f16: return {2e-3, 1e-2};
+    case DType::bf16: return {1.2e-2, 2e-2};
+    default: return {2e-3, 1e-2};
+  }
+}
+
+Support validate_attention_shape(const Shape& s) {
+  const std::int64_t B = s.at("B"), H = s.at("H"), S = s.at("S"), hd = s.at("hd");
+  if (std::max({B, H, S, hd}) > INT_MAX / 4) return Support::no("B, H, S and hd must be below 2^29");
+  if (hd > 256) return Support::no("hd must be at most 256");
+  if (B * H * S * hd > (std::int64_t{1} << 36)) return Support::no("B H S hd must be at most 2^36 (per tensor)");
+  return Support::yes();
+}
+
+Primitive attention_primitive(ka::Mask mask, bool packed, bool padded) {
+  Primitive p;
+  p.name = std::string("attention.") + (mask == ka::Mask::causal ? "causal" : "full") + (packed ? ".packed" : ".split") +
+           (padded ? ".padded" : "");
+  p.description = std::string(mask == ka::Mask::causal ? "causal" : "full") + " scaled dot-product attention, " +
+                  (packed ? "packed QKV [B, S, 3, H, hd]" : "split Q, K, V [B, H, S, hd]") +
+                  (padded ? ", valid lengths [B] (padded keys masked, padded queries zero)" : "") +
+                  " -> O [B, S, H, hd]; fp32 softmax statistics";
+  p.signature = std::string("O[b,i,h] = sum_j softmax_j(q_i . k_j / sqrt(hd)") +
+                (mask == ka::Mask::causal ? " + (j > i ? -inf : 0)" : "") +
+                (padded ? " + (j >= len_b ? -inf : 0)) v_j, 0 for i >= len_b" : ") v_j");
+  p.axes = {"B", "H", "S", "hd"};
+  p.dtypes = {DType::f16, DType::bf16, DType::tf32};
+  p.tensors = [packed, padded](const Problem& problem) {
+    const std::int64_t B = problem.shape.at("B"), H = problem.shape.at("H"), S = problem.shape.at("S"),
+                       hd = problem.shape.at("hd");
+    const DType t = storage_of(problem.dtype);
+    // Logits q.k/sqrt(hd) of standard deviation about 1.3: softmax rows neither flat nor one-hot.
+    std::vector<TensorSpec> specs;
+    if (packed) {
+      specs.push_back({"qkv", t, {B, S, 3, H, hd}, TensorRole::input, -2, 2});
+    } else {
+      for (const char* name : {"q", "k", "v"}) specs.push_back({name, t, {B, H, S, hd}, TensorRole::input, -2, 2});
+    }
+    if (padded)
+      specs.push_back({"lengths", DType::i32, {B}, TensorRole::input, 0, static_cast<double>(S + 1)});
+    specs.push_back({"o", t, {B, S, H, hd}, TensorRole::output});
+    return specs;
+  };
+  p.reference = [](const Problem& problem, std::span<const double>, HostTensors& t) {
+    const AttentionProblem a = attention_of(problem);
+    reference::AttentionSpec s;
+    s.batch = a.batch, s.heads = a.heads, s.seq = a.seq, s.head_dim = a.head_dim;
+    s.scale = 1 / std::sqrt(static_cast<double>(a.head_dim));
+    s.causal = a.mask == ka::Mask::causal;
+    const auto set = [](std::int64_t (&to)[3], ka::Strides from) { to[0] = from.batch, to[1] = from.head, to[2] = from.row; };
+    const ka::Strides in = a.packed ? ka::packed_strides(a.heads, a.seq, a.head_dim)
+                                    : ka::split_strides(a.heads, a.seq, a.head_dim);
+    set(s.q_strides, in), set(s.k_strides, in), set(s.v_strides, in);
+    set(s.o_strides, ka::merged_strides(a.heads, a.seq, a.head_dim));
+    const std::size_t lengths = a.packed ? 1 : 3;
+    const double* q = t[0].data();
+    const double* k = a.packed ? q + std::int64_t{a.heads} * a.head_dim : t[1].data();
+    const double* v = a.packed ? q + 2 * std::int64_t{a.heads} * a.head_dim : t[2].data();
+    reference::attention(s, q, k, v, a.padded ? t[lengths].data() : nullptr, reference_rows(a), t.back().data());
+  };
+  p.checked_ranges = [](const Problem& problem) {
+    const AttentionProblem a = attention_of(problem);
+    const std::int64_t row_elements = std::int64_t{a.heads} * a.head_dim;  // every head of a query row
+    std::vector<ElementRange> ranges;
+    for (const std::int64_t row : reference_rows(a)) ranges.push_back({row * row_elements, (row + 1) * row_elements});
+    return ranges;
+  };
+  p.cost = [mask](const Problem& problem) {
+    const double B = static_cast<double>(problem.shape.at("B")), H = static_cast<double>(problem.shape.at("H")),
+                 S = static_cast<double>(problem.shape.at("S")), hd = static_cast<double>(problem.shape.at("hd"));
+    // Q, K, V read once and O written once; Q K^T and P V, halved by the causal mask (the
+    // convention FlashAttention's published rates use).
+    const double bytes = 4 * B * S * H * hd * static_cast<double>(dtype_size(storage_of(problem.dtype)));
+    return Cost{bytes, 4 * B * H * S * S * hd / (mask == ka::Mask::causal ? 2 : 1)};
+  };
+  p.tolerance = attention_tolerance;
+  p.default_variant = "flash_mma";
+  p.validate_shape = validate_attention_shape;
+  return p;
+}
+
+// Calls fn(tag) with tag's type the storage type of the problem (tf32: float).
+template <typename Fn>
+LaunchStatus with_attention_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::tf32: return fn(float{});
+    case DType::f16: return fn(__half{});
+    case DType::bf16: return fn(__nv_bfloat16{});
+    default: return LaunchStatus::failure("attention has no " + std::string(dtype_name(dtype)) + " variant");
+  }
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1 << 30));
+  return text;
+}
+
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// ---- naive --------------------------------------------------------------------------------------
+
+// The fp32 scores and the probabilities in the model's type, [B, H, S, S] each.
+std::size_t naive_workspace(const Problem& problem, const Config&) {
+  const AttentionProblem a = attention_of(problem);
+  const auto squares = static_cast<std::size_t>(a.batch) * a.heads * a.seq * a.seq;
+  return align256(squares * sizeof(float)) + align256(squares * dtype_size(storage_of(problem.dtype)));
+}
+
+Support naive_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
+  const double bytes = static_cast<double>(naive_workspace(problem, config));
+  if (bytes > 0.5 * static_cast<double>(limits.global_memory_bytes))
+    return Support::no("needs " + gib(bytes) + " of scores and probabilities; at most half the device's " +
+                       gib(static_cast<double>(limits.global_memory_bytes)) + " is allowed");
+  return Support::yes();
+}
+
+LaunchStatus naive(const LaunchArgs& args) {
+  const AttentionProblem a = attention_of(args.problem);
+  return with_attention_type(args.problem.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Pointers p = pointers_of(a, args.tensors, sizeof(T));
+    const std::int64_t square = std::int64_t{a.seq} * a.seq;
+    auto* scores = static_cast<float*>(args.workspace);
+    T* probabilities = reinterpret_cast<T*>(static_cast<char*>(args.workspace) +
+                                            align256(static_cast<std::size_t>(square * a.batch * a.heads) * sizeof(float)));
+    const auto element = [](const void* base, std::int64_t offset) {
+      return static_cast<const void*>(static_cast<const T*>(base) + offset);
+    };
+    // One strided batch over the heads of each batch row: the packed layout and the merged
+    // output have no single stride from one (batch, head) to the next.
+    for (int b = 0; b < a.batch; ++b) {
+      StridedBatchedGemm g;
+      g.m = a.seq, g.n = a.seq, g.k = a.head_dim, g.count = a.heads;
+      g.a = element(p.q, b * p.q_strides.batch), g.lda = p.q_strides.row, g.stride_a = p.q_strides.head;
+      g.b = element(p.k, b * p.k_strides.batch), g.ldb = p.k_strides.row, g.stride_b = p.k_strides.head;
+      g.b_transposed = true;
+      g.c = scores + b * a.heads * square, g.ldc = a.seq, g.stride_c = square, g.c_fp32 = true;
+      if (LaunchStatus s = library_status(cublas_strided_batched(args.libraries, args.stream, args.problem.dtype, g));
+          !s.ok)
+        return s;
+    }
+    if (LaunchStatus s = launch_status(ka::masked_softmax(scores, probabilities, p.lengths, a.batch, a.heads, a.seq,
+                                                          a.scale(), a.mask, args.stream));
+        !s.ok)
+      return s;
+    for (int b = 0; b < a.batch; ++b) {
+      StridedBatchedGemm g;
+      g.m = a.seq, g.n = a.head_dim, g.k = a.seq, g.count = a.heads;
+      g.a = probabilities + b * a.heads * square, g.lda = a.seq, g.stride_a = square;
+      g.b = element(p.v, b * p.v_strides.batch), g.ldb = p.v_strides.row, g.stride_b = p.v_strides.head;
+      g.c = static_cast<T*>(p.o) + b * p.o_strides.batch, g.ldc = p.o_strides.row, g.stride_c = p.o_strides.head;
+      if (LaunchStatus s = library_status(cublas_strided_batched(args.libraries, args.stream, args.problem.dtype, g));
+          !s.ok)
+        return s;
+    }
+    return LaunchStatus::success();
+  });
+}
+
+// The kernels' parameter block of a problem's tensors.
+template <typename T>
+ka::Params<T> kernel_params(const AttentionProblem& a, const Pointers& p) {
+  ka::Params<T> params;
+  params.q = static_cast<const T*>(p.q), params.k = static_cast<const T*>(p.k), params.v = static_cast<const T*>(p.v);
+  params.o = static_cast<T*>(p.o);
+  params.q_strides = p.q_strides, params.k_strides = p.k_strides, params.v_strides = p.v_strides;
+  params.o_strides = p.o_strides;
+  params.lengths = p.lengths;
+  params.batch = a.batch, params.heads = a.heads, params.seq = a.seq, params.head_dim = a.head_dim;
+  params.scale = a.scale();
+  params.mask = a.mask;
+  return params;
+}
+
+// ---- flash_mma ----------------------------------------------------------------------------------
+
+ka::FlashMmaConfig flash_config(const Config& c) { return {cfg(c, "warps"), cfg(c, "block_k"), cfg(c, "stages")}; }
+
+Support flash_mma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
+  if (limits.compute_capability < 80)
+    return Support::no("needs mma.sync for 16-bit and TF32 operands (sm_80+); the device is sm_" +
+                       std::to_string(limits.compute_capability));
+  const AttentionProblem a = attention_of(problem);
+  if (!ka::flash_mma_head_dim_supported(a.head_dim))
+    return Support::no("built for hd 32, 64, 80, 96 and 128; not " + std::to_string(a.head_dim));
+  const std::size_t shared =
+      ka::flash_mma_shared_bytes(flash_config(config), a.head_dim, static_cast<int>(dtype_size(storage_of(problem.dtype))));
+  if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
+    return Support::no("needs " + std::to_string(shared) + " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  return Support::yes();
+}
+
+LaunchStatus flash_mma(const LaunchArgs& args) {
+  const AttentionProblem a = attention_of(args.problem);
+  return with_attention_type(args.problem.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const ka::Params<T> params = kernel_params<T>(a, pointers_of(a, args.tensors, sizeof(T)));
+    const cudaError_t e = ka::flash_mma_forward(params, flash_config(args.config), args.stream);
+    if (e == cudaErrorNotSupported) return LaunchStatus::refused("flash_mma has no code for this head dimension or device");
+    return launch_status(e);
+  });
+}
+
+// ---- cudnn_sdpa ---------------------------------------------------------------------------------
+
+LaunchStatus cudnn_sdpa(const LaunchArgs& args) {
+  const AttentionProblem a = attention_of(args.problem);
+  if (args.problem.dtype != DType::f16 && args.problem.dtype != DType::bf16)
+    return LaunchStatus::refused("cuDNN SDPA takes f16 or bf16");
+  const Pointers p = pointers_of(a, args.tensors, dtype_size(args.problem.dtype));
+  CudnnSdpaForward f;
+  f.dtype = args.problem.dtype;
+  f.batch = a.batch, f.heads = a.heads, f.seq = a.seq, f.head_dim = a.head_dim;
+  f.scale = a.scale();
+  f.causal = a.mask == ka::Mask::causal;
+  f.lengths = p.lengths;
+  f.q = p.q, f.k = p.k, f.v = p.v, f.o = p.o;
+  const auto set = [](std::int64_t (&to)[4], ka::Strides from) {
+    to[0] = from.batch, to[1] = from.head, to[2] = from.row, to[3] = 1;
+  };
+  set(f.q_strides, p.q_strides), set(f.k_strides, p.k_strides), set(f.v_strides, p.v_strides);
+  set(f.o_strides, p.o_strides);
+  if (LaunchStatus s = library_status(cudnn_sdpa_forward(args.libraries, args.stream, f)); !s.ok) return s;
+  if (!a.padded) return LaunchStatus::success();
+  // cuDNN leaves the outputs of padded queries to the caller; the primitive says they are zero.
+  return with_attention_type(args.problem.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return launch_status(ka::zero_invalid_rows(static_cast<T*>(p.o), p.o_strides, p.lengths, a.batch, a.heads, a.seq,
+                                               a.head_dim, args.stream));
+  });
+}
+
+void add_variants(Catalogue& cat, const std::string& primitive) {
+  Variant n;
+  n.primitive = primitive;
+  n.name = "naive";
+  n.description = "the reference's way: score GEMM (cuBLAS), masked fp32 softmax written as P, P V GEMM; O(S^2) memory";
+  n.supports = naive_supports;
+  n.workspace_bytes = naive_workspace;
+  n.launch = naive;
+  cat.add(n);
+
+  Variant f;
+  f.primitive = primitive;
+  f.name = "flash_mma";
+  f.description = "FlashAttention-2 style: K/V tiles through shared memory (cp.async), online softmax in registers, "
+                  "mma.sync, tiles above the causal diagonal skipped";
+  f.params = ParamSpace({{"warps", {4, 8}, "warps per block, 16 query rows each (block_q = 64 or 128)"},
+                         {"block_k", {32, 64, 128}, "key rows per K/V tile"},
+                         {"stages", {1, 2}, "K/V tiles in flight (cp.async double buffering)"}});
+  f.default_config = Config({{"warps", 4}, {"block_k", 64}, {"stages", 2}});
+  f.supports = flash_mma_supports;
+  f.launch = flash_mma;
+  cat.add(f);
+
+
+  Variant c;
+  c.primitive = primitive;
+  c.name = "cudnn_sdpa";
+  c.description = "cuDNN's fused flash attention (graph API, SDPA forward); padded query rows zeroed after it";
+  c.baseline = true;
+  c.supports = [](const Problem& problem, const Config&, const DeviceLimits&) {
+    if (problem.dtype != DType::f16 && problem.dtype != DType::bf16) return Support::no("cuDNN SDPA takes f16 or bf16");
+    return Support::yes();
+  };
+  c.launch = cudnn_sdpa;
+  cat.add(c);
+}
+
+}  // namespace
+
+void register_attention(Catalogue& cat) {
+  for (const ka::Mask mask : {ka::Mask::causal, ka::Mask::full})
+    for (const bool packed : {false, true})
+      for (const bool padded : {false, true}) {
+        Primitive p = attention_primitive(mask, packed, padded);
+        const std::string name = p.name;
+        cat.add(std::move(p));
+        add_variants(cat, name);
+      }
+}
+
+}  // namespace shapetune
