@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -46,6 +47,10 @@ LaunchStatus with_storage_type(DType dtype, std::string_view family, Fn&& fn) {
       return LaunchStatus::failure(std::string(family) + " has no " + std::string(dtype_name(dtype)) + " variant");
   }
 }
+
+// Workspace pieces start on 256-byte boundaries, as cudaMalloc's allocations do: cuBLAS and the
+// kernels' 16-byte loads assume aligned operands.
+inline std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // A config value as the int the kernel wrappers take (parameter spaces hold small values).
 inline int cfg(const Config& c, const char* name) { return static_cast<int>(c.at(name)); }

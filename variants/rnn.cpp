@@ -22,22 +22,12 @@
 #include "kernels/rnn/rnn.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/launch_helpers.hpp"
+#include "variants/rnn_problem.hpp"
 
 namespace shapetune {
 namespace {
 
 namespace kr = kernels::rnn;
-
-struct RnnProblem {
-  kr::Cell cell;
-  std::int64_t steps, batch, input, hidden;
-  int gates;
-};
-
-RnnProblem rnn_of(const Problem& p) {
-  const kr::Cell cell = PrimitiveName::parse(p.primitive)->family == "gru" ? kr::Cell::gru : kr::Cell::lstm;
-  return {cell, p.shape.at("T"), p.shape.at("N"), p.shape.at("D"), p.shape.at("H"), kr::gate_count(cell)};
-}
 
 // Tensor order. LSTM: x, h0, c0, w_ih, w_hh, b_ih, b_hh, y, h_t, c_t; GRU: the same without c0
 // and c_t.
@@ -66,8 +56,6 @@ kr::Layer<T> layer_of(const LaunchArgs& a) {
   return l;
 }
 const void* w_ih_of(const LaunchArgs& a) { return a.tensors[rnn_of(a.problem).cell == kr::Cell::lstm ? 3 : 2]; }
-
-std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The fp32 input gates of every step, [T, N, G H], at the start of both rungs' workspaces.
 std::size_t input_gates_bytes(const RnnProblem& r) {

@@ -23,22 +23,12 @@
 #include "kernels/rnn/rnn.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/launch_helpers.hpp"
+#include "variants/rnn_problem.hpp"
 
 namespace shapetune {
 namespace {
 
 namespace kr = kernels::rnn;
-
-struct RnnProblem {
-  kr::Cell cell;
-  std::int64_t steps, batch, input, hidden;
-  int gates;
-};
-
-RnnProblem rnn_of(const Problem& p) {
-  const kr::Cell cell = PrimitiveName::parse(p.primitive)->family == "gru" ? kr::Cell::gru : kr::Cell::lstm;
-  return {cell, p.shape.at("T"), p.shape.at("N"), p.shape.at("D"), p.shape.at("H"), kr::gate_count(cell)};
-}
 
 // Tensor order. LSTM: x, h0, c0, w_ih, w_hh, b_ih, b_hh, dy, dh_t, dc_t, then the gradients dx,
 // dh0, dc0, dw_ih, dw_hh, db_ih, db_hh; GRU: the same without c0, dc_t and dc0.
@@ -146,8 +136,6 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
 }
 
 // ---- stepwise ---------------------------------------------------------------------------------
-
-std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Byte offsets into the stepwise rung's workspace. fp32 unless said: every gradient stays fp32
 // until it is stored, so the 16-bit operands of the backward products are widened (cuBLAS has no
