@@ -65,9 +65,9 @@ def peer_keys(r):
         yield ("attention.causal.split", r["dtype"], f"B={r['B']},H={r['H']},S={r['S']},hd={r['hd']}"), r["op"]
         return
     if "H" in r:  # bench/peers/rnn_torch.py: T, N, D, H
-        if r["op"] in ("nn.LSTM forward", "nn.GRU forward"):
-            primitive = "lstm.forward" if "LSTM" in r["op"] else "gru.forward"
-            yield (primitive, r["dtype"], f"T={r['T']},N={r['N']},D={r['D']},H={r['H']}"), r["op"]
+        cell = "lstm" if "LSTM" in r["op"] else "gru"
+        direction = "backward" if r["op"].endswith("+backward") else "forward"
+        yield (f"{cell}.{direction}", r["dtype"], f"T={r['T']},N={r['N']},D={r['D']},H={r['H']}"), r["op"]
         return
     if "shape" not in r:  # bench/peers/softmax_torch.py: rows and cols
         yield ("softmax", r["dtype"], f"rows={r['rows']},cols={r['cols']}"), "torch.softmax"
@@ -95,19 +95,44 @@ def describe(w):
     return f"{w['variant']}{config} {w['median_us']:.1f} us"
 
 
+class Verdicts:
+    """One family's Markdown table of targets; ok while every judged target passed (or tied)."""
+
+    NAMES = {True: "PASS", False: "FAIL", None: "not measured", "tie": "TIE (within 1%)"}
+
+    def __init__(self, family):
+        self.lines = [f"### {family}", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
+        self.ok = True
+
+    def add(self, problem, target, measured, passed):
+        self.ok &= passed is True or passed == "tie"
+        self.lines.append(f"| {problem} | {target} | {measured} | {self.NAMES[passed]} |")
+
+    def empty(self):
+        return len(self.lines) == 4
+
+    def result(self):
+        return self.lines, self.ok
+
+
+def best_candidate(run, problem_key, where):
+    """The fastest fully measured accurate candidate of a problem among those `where` selects."""
+    return run.db.execute(
+        "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
+        f"WHERE problem_key = ? AND status = 'ok' AND stop_reason NOT LIKE 'halving rung%' AND ({where})",
+        (problem_key,)).fetchone()
+
+
+def measured(candidate):
+    return candidate is not None and candidate["us"] is not None
+
+
 def judge(run, family):
-    lines = [f"### {family}", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
-    ok = True
-
-    def add(problem, target, measured, passed):
-        nonlocal ok
-        ok &= passed is True or passed == "tie"
-        verdict = {True: "PASS", False: "FAIL", None: "not measured", "tie": "TIE (within 1%)"}[passed]
-        lines.append(f"| {problem} | {target} | {measured} | {verdict} |")
-
+    table = Verdicts(family)
+    add = table.add
     if run.copy is None:
         add("-", "copy ceiling in this run", "no dram_copy_best ceiling in the database", None)
-        return lines, False
+        return table.result()
     copy_text = f"{run.copy / 1e12:.2f} TB/s"
     for (primitive, dtype, shape), w in sorted(run.winners.items()):
         if not in_family(primitive, family):
@@ -145,9 +170,9 @@ def judge(run, family):
             add(problem, f"faster than {label} in this run", measured,
                 "tie" if abs(ratio - 1) <= 0.01 else ratio < 1)
 
-    if len(lines) == 4:
+    if table.empty():
         add("-", f"winners of the {family} family", "none in this database", None)
-    return lines, ok
+    return table.result()
 
 
 # Hand-written GEMM variants that use tensor cores; the rest of the non-baseline ones do not.
@@ -158,19 +183,11 @@ def judge_gemm(run):
     """Issue 4: the best hand-written CUDA-core fp32 variant >= 85% of cuBLAS SGEMM at 4096^3; the
     best hand-written fp16/bf16 tensor-core variant >= 60% of cuBLAS at 8192^3; on every GEMM
     problem the dispatch winner no slower than the best library baseline beyond noise."""
-    lines = ["### gemm", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
-    ok = True
-
-    def add(problem, target, measured, passed):
-        nonlocal ok
-        ok &= passed is True
-        lines.append(f"| {problem} | {target} | {measured} | {({True: 'PASS', False: 'FAIL', None: 'not measured'})[passed]} |")
+    table = Verdicts("gemm")
+    add = table.add
 
     def best(problem_key, where):
-        return run.db.execute(
-            "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
-            f"WHERE problem_key = ? AND status = 'ok' AND stop_reason NOT LIKE 'halving rung%' AND ({where})",
-            (problem_key,)).fetchone()
+        return best_candidate(run, problem_key, where)
 
     def tflops(m, n, k, us):
         return 2 * m * n * k / (us * 1e-6) / 1e12
@@ -184,7 +201,7 @@ def judge_gemm(run):
                0.60, "best tensor-core variant >= 60% of the best cuBLAS/cuBLASLt", 8192)]
     for key, mine_where, library_where, fraction, target, size in checks:
         mine, library = best(key, mine_where), best(key, library_where)
-        if mine is None or mine["us"] is None or library is None or library["us"] is None:
+        if not measured(mine) or not measured(library):
             if key.startswith("gemm.nn/f16"):
                 continue  # fp16 at 8192^3 is optional where bf16 was measured
             add(key, target, "not in this database", None)
@@ -208,37 +225,31 @@ def judge_gemm(run):
             "; ".join(slower) if slower else "none slower", not slower)
     else:
         add("-", "GEMM winners", "none in this database", None)
-    return lines, ok
+    return table.result()
 
 
 RNN_TARGET_SHAPES = {"T=64,N=64,D=128,H=128": 1.5, "T=64,N=64,D=128,H=256": 1.5, "T=32,N=32,D=128,H=128": 1.5,
                      "T=128,N=64,D=256,H=512": 1.0}
 
 
+RNN_PRIMITIVES = ("lstm.forward", "gru.forward", "lstm.backward", "gru.backward")
+
+
 def judge_rnn(run):
-    """Issue 20, forward: the best shapetune variant >= 1.5x the best cuDNN algorithm at the three
-    target shapes with H <= 256, >= 1.0x at H = 512, and never slower than cuDNN anywhere."""
-    lines = ["### rnn", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
-    ok = True
-
-    def add(problem, target, measured, passed):
-        nonlocal ok
-        ok &= passed is True
-        lines.append(f"| {problem} | {target} | {measured} | {({True: 'PASS', False: 'FAIL', None: 'not measured'})[passed]} |")
-
-    def best(problem_key, baseline):
-        return run.db.execute(
-            "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
-            "WHERE problem_key = ? AND status = 'ok' AND baseline = ? AND stop_reason NOT LIKE 'halving rung%'",
-            (problem_key, baseline)).fetchone()
+    """Issue 20. Forward: the best shapetune variant >= 1.5x the best cuDNN algorithm at the three
+    target shapes with H <= 256, >= 1.0x at H = 512, and never slower than cuDNN anywhere.
+    Backward (forward with saved activations + BPTT, as both sides time it): >= 1.0x the best
+    cuDNN algorithm at the four target shapes."""
+    table = Verdicts("rnn")
+    add = table.add
 
     for (primitive, dtype, shape), w in sorted(run.winners.items()):
-        if primitive not in ("lstm.forward", "gru.forward"):
+        if primitive not in RNN_PRIMITIVES:
             continue
         key = f"{primitive}/{dtype}/{shape}"
-        mine, cudnn = best(key, 0), best(key, 1)
+        mine, cudnn = best_candidate(run, key, "baseline = 0"), best_candidate(run, key, "baseline = 1")
         problem = f"{primitive} {dtype} {shape}"
-        if mine is None or mine["us"] is None or cudnn is None or cudnn["us"] is None:
+        if not measured(mine) or not measured(cudnn):
             add(problem, "shapetune and cuDNN both measured", "one side has no accurate candidate", None)
             continue
         speedup = cudnn["us"] / mine["us"]
@@ -246,6 +257,8 @@ def judge_rnn(run):
         measured = (f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({mine['us'] / steps:.2f} us a step) vs "
                     f"cudnn{{{cudnn['config_key']}}} {cudnn['us']:.1f} us: {speedup:.2f}x")
         target = RNN_TARGET_SHAPES.get(shape) if dtype == "f32" else None
+        if target and primitive.endswith(".backward"):
+            target = 1.0
         if target:
             add(problem, f">= {target}x the best cuDNN algorithm", measured, speedup >= target)
         else:
@@ -253,9 +266,9 @@ def judge_rnn(run):
         for label, torch_us in run.peers.get((primitive, dtype, shape), []):
             add(problem, f"faster than PyTorch {label} in this run", f"{mine['us']:.1f} us vs torch {torch_us:.1f} us",
                 mine["us"] < torch_us)
-    if len(lines) == 4:
+    if table.empty():
         add("-", "recurrent winners", "none in this database", None)
-    return lines, ok
+    return table.result()
 
 
 # Issue 21: the best hand-written variant against PyTorch's SDPA (its default backend, which on the
@@ -269,20 +282,8 @@ def judge_attention(run):
     """Issue 21: at the two target shapes (causal, f16 and bf16) the best hand-written variant is at
     least as fast as PyTorch's default SDPA in this run; S = 100000 runs and passes its check; and
     no winner is slower than cuDNN SDPA beyond the noise."""
-    lines = ["### attention", "", "| problem | target | measured | verdict |", "|---|---|---|---|"]
-    ok = True
-
-    def add(problem, target, measured, passed):
-        nonlocal ok
-        ok &= passed is True
-        lines.append(f"| {problem} | {target} | {measured} | {({True: 'PASS', False: 'FAIL', None: 'not measured'})[passed]} |")
-
-    def best(problem_key, baseline):
-        return run.db.execute(
-            "SELECT variant, config_key, MIN(median_us) AS us FROM candidates "
-            "WHERE problem_key = ? AND status = 'ok' AND baseline = ? AND stop_reason NOT LIKE 'halving rung%'",
-            (problem_key, baseline)).fetchone()
-
+    table = Verdicts("attention")
+    add = table.add
     slower = []
     count = 0
     for (primitive, dtype, shape), w in sorted(run.winners.items()):
@@ -290,25 +291,25 @@ def judge_attention(run):
             continue
         count += 1
         key = f"{primitive}/{dtype}/{shape}"
-        mine, cudnn = best(key, 0), best(key, 1)
-        if cudnn is not None and cudnn["us"] is not None and w["median_us"] > cudnn["us"] * 1.01:
+        mine, cudnn = best_candidate(run, key, "baseline = 0"), best_candidate(run, key, "baseline = 1")
+        if measured(cudnn) and w["median_us"] > cudnn["us"] * 1.01:
             slower.append(f"{key}: {w['median_us']:.1f} vs {cudnn['us']:.1f} us")
         if primitive != "attention.causal.split":
             continue
         problem = f"{primitive} {dtype} {shape}"
         tflops = (lambda us: w["flops"] / (us * 1e-6) / 1e12) if w["flops"] else (lambda us: 0.0)
         if shape == ATTENTION_LONG_SHAPE:
-            ran = mine is not None and mine["us"] is not None
+            ran = measured(mine)
             add(problem, "a hand-written variant runs, O(S) memory, checked on sampled rows",
                 f"{mine['variant']}{{{mine['config_key']}}} {mine['us'] / 1000:.2f} ms ({tflops(mine['us']):.0f} TFLOP/s)"
                 if ran else "no accurate hand-written candidate", ran)
         if shape not in ATTENTION_TARGET_SHAPES:
             continue
-        if mine is None or mine["us"] is None:
-            add(problem, "a hand-written variant measured", "none accurate", False)
+        if not measured(mine):
+            add(problem, "a hand-written variant measured", "none accurate or none measured", False)
             continue
         ours = f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({tflops(mine['us']):.0f} TFLOP/s)"
-        if cudnn is not None and cudnn["us"] is not None:
+        if measured(cudnn):
             ours += f"; cudnn_sdpa {cudnn['us']:.1f} us ({tflops(cudnn['us']):.0f})"
         peers = run.peers.get((primitive, dtype, shape), [])
         default = [us for label, us in peers if label == "SDPA causal default"]
@@ -318,14 +319,14 @@ def judge_attention(run):
             add(problem, "at least PyTorch SDPA (default backend) in this run",
                 f"{ours} vs torch {default[0]:.1f} us ({tflops(default[0]):.0f})", mine["us"] <= default[0])
         moonshot = ATTENTION_TARGET_SHAPES[shape]
-        lines.append(f"| {problem} | moonshot: FlashAttention-3's {moonshot} TFLOP/s (H100) | "
-                     f"{tflops(mine['us']):.0f} TFLOP/s | {'reached' if tflops(mine['us']) >= moonshot else 'not reached'} |")
+        table.lines.append(f"| {problem} | moonshot: FlashAttention-3's {moonshot} TFLOP/s (H100) | "
+                           f"{tflops(mine['us']):.0f} TFLOP/s | {'reached' if tflops(mine['us']) >= moonshot else 'not reached'} |")
     if count:
         add(f"{count} attention problems", "winner never slower than cudnn_sdpa beyond 1%",
             "; ".join(slower) if slower else "none slower", not slower)
     else:
         add("-", "attention winners", "none in this database", None)
-    return lines, ok
+    return table.result()
 
 
 def main():
@@ -341,7 +342,7 @@ def main():
         if family == "gemm":
             return primitive.startswith("gemm")
         if family == "rnn":
-            return primitive in ("lstm.forward", "gru.forward")
+            return primitive in RNN_PRIMITIVES
         if family == "attention":
             return primitive.startswith("attention.")
         return in_family(primitive, family)

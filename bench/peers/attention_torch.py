@@ -10,34 +10,18 @@ convention of FlashAttention's published rates and of shapetune's cost model). P
 per result; --json writes the numbers."""
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from peer_timing import l2_flush_buffer, time_us
+
 SHAPES = [(4, 16, 8192, 128), (8, 16, 2048, 64), (1, 16, 100000, 64), (64, 4, 128, 32)]
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 BACKENDS = {"default": None, "cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
-
-
-def time_us(fn, flush, samples):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        flush.sum()  # a read-only eviction: no dirty lines left for the timed kernels to write back
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) * 1000)
-    times.sort()
-    return statistics.median(times), times[len(times) // 10], times[len(times) * 9 // 10]
 
 
 def parse_shapes(text):
@@ -85,7 +69,7 @@ def main():
         return 2
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
-    flush = torch.empty(3 * props.L2_cache_size // 4, dtype=torch.float32, device="cuda").normal_()
+    flush = l2_flush_buffer()
     results, skipped = [], []
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()} on {props.name}")
     print(f"{'op':<22} {'B':>5} {'H':>3} {'S':>7} {'hd':>4} {'dtype':<5} {'median':>11} {'p10':>11} {'p90':>11} "

@@ -5,32 +5,12 @@ shapetune times: CUDA events around one call, L2 evicted before each sample by r
 three times its size, median of many samples. --json writes the numbers."""
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
-
-def time_us(fn, flush, samples=30, before=None):
-    for _ in range(3):
-        if before:
-            before()
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        if before:
-            before()
-        flush.sum()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) * 1000)
-    times.sort()
-    return statistics.median(times), times[len(times) // 10], times[len(times) * 9 // 10]
+from peer_timing import l2_flush_buffer, time_us
 
 
 def main():
@@ -42,7 +22,7 @@ def main():
         print("no CUDA device", file=sys.stderr)
         return 2
     props = torch.cuda.get_device_properties(0)
-    flush = torch.empty(3 * props.L2_cache_size // 4, dtype=torch.float32, device="cuda").normal_()
+    flush = l2_flush_buffer()
     results = []
     print(f"torch {torch.__version__} on {props.name}")
 

@@ -13,38 +13,18 @@ LSTM and 3 for the GRU, three times that for forward+backward. Prints one line p
 --json writes the numbers."""
 import argparse
 import json
-import statistics
 import sys
 import warnings
 
 import torch
 import torch.nn as nn
 
+from peer_timing import l2_flush_buffer, time_us
+
 SHAPES = [(64, 64, 128, 128), (64, 64, 128, 256), (32, 32, 128, 128), (128, 64, 256, 512), (1000, 1, 128, 256),
           (1000, 4, 128, 512), (1000, 8, 128, 1024), (64, 64, 128, 1024)]
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 CELLS = {"LSTM": (nn.LSTM, 4), "GRU": (nn.GRU, 3)}
-
-
-def time_us(fn, flush, samples=30, before=None):
-    for _ in range(3):
-        if before:
-            before()
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        if before:
-            before()
-        flush.sum()  # a read-only eviction: no dirty lines left for the timed kernels to write back
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) * 1000)
-    times.sort()
-    return statistics.median(times), times[len(times) // 10], times[len(times) * 9 // 10]
 
 
 def parse_shapes(text):
@@ -157,7 +137,7 @@ def main():
             torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
-    flush = torch.empty(3 * props.L2_cache_size // 4, dtype=torch.float32, device="cuda").normal_()
+    flush = l2_flush_buffer()
     cudnn_version = torch.backends.cudnn.version()
     tf32 = tf32_settings()
     results, skipped = [], []
