@@ -8,6 +8,8 @@
 //               model's type, a P V GEMM; O(S^2) memory, refused where the scores do not fit;
 //   flash_mma:  FlashAttention-2 style on mma.sync: K/V tiles streamed through shared memory,
 //               online softmax in registers, tiles above the causal diagonal skipped;
+//   flash_wgmma: the Hopper rung (sm_90a): a warpgroup's 64 query rows through wgmma, Q K^T from
+//               swizzled shared memory, P V with P from registers; hd 64 and 128, f16 and bf16;
 //   cudnn_sdpa: cuDNN's fused flash attention through its graph API (the baseline).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -213,8 +215,6 @@ std::string gib(double bytes) {
   return text;
 }
 
-std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // ---- naive --------------------------------------------------------------------------------------
 
 // The fp32 scores and the probabilities in the model's type, [B, H, S, S] each.
@@ -320,6 +320,41 @@ LaunchStatus flash_mma(const LaunchArgs& args) {
   });
 }
 
+// ---- flash_wgmma --------------------------------------------------------------------------------
+
+ka::FlashWgmmaConfig flash_wgmma_config(const Config& c) { return {cfg(c, "warpgroups"), cfg(c, "block_k")}; }
+
+Support flash_wgmma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
+  if (limits.compute_capability != 90)
+    return Support::no("needs sm_90a (wgmma); the device is sm_" + std::to_string(limits.compute_capability));
+  if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
+    return Support::no("wgmma takes 16-bit operands here (f16, bf16); not " + std::string(dtype_name(problem.dtype)));
+  const AttentionProblem a = attention_of(problem);
+  if (!ka::flash_wgmma_head_dim_supported(a.head_dim))
+    return Support::no("built for hd 64 and 128; not " + std::to_string(a.head_dim));
+  const std::size_t shared = ka::flash_wgmma_shared_bytes(flash_wgmma_config(config), a.head_dim);
+  if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
+    return Support::no("needs " + std::to_string(shared) + " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  return Support::yes();
+}
+
+LaunchStatus flash_wgmma(const LaunchArgs& args) {
+  const AttentionProblem a = attention_of(args.problem);
+  return with_attention_type(args.problem.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      return LaunchStatus::refused("flash_wgmma takes f16 or bf16");
+    } else {
+      const ka::Params<T> params = kernel_params<T>(a, pointers_of(a, args.tensors, sizeof(T)));
+      const cudaError_t e = ka::flash_wgmma_forward(params, flash_wgmma_config(args.config), args.stream);
+      if (e == cudaErrorNotSupported)
+        return LaunchStatus::refused("flash_wgmma has no code for this head dimension, alignment or device");
+      return launch_status(e);
+    }
+  });
+}
+
 // ---- cudnn_sdpa ---------------------------------------------------------------------------------
 
 LaunchStatus cudnn_sdpa(const LaunchArgs& args) {
@@ -372,6 +407,17 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   f.launch = flash_mma;
   cat.add(f);
 
+  Variant w;
+  w.primitive = primitive;
+  w.name = "flash_wgmma";
+  w.description = "FlashAttention-3 style on Hopper (sm_90a): wgmma for Q K^T (swizzled shared operands) and P V "
+                  "(P from registers), K/V double-buffered by cp.async, online softmax in registers";
+  w.params = ParamSpace({{"warpgroups", {1, 2}, "consumer warpgroups per block, 64 query rows each (block_q = 64 or 128)"},
+                         {"block_k", {64, 128}, "key rows per K/V tile (the n of Q K^T, the k of P V)"}});
+  w.default_config = Config({{"warpgroups", 2}, {"block_k", 128}});
+  w.supports = flash_wgmma_supports;
+  w.launch = flash_wgmma;
+  cat.add(w);
 
   Variant c;
   c.primitive = primitive;

@@ -87,4 +87,24 @@ std::size_t flash_mma_shared_bytes(const FlashMmaConfig&, int head_dim, int elem
 template <typename T>
 cudaError_t flash_mma_forward(const Params<T>&, const FlashMmaConfig&, cudaStream_t);
 
+// ---- flash_wgmma: FlashAttention-3's Hopper rung on wgmma (sm_90a only) -------------------------
+
+// A block owns 64 * warpgroups query rows of one (batch, head); each warpgroup 64 of them, taking
+// S = Q K^T with wgmma from shared memory and O += P V with P from its registers. K and V tiles of
+// block_k rows are double-buffered in 128-byte-swizzled shared memory (cp.async by every thread).
+struct FlashWgmmaConfig {
+  int warpgroups = 2;  // 1 or 2: block_q = 64 or 128
+  int block_k = 64;    // 64 or 128 key rows per tile
+};
+
+// Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).
+bool flash_wgmma_head_dim_supported(int head_dim);
+// Dynamic shared memory of a config, 16-bit elements (alignment slack included).
+std::size_t flash_wgmma_shared_bytes(const FlashWgmmaConfig&, int head_dim);
+
+// T: __half or __nv_bfloat16. Returns cudaErrorNotSupported off compute capability 9.0, for a
+// head dimension it has no code for, or for operands not 16-byte aligned.
+template <typename T>
+cudaError_t flash_wgmma_forward(const Params<T>&, const FlashWgmmaConfig&, cudaStream_t);
+
 }  // namespace shapetune::kernels::attention

@@ -15,6 +15,7 @@
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/wgmma.cuh"
+#include "kernels/common/sm90a_guard.cuh"
 #include "kernels/gemm/epilogue.cuh"
 #include "kernels/gemm/raster.cuh"
 
@@ -380,17 +381,6 @@ cudaError_t launch_tile(const Args<T>& args, int tile, int stages, cudaStream_t 
 template <typename T, bool kAKMajor, bool kBKMajor>
 cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream) {
   return launch_tile<T, kAKMajor, kBKMajor>(args, tile, stages, stream, std::make_index_sequence<kTiles.size()>{});
-}
-
-// sm_90a code runs on compute capability 9.0 alone.
-cudaError_t require_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
-    return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); e != cudaSuccess)
-    return e;
-  return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
 }  // namespace

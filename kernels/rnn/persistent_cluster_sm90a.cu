@@ -20,6 +20,7 @@
 
 #include "kernels/common/cluster.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/sm90a_guard.cuh"
 #include "kernels/rnn/gates.cuh"
 #include "kernels/rnn/rnn.cuh"
 
@@ -173,16 +174,6 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
 
 __global__ void cluster_barrier_kernel(int rounds) {
   for (int r = 0; r < rounds; ++r) cluster_sync();
-}
-
-cudaError_t require_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess)
-    return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); e != cudaSuccess)
-    return e;
-  return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
 // Launches `kernel` as clusters of `cluster_size` blocks, after asking the occupancy API whether

@@ -47,7 +47,7 @@ TEST(AttentionCatalogue, EveryMaskLayoutAndPaddingHasTheLadderAndTheBaseline) {
       for (const char* padding : {"", ".padded"}) {
         const std::string name = std::string("attention.") + mask + "." + layout + padding;
         ASSERT_NE(catalogue().find_primitive(name), nullptr) << name;
-        for (const char* variant : {"naive", "flash_mma", "cudnn_sdpa"})
+        for (const char* variant : {"naive", "flash_mma", "flash_wgmma", "cudnn_sdpa"})
           EXPECT_NE(catalogue().find_variant(name, variant), nullptr) << name << " " << variant;
         EXPECT_TRUE(catalogue().find_variant(name, "cudnn_sdpa")->baseline);
         EXPECT_EQ(primitive(name).default_variant, "flash_mma");
@@ -185,6 +185,26 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   EXPECT_TRUE(flash.supports(case14, flash.default_config, h200).ok);
   EXPECT_FALSE(flash.supports(case14, flash.default_config, t4).ok);
   EXPECT_FALSE(flash.supports(problem("attention.causal.packed", 1, 1, 64, 48), flash.default_config, h200).ok);
+
+  const Variant& wgmma = *catalogue().find_variant(case14.primitive, "flash_wgmma");
+  EXPECT_TRUE(wgmma.supports(case14, wgmma.default_config, h200).ok);
+  EXPECT_TRUE(wgmma.supports(problem("attention.full.split", 4, 16, 8192, 128, DType::bf16), wgmma.default_config, h200).ok);
+  DeviceLimits a100 = h200;
+  a100.compute_capability = 80;
+  const Support off_hopper = wgmma.supports(case14, wgmma.default_config, a100);
+  EXPECT_FALSE(off_hopper.ok);
+  EXPECT_NE(off_hopper.reason.find("needs sm_90a (wgmma)"), std::string::npos) << off_hopper.reason;
+  EXPECT_FALSE(wgmma.supports(case14, wgmma.default_config, t4).ok);
+  EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, 64, DType::tf32), wgmma.default_config, h200).ok);
+  for (const std::int64_t hd : {32, 80, 96, 48})
+    EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, hd), wgmma.default_config, h200).ok) << hd;
+  DeviceLimits small_shared = h200;
+  small_shared.shared_memory_per_block_optin = 100 * 1024;
+  const Config biggest({{"warpgroups", 2}, {"block_k", 128}});
+  const Support too_big = wgmma.supports(problem("attention.causal.split", 1, 1, 256, 128), biggest, small_shared);
+  EXPECT_FALSE(too_big.ok);
+  EXPECT_NE(too_big.reason.find("shared memory"), std::string::npos) << too_big.reason;
+  EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), biggest, small_shared).ok);
 
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);

@@ -1,0 +1,434 @@
+// flash_wgmma: FlashAttention's forward pass on Hopper's warpgroup MMA (wgmma, sm_90a only), after
+// FlashAttention-3's ideas: a warpgroup owns 64 query rows, both products run on wgmma, and P never
+// leaves the registers.
+//
+// Data flow of one block (block_q = 64 * warpgroups query rows of one batch row and head):
+//   Q tile --cp.async (zero-filled past the valid rows)--> 128-byte-swizzled shared memory, once.
+//   For each key tile of block_k rows that some query of the block may see:
+//     K, V tiles --cp.async (zero-filled past the valid keys)--> swizzled shared, double-buffered;
+//       every thread copies, waits for its own copies, fences them over to the async proxy that
+//       wgmma reads through, and meets the others at a barrier.
+//     S = Q K^T per warpgroup: wgmma m64 n(block_k) k16, A = its 64 Q rows and B = the K tile, both
+//       K-major descriptors; fp32 accumulators in registers.
+//     Online softmax on the accumulators (scale * log2(e) folded in, masked scores -inf, row max
+//       and sum over the 4 lanes that share a row), O rescaled by exp2(old max - new max).
+//     O += P V: P rounded to T in registers is wgmma's register A operand (the m64 accumulator
+//       layout is the register-A layout: no data moves between lanes); B = the V tile, [keys, hd]
+//       row-major, i.e. N-major: the transpose bit, which 16-bit types allow.
+//   O / (row sum) --4-byte stores straight from the accumulators--> O through its strides.
+//
+// Shared layout of every tile (Q, K, V alike): hd / 64 column blocks of rows x 64 elements, each
+// row one 128-byte swizzle row whose 16-byte chunks are permuted by XOR with (row % 8), each block
+// on a 1024-byte boundary. As K-major operands (Q, K) that is wgmma's canonical 128B-swizzled
+// K-major layout (8-row groups 1024 bytes apart, a k16 step 32 bytes along a row, the next 64 of hd
+// one column block on); as V, the N-major operand of P V, each column block is one N-major box of
+// 64 hd x block_k keys (8-key groups 1024 bytes apart, the next 64 of hd one column block on, a
+// k16 step 16 rows on): the GEMM's MN-major descriptor with its box block_k deep.
+//
+// Accumulator layout (m64nN, fp32, N / 2 registers a thread; warp w of the warpgroup, g = lane / 4,
+// t = lane % 4): register 4j + 2h + e holds row 16w + g + 8h, column 8j + 2t + e. Register-A
+// layout (m64k16, 16-bit pairs): a0 = (g, k 2t..2t+1), a1 = (g + 8, k 2t..), a2 = (g, k 2t+8..),
+// a3 = (g + 8, k 2t+8..). So P's k16 step kk is pack(s[8kk], s[8kk+1]), pack(s[8kk+2], s[8kk+3]),
+// pack(s[8kk+4], s[8kk+5]), pack(s[8kk+6], s[8kk+7]).
+#include "kernels/attention/attention.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/shared_address.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/common/sm90a_guard.cuh"
+
+namespace shapetune::kernels::attention {
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr int kWarpgroupThreads = 128;
+constexpr int kWarpgroupRows = 64;  // wgmma's M
+constexpr int kMmaK = 16;           // wgmma's K for 16-bit types
+constexpr int kChunkBytes = 16;     // one cp.async
+constexpr int kElementBytes = 2;
+constexpr int kSwizzleRowBytes = 128;
+constexpr int kSwizzleRowElements = kSwizzleRowBytes / kElementBytes;
+constexpr int kSwizzleRowChunks = kSwizzleRowBytes / kChunkBytes;
+// The swizzle pattern repeats every 8 rows; wgmma takes its phase from the address bits, so every
+// tile starts on this boundary (and the dynamic segment gets this much slack to find one).
+constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
+constexpr int kStages = 2;
+constexpr unsigned kMaxGridYZ = 65535;
+
+constexpr std::size_t tile_bytes(int rows, int head_dim) {
+  return static_cast<std::size_t>(rows) * head_dim * kElementBytes;
+}
+constexpr std::size_t shared_bytes(int warpgroups, int block_k, int head_dim) {
+  // The Q tile, then kStages pairs of K and V tiles, and the alignment slack.
+  return tile_bytes(kWarpgroupRows * warpgroups, head_dim) + kStages * 2 * tile_bytes(block_k, head_dim) +
+         kSwizzleAtomBytes;
+}
+
+template <typename TArg, int kHeadDimArg, int kWarpgroupsArg, int kBlockKArg>
+struct Tiling {
+  using T = TArg;
+  static constexpr int kHeadDim = kHeadDimArg, kWarpgroups = kWarpgroupsArg, kBlockK = kBlockKArg;
+  static constexpr int kThreads = kWarpgroupThreads * kWarpgroups;
+  static constexpr int kBlockQ = kWarpgroupRows * kWarpgroups;
+  static constexpr int kChunksPerRow = kHeadDim * kElementBytes / kChunkBytes;
+  static constexpr unsigned kQBytes = static_cast<unsigned>(tile_bytes(kBlockQ, kHeadDim));
+  static constexpr unsigned kTileBytes = static_cast<unsigned>(tile_bytes(kBlockK, kHeadDim));
+  static constexpr unsigned kStageBytes = 2 * kTileBytes;
+  static constexpr int kScoreRegisters = kBlockK / 2;   // m64 x block_k fp32 a thread
+  static constexpr int kOutputRegisters = kHeadDim / 2;  // m64 x hd fp32 a thread
+  static constexpr int kDimSteps = kHeadDim / kMmaK;    // k16 steps of Q K^T
+  static constexpr int kKeySteps = kBlockK / kMmaK;     // k16 steps of P V
+
+  static_assert(sizeof(T) == kElementBytes, "wgmma k16 with 16-bit operands");
+  static_assert(kHeadDim % kSwizzleRowElements == 0, "whole 128-byte swizzle rows");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "P V's n: the register-A wrappers provide 64 and 128");
+  static_assert(kBlockK == 64 || kBlockK == 128, "Q K^T's n: the shared-A wrappers provide 64 and 128");
+  static_assert(kTileBytes % kSwizzleAtomBytes == 0 && kQBytes % kSwizzleAtomBytes == 0, "tiles on the swizzle period");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// ---- device helpers ---------------------------------------------------------------------------
+
+// Copies a tile of kRows rows of hd elements into the swizzled layout at `dst` (top of the file):
+// rows below valid_rows from `src` (row stride `stride` elements), the rest zero-filled, so keys
+// and queries past the end (or past the batch row's length) hold zeros rather than whatever the
+// buffer holds there (0 * NaN would reach every output of the P V product). Consecutive threads
+// copy consecutive chunks of a row: coalesced reads. A thread keeps one chunk column and steps
+// down kRowStep rows at a time, a multiple of the swizzle period, so its chunk's place within a
+// row stays put and one pointer and one offset walk the whole tile (no address a copy).
+template <class C, int kRows>
+__device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src, std::int64_t stride,
+                                          int valid_rows) {
+  constexpr int kRowStep = C::kThreads / C::kChunksPerRow;
+  constexpr unsigned kColumnBlockBytes = static_cast<unsigned>(kRows) * kSwizzleRowBytes;
+  constexpr int kChunkElements = kChunkBytes / kElementBytes;
+  static_assert(C::kThreads % C::kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+                "a thread's chunks share a column and a swizzle phase");
+  const int tid = static_cast<int>(threadIdx.x);
+  const int first_row = tid / C::kChunksPerRow, col = tid % C::kChunksPerRow;
+  unsigned at = dst + static_cast<unsigned>(col / kSwizzleRowChunks) * kColumnBlockBytes +
+                static_cast<unsigned>(first_row * kSwizzleRowBytes) +
+                static_cast<unsigned>(((col % kSwizzleRowChunks) ^ (first_row % 8)) * kChunkBytes);
+  const typename C::T* from = src + first_row * stride + col * kChunkElements;
+#pragma unroll
+  for (int row = first_row; row < kRows; row += kRowStep) {
+    const bool inside = row < valid_rows;
+    copy_async_16_zfill(at, inside ? from : src, inside ? kChunkBytes : 0);
+    at += kRowStep * kSwizzleRowBytes;
+    from += kRowStep * stride;
+  }
+}
+
+// A K-major operand of kRows rows in the swizzled layout: its k16 step `step` starts 32 bytes
+// further along the rows, the next 64 of hd one column block on. The leading offset is unused
+// with swizzling (encoded as 1); 8-row groups are 1024 bytes apart.
+template <int kRows>
+__device__ __forceinline__ std::uint64_t k_major_descriptor(unsigned tile, int step) {
+  constexpr int kStepsPerRow = kSwizzleRowElements / kMmaK;
+  return matrix_descriptor(tile + static_cast<unsigned>(step / kStepsPerRow) * kRows * kSwizzleRowBytes +
+                               static_cast<unsigned>(step % kStepsPerRow) * kMmaK * kElementBytes,
+                           16, kSwizzleAtomBytes);
+}
+
+// The V tile as P V's N-major B: k16 step `step` (16 keys) starts 16 rows in; the leading offset
+// is the next 64 of hd (one column block of kBlockK rows), the stride the next 8 keys.
+template <class C>
+__device__ __forceinline__ std::uint64_t v_descriptor(unsigned tile, int step) {
+  return matrix_descriptor(tile + static_cast<unsigned>(step) * kMmaK * kSwizzleRowBytes,
+                           static_cast<unsigned>(C::kBlockK) * kSwizzleRowBytes, kSwizzleAtomBytes);
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 pair = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&pair);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&pair);
+  }
+}
+
+// S = Q K^T for the warpgroup's 64 rows and the tile's block_k keys, waited for.
+template <class C>
+__device__ __forceinline__ void multiply_qk(float (&s)[C::kScoreRegisters], unsigned q_rows, unsigned k_tile) {
+  wgmma_fence();  // the softmax wrote s since the last product
+#pragma unroll
+  for (int step = 0; step < C::kDimSteps; ++step)
+    wgmma_m64k16<typename C::T, C::kBlockK, 0, 0>(s, k_major_descriptor<C::kBlockQ>(q_rows, step),
+                                                  k_major_descriptor<C::kBlockK>(k_tile, step), step > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  touch(s);
+}
+
+// Turns the tile's scores into probabilities against the running row maxima and rescales what
+// was accumulated under the old maxima. h = 0, 1: the lane's rows g and g + 8. `masked`: some key
+// of the tile lies past the valid keys or above the diagonal for some row of the warpgroup (only
+// then are keys compared one by one). A row with no unmasked key so far keeps max -inf: it takes
+// its exponentials against 0 instead, so they come out 0, not NaN.
+template <class C>
+__device__ __forceinline__ void online_softmax(float (&s)[C::kScoreRegisters], float (&o)[C::kOutputRegisters],
+                                               float (&row_max)[2], float (&row_sum)[2], float scale_log2,
+                                               bool masked, bool causal, int first_key, int first_row,
+                                               int valid_keys) {
+#pragma unroll
+  for (int i = 0; i < C::kScoreRegisters; ++i) {
+    float x = s[i] * scale_log2;
+    if (masked) {
+      const int key = first_key + 8 * (i / 4) + (i % 2), row = first_row + 8 * ((i / 2) % 2);
+      if (key >= valid_keys || (causal && key > row)) x = -INFINITY;
+    }
+    s[i] = x;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < C::kBlockK / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(row_max[h], tile_max);
+    const float base = new_max == -INFINITY ? 0.f : new_max;
+    const float correction = fast_exp2(row_max[h] - base);  // 0 while the row had nothing
+    row_max[h] = new_max;
+    float tile_sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < C::kBlockK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * j + 2 * h + e];
+        x = fast_exp2(x - base);
+        tile_sum += x;
+      }
+    // The lane's share only: the 4 lanes of a row add theirs once, at the end.
+    row_sum[h] = row_sum[h] * correction + tile_sum;
+#pragma unroll
+    for (int d = 0; d < C::kHeadDim / 8; ++d) {
+      o[4 * d + 2 * h] *= correction;
+      o[4 * d + 2 * h + 1] *= correction;
+    }
+  }
+}
+
+// O += P V, waited for. Every A fragment is packed before the fence: wgmma may read its A
+// registers only after a fence that follows their last write.
+template <class C>
+__device__ __forceinline__ void multiply_pv(const float (&s)[C::kScoreRegisters], float (&o)[C::kOutputRegisters],
+                                            unsigned v_tile) {
+  using T = typename C::T;
+  unsigned a[C::kKeySteps][4];
+#pragma unroll
+  for (int kk = 0; kk < C::kKeySteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < C::kKeySteps; ++kk)
+    wgmma_m64k16_register_a<T, C::kHeadDim, 1>(o, a[kk], v_descriptor<C>(v_tile, kk), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  touch(o);
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// ---- the kernel -------------------------------------------------------------------------------
+
+// Pipeline (cp.async groups committed in order; every step commits, empty or not, so the waits'
+// counts hold in every iteration): Q | K0 | V0, then per tile t: wait K_t, fence, barrier, copy
+// K_{t+1} | V_{t+1} into the other slot (free: both warpgroups waited for their last wgmma on
+// tile t - 1 before this barrier), S; wait V_t, fence, barrier, P V.
+// Two warpgroups of a block, and two blocks of an SM where registers and shared memory allow,
+// interleave: one's softmax runs while another's wgmma do.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_wgmma_kernel(const Params<typename C::T> p, const float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = typename C::T;
+  extern __shared__ __align__(1024) unsigned char shared[];
+  const unsigned q_smem = (shared_address(shared) + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
+  const unsigned kv_smem = q_smem + C::kQBytes;
+
+  // The last query tiles see the most keys under a causal mask: they go first.
+  const int q_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const int warp_in_group = static_cast<int>(threadIdx.x) % kWarpgroupThreads / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4, thread_in_group = lane % 4;
+  const bool causal = p.mask == Mask::causal;
+
+  const int valid = p.lengths ? min(max(p.lengths[batch], 0), p.seq) : p.seq;
+  const int q0 = q_tile * C::kBlockQ;
+  const int group_q0 = q0 + kWarpgroupRows * warpgroup;
+  const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
+  // Keys some query of the block may see; none when every query of the block is past the length.
+  const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
+  const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+
+  float o[C::kOutputRegisters];
+#pragma unroll
+  for (int i = 0; i < C::kOutputRegisters; ++i) o[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  if (key_tiles > 0) {
+    const T* q_src = p.q + batch * p.q_strides.batch + head * p.q_strides.head + q0 * p.q_strides.row;
+    const T* k_src = p.k + batch * p.k_strides.batch + head * p.k_strides.head;
+    const T* v_src = p.v + batch * p.v_strides.batch + head * p.v_strides.head;
+    auto k_tile = [&](int t) { return kv_smem + static_cast<unsigned>(t % kStages) * C::kStageBytes; };
+    auto copy_kv = [&](int t) {
+      copy_tile<C, C::kBlockK>(k_tile(t), k_src + t * C::kBlockK * p.k_strides.row, p.k_strides.row,
+                               valid - t * C::kBlockK);
+      commit_async_copies();
+      copy_tile<C, C::kBlockK>(k_tile(t) + C::kTileBytes, v_src + t * C::kBlockK * p.v_strides.row,
+                               p.v_strides.row, valid - t * C::kBlockK);
+      commit_async_copies();
+    };
+
+    copy_tile<C, C::kBlockQ>(q_smem, q_src, p.q_strides.row, valid - q0);
+    commit_async_copies();
+    copy_kv(0);
+    const unsigned q_rows = q_smem + static_cast<unsigned>(warpgroup * kWarpgroupRows * kSwizzleRowBytes);
+
+    for (int t = 0; t < key_tiles; ++t) {
+      const int k0 = t * C::kBlockK;
+      // A warpgroup whose rows are all past the length, or all above this tile under the causal
+      // mask, has nothing to add; it still takes part in the copies and barriers.
+      const bool group_active = group_q0 < valid && (!causal || k0 <= group_q0 + kWarpgroupRows - 1);
+      const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > group_q0);
+
+      wait_async_copies<1>();  // Q and K_t have landed; V_t may not have
+      fence_proxy_async_shared();
+      __syncthreads();
+      if (t + 1 < key_tiles) {
+        copy_kv(t + 1);
+      } else {
+        commit_async_copies();
+        commit_async_copies();
+      }
+
+      float s[C::kScoreRegisters];
+      if (group_active) {
+        multiply_qk<C>(s, q_rows, k_tile(t));
+        online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group, lane_row,
+                          valid);
+      }
+
+      wait_async_copies<2>();  // V_t has landed
+      fence_proxy_async_shared();
+      __syncthreads();
+
+      if (group_active) multiply_pv<C>(s, o, k_tile(t) + C::kTileBytes);
+    }
+  }
+
+  // Finish the rows: the 4 lanes of a row add their partial sums; rows past the length are
+  // zeros whatever was computed for them, as are rows that saw no key. The quad's four 4-byte
+  // stores of a row and 8 columns fill one 16-byte piece of it.
+  T* o_dst = p.o + batch * p.o_strides.batch + head * p.o_strides.head;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = lane_row + 8 * h;
+    const float out_scale = row < valid && sum > 0.f ? fast_reciprocal(sum) : 0.f;
+    if (row < p.seq) {
+      T* out = o_dst + row * p.o_strides.row + 2 * thread_in_group;
+#pragma unroll
+      for (int d = 0; d < C::kHeadDim / 8; ++d)
+        *reinterpret_cast<unsigned*>(out + 8 * d) =
+            pack_pair<T>(o[4 * d + 2 * h] * out_scale, o[4 * d + 2 * h + 1] * out_scale);
+    }
+  }
+#else
+  // Built for an architecture without wgmma; the host wrapper never launches this.
+  __trap();
+#endif
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+template <class C>
+cudaError_t launch(const Params<typename C::T>& p, cudaStream_t stream) {
+  const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim);
+  auto kernel = flash_wgmma_kernel<C>;
+  // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      e != cudaSuccess)
+    return e;
+  const unsigned q_tiles = static_cast<unsigned>((p.seq + C::kBlockQ - 1) / C::kBlockQ);
+  const dim3 grid(q_tiles, static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e);
+  return cudaGetLastError();
+}
+
+template <typename T, int kHeadDim, int kWarpgroups>
+cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
+  switch (config.block_k) {
+    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, stream);
+    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, int kHeadDim>
+cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
+  switch (config.warpgroups) {
+    case 1: return launch_block_k<T, kHeadDim, 1>(p, config, stream);
+    case 2: return launch_block_k<T, kHeadDim, 2>(p, config, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+bool valid_config(const FlashWgmmaConfig& c) {
+  return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128);
+}
+
+// Every cp.async moves whole, aligned 16-byte chunks of a row; the output stores 4-byte pairs.
+template <typename T>
+bool chunk_aligned(const T* base, const Strides& s) {
+  constexpr std::int64_t kChunkElements = kChunkBytes / sizeof(T);
+  return reinterpret_cast<std::uintptr_t>(base) % kChunkBytes == 0 && s.batch % kChunkElements == 0 &&
+         s.head % kChunkElements == 0 && s.row % kChunkElements == 0;
+}
+
+}  // namespace
+
+bool flash_wgmma_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+std::size_t flash_wgmma_shared_bytes(const FlashWgmmaConfig& config, int head_dim) {
+  return shared_bytes(config.warpgroups, config.block_k, head_dim);
+}
+
+template <typename T>
+cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
+  if (!valid_config(config)) return cudaErrorInvalidValue;
+  if (!flash_wgmma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
+  if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;
+  if (static_cast<unsigned>(p.heads) > kMaxGridYZ || static_cast<unsigned>(p.batch) > kMaxGridYZ)
+    return cudaErrorInvalidConfiguration;
+  if (!chunk_aligned(p.q, p.q_strides) || !chunk_aligned(p.k, p.k_strides) || !chunk_aligned(p.v, p.v_strides) ||
+      !chunk_aligned<T>(p.o, p.o_strides))
+    return cudaErrorNotSupported;
+  if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
+  switch (p.head_dim) {
+    case 64: return launch_warpgroups<T, 64>(p, config, stream);
+    case 128: return launch_warpgroups<T, 128>(p, config, stream);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+template cudaError_t flash_wgmma_forward<__half>(const Params<__half>&, const FlashWgmmaConfig&, cudaStream_t);
+template cudaError_t flash_wgmma_forward<__nv_bfloat16>(const Params<__nv_bfloat16>&, const FlashWgmmaConfig&,
+                                                        cudaStream_t);
+
+}  // namespace shapetune::kernels::attention
