@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside data with libFuzzer under ASan and UBSan: shape files, databases,
-# IDX files, command lines. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+# IDX files, safetensors files, command lines. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (CI's fixed budget); each target first replays the inputs in
 #                       tests/fuzz/regressions/TARGET (every crash found so far), then fuzzes.
-#   TARGET              shape_file, database, idx, cli_args (default: all four)
+#   TARGET              shape_file, database, idx, safetensors, cli_args (default: all five)
 # Installs clang and its fuzzer runtime from Debian if missing. Builds into build-fuzz/ (or
 # $FUZZ_BUILD_DIR). A crash, leak, sanitizer error or time-out stops with exit 1 and leaves the
 # input in build-fuzz/crashes/TARGET/; add it to tests/fuzz/regressions/TARGET with a test.
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(shape_file database idx cli_args)
+((${#targets[@]})) || targets=(shape_file database idx safetensors cli_args)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
 scripts/setup-deps.sh  # yaml-cpp, SQLite, zlib: the readers link them

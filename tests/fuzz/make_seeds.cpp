@@ -1,6 +1,7 @@
 // Writes the fuzz targets' starting inputs under DIR: small databases (DIR/database: a full one,
 // one of an older schema, one of a newer, one with a column of the wrong type, one in WAL mode),
-// IDX files (DIR/idx: plain and gzipped) and command lines (DIR/cli_args). The shape-file target
+// IDX files (DIR/idx: plain and gzipped), safetensors files (DIR/safetensors: several dtypes,
+// metadata, escaped names, an empty file) and command lines (DIR/cli_args). The shape-file target
 // starts from shapes/*.yaml. Databases use 512-byte pages so that each mutation touches a page
 // that matters.
 #include <sqlite3.h>
@@ -16,6 +17,7 @@
 
 #include "core/records.hpp"
 #include "db/store.hpp"
+#include "models/safetensors.hpp"
 
 namespace fs = std::filesystem;
 using namespace shapetune;
@@ -140,7 +142,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path dir = argv[1];
-  for (const char* target : {"database", "idx", "cli_args"}) fs::create_directories(dir / target);
+  for (const char* target : {"database", "idx", "safetensors", "cli_args"}) fs::create_directories(dir / target);
 
   const fs::path db = dir / "database";
   full_database(db / "full.db");
@@ -159,6 +161,30 @@ int main(int argc, char** argv) {
   write(dir / "idx" / "labels.idx", idx({7}));
   write_gzip(dir / "idx" / "images.idx.gz", idx({2, 28, 28}));
   write_gzip(dir / "idx" / "labels.idx.gz", idx({10}));
+
+  const fs::path safetensors = dir / "safetensors";
+  std::vector<std::byte> bytes(64);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 37);
+  const std::span<const std::byte> all(bytes);
+  write_safetensors((safetensors / "weights.safetensors").string(),
+                    std::vector<SafetensorsTensor>{{"fc1.weight", "F32", {2, 4}, all.first(32)},
+                                                   {"fc1.bias", "BF16", {4}, all.subspan(32, 8)},
+                                                   {"labels", "I32", {}, all.subspan(40, 4)},
+                                                   {"mask", "BOOL", {0, 3}, {}},
+                                                   {"scales", "F4", {2, 2}, all.subspan(44, 2)},
+                                                   {"emb\u00e9\n\"x\"", "F8_E4M3", {2, 9}, all.subspan(46, 18)}},
+                    {{"format", "pt"}, {"note", "tab\there \u00e9"}});
+  write_safetensors((safetensors / "empty.safetensors").string(), {});
+  write(safetensors / "escapes.safetensors",
+        [] {
+          const std::string header = R"({ "__metadata__" : { "k\ud83d\ude00" : "\u0041\/\b" } , "a\u00e9" : )"
+                                     R"({ "dtype" : "U16", "shape" : [ 1 , 2 ], "data_offsets" : [ 0 , 4 ] } }  )";
+          std::vector<std::uint8_t> out;
+          for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(header.size() >> (8 * i)));
+          out.insert(out.end(), header.begin(), header.end());
+          for (std::uint8_t b : {1, 2, 3, 4}) out.push_back(b);
+          return out;
+        }());
 
   const fs::path cli = dir / "cli_args";
   write_args(cli / "sweep", {"shapes/quick.yaml", "--db", "x.db", "--budget", "40", "--variant", "a,b", "-n"});
