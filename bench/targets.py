@@ -254,15 +254,15 @@ def judge_rnn(run):
             continue
         speedup = cudnn["us"] / mine["us"]
         steps = int(shape.split(",")[0].split("=")[1])
-        measured = (f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({mine['us'] / steps:.2f} us a step) vs "
+        outcome = (f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({mine['us'] / steps:.2f} us a step) vs "
                     f"cudnn{{{cudnn['config_key']}}} {cudnn['us']:.1f} us: {speedup:.2f}x")
         target = RNN_TARGET_SHAPES.get(shape) if dtype == "f32" else None
         if target and primitive.endswith(".backward"):
             target = 1.0
         if target:
-            add(problem, f">= {target}x the best cuDNN algorithm", measured, speedup >= target)
+            add(problem, f">= {target}x the best cuDNN algorithm", outcome, speedup >= target)
         else:
-            add(problem, "not slower than the best cuDNN algorithm (1% noise)", measured, speedup >= 0.99)
+            add(problem, "not slower than the best cuDNN algorithm (1% noise)", outcome, speedup >= 0.99)
         for label, torch_us in run.peers.get((primitive, dtype, shape), []):
             add(problem, f"faster than PyTorch {label} in this run", f"{mine['us']:.1f} us vs torch {torch_us:.1f} us",
                 mine["us"] < torch_us)
