@@ -30,6 +30,7 @@
 // in distinct banks, for head dimensions (80, 96) whose rows are not a power-of-two number of
 // chunks, which the XOR swizzle of the GEMM needs.
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/flash_common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -53,11 +54,9 @@ namespace shapetune::kernels::attention {
 namespace {
 
 constexpr int kWarpSize = 32;
-constexpr int kChunkBytes = 16;   // one cp.async, one ldmatrix row
 constexpr int kRowPadBytes = 16;  // see the top of the file
 constexpr int kMmaRows = 16;      // query rows of a warp, the mma's M
 constexpr int kDefaultSharedLimit = 48 * 1024;
-constexpr unsigned kMaxGridYZ = 65535;
 
 constexpr std::size_t padded_row_bytes(int head_dim, int element_bytes) {
   return static_cast<std::size_t>(head_dim) * element_bytes + kRowPadBytes;
@@ -131,17 +130,6 @@ __device__ __forceinline__ void load_q(unsigned (&q)[C::kDimSteps][4], unsigned 
 #pragma unroll
       for (int e = 0; e < 4; ++e) q[ks][e] = to_tf32(q[ks][e]);
     }
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 pair = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&pair);
-  } else {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&pair);
   }
 }
 
@@ -469,14 +457,6 @@ bool valid_config(const FlashMmaConfig& c) {
          (c.stages == 1 || c.stages == 2);
 }
 
-// Every cp.async and output store moves whole, aligned 16-byte chunks of a row.
-template <typename T>
-bool chunk_aligned(const T* base, const Strides& s) {
-  constexpr std::int64_t kChunkElements = kChunkBytes / sizeof(T);
-  return reinterpret_cast<std::uintptr_t>(base) % kChunkBytes == 0 && s.batch % kChunkElements == 0 &&
-         s.head % kChunkElements == 0 && s.row % kChunkElements == 0;
-}
-
 cudaError_t require_sm80() {
   int device = 0, major = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
@@ -499,12 +479,7 @@ template <typename T>
 cudaError_t flash_mma_forward(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
   if (!valid_config(config)) return cudaErrorInvalidValue;
   if (!flash_mma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
-  if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;
-  if (static_cast<unsigned>(p.heads) > kMaxGridYZ || static_cast<unsigned>(p.batch) > kMaxGridYZ)
-    return cudaErrorInvalidConfiguration;
-  if (!chunk_aligned(p.q, p.q_strides) || !chunk_aligned(p.k, p.k_strides) || !chunk_aligned(p.v, p.v_strides) ||
-      !chunk_aligned<T>(p.o, p.o_strides))
-    return cudaErrorNotSupported;
+  if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm80(); e != cudaSuccess) return e;
   switch (p.head_dim) {
     case 32: return launch_warps<T, 32>(p, config, stream);

@@ -31,6 +31,7 @@
 // a3 = (g + 8, k 2t+8..). So P's k16 step kk is pack(s[8kk], s[8kk+1]), pack(s[8kk+2], s[8kk+3]),
 // pack(s[8kk+4], s[8kk+5]), pack(s[8kk+6], s[8kk+7]).
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/flash_common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -52,7 +53,6 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpgroupThreads = 128;
 constexpr int kWarpgroupRows = 64;  // wgmma's M
 constexpr int kMmaK = 16;           // wgmma's K for 16-bit types
-constexpr int kChunkBytes = 16;     // one cp.async
 constexpr int kElementBytes = 2;
 constexpr int kSwizzleRowBytes = 128;
 constexpr int kSwizzleRowElements = kSwizzleRowBytes / kElementBytes;
@@ -61,7 +61,6 @@ constexpr int kSwizzleRowChunks = kSwizzleRowBytes / kChunkBytes;
 // tile starts on this boundary (and the dynamic segment gets this much slack to find one).
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
 constexpr int kStages = 2;
-constexpr unsigned kMaxGridYZ = 65535;
 
 constexpr std::size_t tile_bytes(int rows, int head_dim) {
   return static_cast<std::size_t>(rows) * head_dim * kElementBytes;
@@ -144,17 +143,6 @@ template <class C>
 __device__ __forceinline__ std::uint64_t v_descriptor(unsigned tile, int step) {
   return matrix_descriptor(tile + static_cast<unsigned>(step) * kMmaK * kSwizzleRowBytes,
                            static_cast<unsigned>(C::kBlockK) * kSwizzleRowBytes, kSwizzleAtomBytes);
-}
-
-template <typename T>
-__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 pair = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&pair);
-  } else {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&pair);
-  }
 }
 
 // S = Q K^T for the warpgroup's 64 rows and the tile's block_k keys, waited for.
@@ -393,14 +381,6 @@ bool valid_config(const FlashWgmmaConfig& c) {
   return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128);
 }
 
-// Every cp.async moves whole, aligned 16-byte chunks of a row; the output stores 4-byte pairs.
-template <typename T>
-bool chunk_aligned(const T* base, const Strides& s) {
-  constexpr std::int64_t kChunkElements = kChunkBytes / sizeof(T);
-  return reinterpret_cast<std::uintptr_t>(base) % kChunkBytes == 0 && s.batch % kChunkElements == 0 &&
-         s.head % kChunkElements == 0 && s.row % kChunkElements == 0;
-}
-
 }  // namespace
 
 bool flash_wgmma_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -413,12 +393,7 @@ template <typename T>
 cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   if (!valid_config(config)) return cudaErrorInvalidValue;
   if (!flash_wgmma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
-  if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;
-  if (static_cast<unsigned>(p.heads) > kMaxGridYZ || static_cast<unsigned>(p.batch) > kMaxGridYZ)
-    return cudaErrorInvalidConfiguration;
-  if (!chunk_aligned(p.q, p.q_strides) || !chunk_aligned(p.k, p.k_strides) || !chunk_aligned(p.v, p.v_strides) ||
-      !chunk_aligned<T>(p.o, p.o_strides))
-    return cudaErrorNotSupported;
+  if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
   switch (p.head_dim) {
     case 64: return launch_warpgroups<T, 64>(p, config, stream);
