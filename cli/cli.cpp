@@ -1,6 +1,7 @@
 #include "cli/cli.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <iomanip>
 #include <map>
+#include <random>
 #include <ostream>
 #include <sstream>
 
@@ -24,6 +26,8 @@
 #include "harness/ceilings.hpp"
 #include "harness/device.hpp"
 #include "tuner/check.hpp"
+#include "tuner/merge.hpp"
+#include "tuner/parallel_sweep.hpp"
 #include "tuner/shape_file.hpp"
 #include "tuner/sweep.hpp"
 #include "variants/catalogue.hpp"
@@ -163,6 +167,68 @@ void check_variant_names(const std::vector<std::string>& variants, const std::ve
   }
 }
 
+// "all" or a comma list of ordinals; an ordinal may repeat (two workers on one GPU).
+std::vector<int> parse_devices(const std::string& text) {
+  std::vector<int> devices;
+  if (text == "all") {
+    if (auto why = cuda_unavailable_reason()) throw InputError("--devices all: no usable CUDA device: " + *why);
+    for (const auto& d : list_devices()) devices.push_back(d.ordinal);
+    return devices;
+  }
+  for (const auto& item : cli::split_comma_lists({text})) {
+    int ordinal = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), ordinal);
+    if (ec != std::errc() || end != item.data() + item.size() || ordinal < 0 || ordinal > 1024)
+      throw UsageError("--devices: expected all or a comma list of device ordinals (0,2,3), got '" + text + "'");
+    devices.push_back(ordinal);
+  }
+  if (devices.empty()) throw UsageError("--devices: expected all or a comma list of device ordinals, got nothing");
+  return devices;
+}
+
+// --devices: the same sweep as shards over one worker process per listed GPU (tuner/parallel_sweep).
+int sweep_on_devices(const ParsedArgs& a, const SweepOptions& o, const std::string& device_list, std::ostream& out,
+                     std::ostream& err) {
+  if (o.shard) throw UsageError("--devices splits the file into shards itself; give --devices or --shard, not both");
+  if (a.has("device")) throw UsageError("--devices lists the GPUs to use; --device names one: give one of them");
+  ParallelSweepOptions p;
+  p.shape_file = o.shape_file;
+  p.db_path = o.db_path;
+  p.devices = parse_devices(device_list);
+  try {
+    p.problem_count = sweep_problems(load_shape_file(o.shape_file, catalogue()), o).size();
+  } catch (const ShapeFileError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (p.problem_count == 0) {
+    err << "error: " << o.shape_file << " has no problems to sweep (with these --primitive options)\n";
+    return 2;
+  }
+  const int workers = static_cast<int>(p.devices.size());
+  p.shard_count = static_cast<int>(std::min<std::size_t>(4 * static_cast<std::size_t>(workers), p.problem_count));
+  // Every worker's options but where it runs and stores; the budget is the whole sweep's, so
+  // each shard gets its share of the workers' time.
+  const std::vector<std::string> values = {"primitive", "variant", "strategy", "counters", "metrics"};
+  const std::vector<std::string> flags = {"fresh", "verbose"};
+  std::vector<std::string> names = values;
+  for (const auto& spec : cli::measurement_option_specs("candidate"))
+    if (!spec.value_name.empty()) names.push_back(spec.name);
+  for (const auto& name : names)
+    for (const auto& value : a.values(name)) p.sweep_args.push_back("--" + name + "=" + value);
+  for (const auto& name : flags)
+    if (a.has(name)) p.sweep_args.push_back("--" + name);
+  for (const auto& spec : cli::measurement_option_specs("candidate"))
+    if (spec.value_name.empty() && a.has(spec.name)) p.sweep_args.push_back("--" + spec.name);
+  if (o.budget_s > 0)
+    p.sweep_args.push_back("--budget=" + std::to_string(o.budget_s * workers / p.shard_count));
+  // One input seed for every shard, as one process would use.
+  const std::uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  p.sweep_args.push_back("--seed=" + std::to_string(seed));
+  out << "Input seed " << seed << " for every shard\n";
+  return run_parallel_sweep(p, out, err);
+}
+
 int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::vector<std::string>& all_args) {
   SweepOptions o;
   o.shape_file = a.positional[0];
@@ -181,6 +247,11 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
       throw UsageError("--strategy must be one of " + std::string(kSearchStrategyNames) + ", got '" + *strategy + "'");
   }
   cli::apply_measurement_options(a, o.measure);
+  if (const auto shard = a.value("shard")) {
+    std::string why;
+    o.shard = parse_shard(*shard, &why);
+    if (!o.shard) throw UsageError("--shard: " + why);
+  }
   o.fresh = a.has("fresh");
   o.verbose = a.has("verbose");
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
@@ -194,6 +265,7 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   if (!o.extra_metrics.empty() && o.counters == CounterMode::none)
     throw UsageError("--metrics names counters to collect, but --counters none collects none");
   o.command_line = join_args(all_args);
+  if (const auto devices = a.value("devices"); devices && !o.dry_run) return sweep_on_devices(a, o, *devices, out, err);
   return run_sweep(o, out, err);
 }
 
@@ -473,8 +545,14 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"strategy", 0, "NAME",
           "exhaustive, random or halving: the search for every problem, instead of the shape file's search:"},
          {"fresh", 0, "", "start a new sweep even if an unfinished matching one could be resumed"},
-         {"dry-run", 0, "", "list problems and candidate counts; measures nothing, needs no GPU"},
+         {"dry-run", 0, "", "list problems, candidate counts and expected times; measures nothing, needs no GPU"},
+         {"shard", 0, "K/N",
+          "only shard K of N (1 <= K <= N): the problems split into N parts of near-equal expected time, so N "
+          "processes (GPUs, Slurm array tasks) sweep each problem once; combine their databases with merge"},
          {"device", 0, "N", "CUDA device ordinal (default 0)"},
+         {"devices", 0, "all|0,2,3",
+          "spread the sweep over these GPUs: one worker process each, taking cost-balanced shards from a queue; "
+          "the parts (DB.parts/) are merged into --db at the end. An ordinal may repeat: workers share that GPU"},
          {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
          {"verbose", 'v', "", "one line per candidate"},
          {"counters", 0, "all|winners|none",
@@ -505,6 +583,10 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "Budget: --budget covers the whole sweep from start to end, shared out over the problems left. Once a\n"
         "problem's share is spent it measures only until it has a winner (the first accurate baseline or default),\n"
         "profiles nothing more, and the last line says how many candidates and profiles were cut.\n"
+        "Scale-out: --shard K/N sweeps part K of N (split by the cost model's expected time, the same on every\n"
+        "machine), so N processes or Slurm array tasks (scripts/slurm/, docs/SLURM.md) cover the file once; `shapetune\n"
+        "merge` combines their databases. --devices runs that on one host: one worker per listed GPU taking shards\n"
+        "from a queue; a worker that dies is reported and its shard re-queued; the parts are merged into --db.\n"
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
         "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
@@ -600,6 +682,27 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "written and README.md says how to render them (gnuplot DIR/plots/*.gp). Compare verdicts: faster,\n"
                    "slower, or same when the change is within max(1%, both medians' recorded 95% CI)."},
                   cmd_report});
+  list.push_back({{"merge",
+                   "Combine databases swept apart (--shard parts, Slurm array tasks, other machines) into one: every "
+                   "row kept with its provenance, each device's winners recomputed from the merged candidates.",
+                   "OUT.db IN.db...",
+                   2,
+                   100000,
+                   {},
+                   "OUT.db is created if missing; the inputs are only read (an older schema is migrated in a private\n"
+                   "copy; a newer one is refused). Rules:\n"
+                   "  a sweep is the same sweep when its device, command, git sha, shape file, options and start time\n"
+                   "    are equal: it is stored once, and a finished copy brings an unfinished one up to date;\n"
+                   "  the same candidate (sweep, problem, variant, config) measured twice: the later measurement is kept;\n"
+                   "  a device's winner for a problem comes from the latest sweep that finished the problem, chosen as\n"
+                   "    the sweep chooses (fastest accurate full measurement; ties within the noise are flagged);\n"
+                   "  devices with different fingerprints keep separate winners; identical GPUs share theirs.\n"
+                   "Merging is idempotent: the same inputs again change nothing. Exit codes: 0 merged; 2 an input or\n"
+                   "OUT.db could not be read or written (the inputs before it stay merged)."},
+                  [](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+                    return run_merge(a.positional[0], std::vector<std::string>(a.positional.begin() + 1, a.positional.end()),
+                                     out, err);
+                  }});
   list.push_back({cli::train_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return cli::run_train(a, out, err, join_args(all_args));
                   }});

@@ -72,6 +72,7 @@ struct CandidateRecord {
   std::optional<AccuracyReport> accuracy;  // present once the candidate ran
   std::optional<TimingStats> timing;       // present when status == ok
   Tolerance tolerance;                     // the tolerance it was checked with
+  std::string measured_at;                 // UTC, ISO 8601; set by the store when it is recorded
 };
 
 // The dispatch table row for one device and problem.

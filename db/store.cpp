@@ -3,11 +3,13 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -460,6 +462,7 @@ CandidateRecord read_candidate(const Statement& row, const std::string& path) {
   if (!row.is_null("checked")) candidate.accuracy = read_accuracy(row);
   if (!row.is_null("timing_mode")) candidate.timing = read_timing(row, path);
   candidate.tolerance = Tolerance{row.real("atol"), row.real("rtol")};
+  candidate.measured_at = row.text("measured_at");
   return candidate;
 }
 
@@ -959,6 +962,229 @@ std::optional<std::string> Store::counters_unavailable(std::int64_t sweep_id) co
   query.bind_int(":id", sweep_id);
   if (!query.step() || query.is_null("counters_unavailable")) return std::nullopt;
   return query.text("counters_unavailable");
+}
+
+// ---- merging --------------------------------------------------------------------------------
+
+namespace {
+
+// "a = excluded.a, b = excluded.b" over `columns`, for an upsert that takes the incoming row.
+std::string take_excluded(const std::vector<std::string>& columns) {
+  std::string out;
+  for (const auto& c : columns) out += (out.empty() ? "" : ", ") + c + " = excluded." + c;
+  return out;
+}
+
+std::string prefixed(const std::string& prefix, const std::vector<std::string>& columns) {
+  std::string out;
+  for (const auto& c : columns) out += (out.empty() ? "" : ", ") + prefix + c;
+  return out;
+}
+
+std::vector<std::string> without(std::vector<std::string> columns, std::initializer_list<std::string_view> drop) {
+  std::erase_if(columns, [&](const std::string& c) { return std::find(drop.begin(), drop.end(), c) != drop.end(); });
+  return columns;
+}
+
+// A consistent copy of the database at `input` (SQLite's backup API: a writer may be running)
+// in `copy`, refused unless it is a sound shapetune database no newer than this build. Returns
+// its schema version.
+int copy_database(const std::string& input, const std::string& copy) {
+  check_file_access(input, OpenMode::read_only);
+  const ReadOnlyOpen target = read_only_target(input);
+  struct RemoveDir {
+    std::optional<std::filesystem::path> dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      if (dir) std::filesystem::remove_all(*dir, ignored);
+    }
+  } remove_read_copy{target.copy_dir};
+  sqlite3* handle = nullptr;
+  int rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  std::unique_ptr<sqlite3, CloseDatabase> source(handle);
+  if (rc != SQLITE_OK) throw_sqlite(source.get(), rc, input, "opening the database to merge");
+  sqlite3_busy_timeout(source.get(), kBusyTimeoutMs);
+  check_is_shapetune(source.get(), input);
+  check_integrity(source.get(), input);
+  const int version = user_version(source.get(), input);
+  check_schema_version(version, input, OpenMode::read_write);  // refuses only a newer schema
+
+  handle = nullptr;
+  rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  std::unique_ptr<sqlite3, CloseDatabase> destination(handle);
+  if (rc != SQLITE_OK) throw_sqlite(destination.get(), rc, copy, "creating a private copy to merge from");
+  sqlite3_backup* backup = sqlite3_backup_init(destination.get(), "main", source.get(), "main");
+  if (!backup) throw_sqlite(destination.get(), sqlite3_errcode(destination.get()), copy, "copying " + input);
+  rc = sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) throw_sqlite(destination.get(), rc, input, "copying the database to merge");
+  return version;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::int64_t>> Store::latest_done_sweeps(const std::string& device_key) const {
+  Statement query(db_, path_, "finding the sweeps behind device " + device_key + "'s winners", R"sql(
+      SELECT p.problem_key AS problem_key, s.id AS id
+      FROM sweep_problems AS p JOIN sweeps AS s ON s.id = p.sweep_id
+      WHERE s.device_key = :device_key AND p.status = 'done'
+      ORDER BY p.problem_key, s.started_at DESC, s.options DESC, s.command DESC, s.git_sha DESC,
+               s.yaml_sha256 DESC, s.yaml_path DESC, s.id DESC)sql");
+  query.bind_text(":device_key", device_key);
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  while (query.step()) {
+    std::string problem = query.text("problem_key");
+    if (out.empty() || out.back().first != problem) out.emplace_back(std::move(problem), query.integer("id"));
+  }
+  return out;
+}
+
+MergeCounts Store::merge_from(const std::string& input) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "shapetune-merge-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to merge " + input);
+  struct RemoveDir {
+    fs::path dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } remove_copy{pattern};
+  const std::string copy = (fs::path(pattern) / "input.db").string();
+  MergeCounts counts;
+  counts.from_schema = copy_database(input, copy);
+  Store::open(copy, OpenMode::read_write);  // migrates the copy to this build's schema
+
+  const std::string doing = "merging " + input;
+  Statement(db_, path_, doing, "ATTACH DATABASE :path AS merged_input").bind_text(":path", copy).run();
+  struct Detach {
+    sqlite3* db;
+    ~Detach() { sqlite3_exec(db, "DETACH DATABASE merged_input", nullptr, nullptr, nullptr); }
+  } detach{db_};
+  Transaction transaction(db_, path_, doing);  // ends (commit or rollback) before the detach
+  auto run = [&](const std::string& sql) {
+    execute(db_, path_, doing, sql);
+    return static_cast<std::int64_t>(sqlite3_changes(db_));
+  };
+  const TableColumns& columns = latest_table_columns();
+
+  const std::string device_columns = joined(columns.at("devices"));
+  counts.devices = run("INSERT INTO main.devices (" + device_columns + ") SELECT " + device_columns +
+                       " FROM merged_input.devices WHERE true ON CONFLICT (key) DO NOTHING");
+  const std::string ceiling_columns = joined(columns.at("ceilings"));
+  counts.ceilings = run("INSERT INTO main.ceilings (" + ceiling_columns + ") SELECT " + ceiling_columns +
+                        " FROM merged_input.ceilings WHERE true ON CONFLICT (device_key, name) DO UPDATE SET " +
+                        take_excluded(without(columns.at("ceilings"), {"device_key", "name"})) +
+                        " WHERE excluded.measured_at > ceilings.measured_at");
+
+  // Sweeps one by one: each is matched by its identity, or added with an id of this database's.
+  run("CREATE TEMP TABLE IF NOT EXISTS merge_sweep_map (input_id INTEGER PRIMARY KEY, id INTEGER NOT NULL)");
+  run("DELETE FROM temp.merge_sweep_map");
+  Statement sweeps(db_, path_, doing, "SELECT * FROM merged_input.sweeps ORDER BY id");
+  Statement find(db_, path_, doing, R"sql(
+      SELECT id, finished_at FROM main.sweeps
+      WHERE device_key = :device_key AND command = :command AND git_sha = :git_sha AND yaml_path = :yaml_path
+        AND yaml_sha256 = :yaml_sha256 AND options = :options AND started_at = :started_at
+      ORDER BY id LIMIT 1)sql");
+  Statement finish(db_, path_, doing, R"sql(
+      UPDATE main.sweeps SET finished_at = :finished_at, status = :status,
+        counters_unavailable = coalesce(counters_unavailable, :counters_unavailable)
+      WHERE id = :id)sql");
+  Statement insert(db_, path_, doing, R"sql(
+      INSERT INTO main.sweeps (device_key, command, git_sha, yaml_path, yaml_sha256, options, started_at,
+                               finished_at, status, counters_unavailable)
+      VALUES (:device_key, :command, :git_sha, :yaml_path, :yaml_sha256, :options, :started_at,
+              :finished_at, :status, :counters_unavailable))sql");
+  Statement map(db_, path_, doing, "INSERT INTO temp.merge_sweep_map (input_id, id) VALUES (:input_id, :id)");
+  auto optional_text = [&](std::string_view column) -> std::optional<std::string> {
+    if (sweeps.is_null(column)) return std::nullopt;
+    return sweeps.text(column);
+  };
+  while (sweeps.step()) {
+    const SweepRow row = read_sweep(sweeps);
+    const auto finished_at = optional_text("finished_at");
+    const auto counters_unavailable = optional_text("counters_unavailable");
+    find.reset();
+    find.bind_text(":device_key", row.info.device_key)
+        .bind_text(":command", row.info.command)
+        .bind_text(":git_sha", row.info.git_sha)
+        .bind_text(":yaml_path", row.info.yaml_path)
+        .bind_text(":yaml_sha256", row.info.yaml_sha256)
+        .bind_text(":options", row.info.options)
+        .bind_text(":started_at", row.started_at);
+    std::int64_t id = 0;
+    if (find.step()) {
+      id = find.integer("id");
+      const std::string here_finished = find.text("finished_at");
+      if (finished_at && !finished_at->empty() && (here_finished.empty() || *finished_at > here_finished)) {
+        finish.reset();
+        finish.bind_text(":finished_at", *finished_at)
+            .bind_text(":status", row.status)
+            .bind_text(":counters_unavailable", counters_unavailable)
+            .bind_int(":id", id)
+            .run();
+        ++counts.sweeps_updated;
+      }
+    } else {
+      insert.reset();
+      insert.bind_text(":device_key", row.info.device_key)
+          .bind_text(":command", row.info.command)
+          .bind_text(":git_sha", row.info.git_sha)
+          .bind_text(":yaml_path", row.info.yaml_path)
+          .bind_text(":yaml_sha256", row.info.yaml_sha256)
+          .bind_text(":options", row.info.options)
+          .bind_text(":started_at", row.started_at)
+          .bind_text(":finished_at", finished_at)
+          .bind_text(":status", row.status)
+          .bind_text(":counters_unavailable", counters_unavailable)
+          .run();
+      id = sqlite3_last_insert_rowid(db_);
+      ++counts.sweeps_added;
+    }
+    map.reset();
+    map.bind_int(":input_id", row.id).bind_int(":id", id).run();
+  }
+
+  counts.problems = run(R"sql(
+      INSERT INTO main.sweep_problems (sweep_id, problem_key, status, reason)
+      SELECT m.id, p.problem_key, p.status, p.reason
+      FROM merged_input.sweep_problems AS p JOIN temp.merge_sweep_map AS m ON m.input_id = p.sweep_id WHERE true
+      ON CONFLICT (sweep_id, problem_key) DO UPDATE SET status = excluded.status, reason = excluded.reason
+      WHERE sweep_problems.status <> 'done' AND excluded.status = 'done')sql");
+
+  const auto candidate_columns = without(columns.at("candidates"), {"id", "sweep_id"});
+  const auto count_candidates = [&] {
+    Statement count(db_, path_, doing, "SELECT count(*) FROM main.candidates");
+    count.step();
+    return count.integer_at(0);
+  };
+  const std::int64_t before = count_candidates();
+  const std::int64_t changed = run(
+      "INSERT INTO main.candidates (sweep_id, " + joined(candidate_columns) + ") SELECT m.id, " +
+      prefixed("c.", candidate_columns) +
+      " FROM merged_input.candidates AS c JOIN temp.merge_sweep_map AS m ON m.input_id = c.sweep_id WHERE true"
+      " ORDER BY c.id ON CONFLICT (sweep_id, problem_key, variant, config_key) DO UPDATE SET " +
+      take_excluded(without(candidate_columns, {"problem_key", "variant", "config_key"})) +
+      " WHERE excluded.measured_at > candidates.measured_at");
+  counts.candidates_added = count_candidates() - before;
+  counts.candidates_replaced = changed - counts.candidates_added;
+
+  const auto counter_columns = without(columns.at("counters"), {"sweep_id"});
+  counts.counters = run("INSERT INTO main.counters (sweep_id, " + joined(counter_columns) + ") SELECT m.id, " +
+                        prefixed("k.", counter_columns) +
+                        " FROM merged_input.counters AS k JOIN temp.merge_sweep_map AS m ON m.input_id = k.sweep_id"
+                        " WHERE true ON CONFLICT DO NOTHING");
+
+  // A winner whose sweep the input no longer holds keeps sweep id 0: unknown here.
+  const auto winner_columns = without(columns.at("winners"), {"sweep_id"});
+  counts.winners = run("INSERT INTO main.winners (sweep_id, " + joined(winner_columns) + ") SELECT coalesce(m.id, 0), " +
+                       prefixed("w.", winner_columns) +
+                       " FROM merged_input.winners AS w LEFT JOIN temp.merge_sweep_map AS m ON m.input_id = w.sweep_id"
+                       " WHERE true ON CONFLICT (device_key, problem_key) DO UPDATE SET sweep_id = excluded.sweep_id, " +
+                       take_excluded(without(winner_columns, {"device_key", "problem_key"})) +
+                       " WHERE excluded.measured_at > winners.measured_at");
+  transaction.commit();
+  return counts;
 }
 
 std::string utc_now_iso8601() {

@@ -63,6 +63,18 @@ struct CounterRecord {
   counters::Values values;
 };
 
+// What merging one database into another added or changed, row counts per table.
+struct MergeCounts {
+  int from_schema = 0;  // the input's schema version (older ones are migrated in a private copy)
+  std::int64_t devices = 0, ceilings = 0;
+  std::int64_t sweeps_added = 0, sweeps_updated = 0;  // updated: the copy held here had not finished
+  std::int64_t problems = 0, candidates_added = 0, candidates_replaced = 0, counters = 0, winners = 0;
+  bool changed() const {
+    return devices + ceilings + sweeps_added + sweeps_updated + problems + candidates_added + candidates_replaced +
+               counters + winners > 0;
+  }
+};
+
 enum class OpenMode { read_write, read_only };
 
 class Store {
@@ -105,6 +117,22 @@ class Store {
   void record_problem(std::int64_t sweep_id, const std::string& problem_key, const std::string& status,
                       const std::string& reason);
   std::optional<std::string> problem_status(std::int64_t sweep_id, const std::string& problem_key) const;
+
+  // Per problem of one device, the sweep whose result the dispatch table holds: the latest
+  // started (then the largest options, command and git sha text, for a fixed order) of those that
+  // finished the problem ("done"). Ordered by problem key.
+  std::vector<std::pair<std::string, std::int64_t>> latest_done_sweeps(const std::string& device_key) const;
+
+  // Copies every row of the shapetune database at `path` into this one, in one transaction: its
+  // devices, ceilings, sweeps with their problems, candidates and counters, and its winners.
+  // A sweep is the same sweep when device, command, git sha, shape file (path and hash), options
+  // and start time are equal; it is then not added twice. Conflicts keep the later measurement:
+  // a candidate (sweep, problem, variant, config), a winner (device, problem) or a ceiling
+  // (device, name) replaces the row here only when its measured_at is later; a problem's
+  // "done" replaces "skipped"; a finished copy of a sweep updates an unfinished one. So merging
+  // the same file twice changes nothing. The input is only read; an older schema is migrated in
+  // a private copy. Winners are imported as they are: recompute them after (tuner/merge).
+  MergeCounts merge_from(const std::string& path);
 
   // Replaces the dispatch row for (device, problem).
   void store_winner(const WinnerRecord&);

@@ -13,6 +13,11 @@
 # tuned and the library dispatch, run bench/peers/mlp_torch.py, judge with bench/mlp_targets.py;
 # the data comes from data/fashion-mnist (carry it) or Debian's package.)
 #
+# --scale-out: only the scale-out proof (and nothing else): shapes/quick.yaml swept once unsharded, as two
+# --shard processes side by side on the one GPU (merged, and merged again to show nothing changes), and with
+# --devices 0,0 (two workers on one GPU) with one worker killed (kill -9) mid-run; the winners compared
+# with bench/compare_winners.py. The databases come back in $OUT/scale-out/.
+#
 # A device call is limited to 10 minutes, so a long run is split over calls: e.g. one call with
 # the tests and the quick sweep, one with `--no-tests --no-quick shapes/memory_bound_targets.yaml`.
 #
@@ -25,7 +30,7 @@
 # to use a local build instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tests=1 quick=1 mlp=0 peers=softmax sweep_timeout=300 budget=() files=() halving=()
+tests=1 quick=1 mlp=0 scale_out=0 peers=softmax sweep_timeout=300 budget=() files=() halving=()
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -35,7 +40,8 @@ while [ $# -gt 0 ]; do
     --budget) budget=(--budget "$2"); shift ;;
     --halving) halving+=("$2"); shift ;;
     --mlp) mlp=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --scale-out) scale_out=1 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) files+=("$1") ;;
   esac
@@ -71,6 +77,62 @@ run_step() {  # name, timeout seconds, command...
 note "shapetune gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) build $("$build/shapetune" --help | head -n 1 | awk '{print $2}' | tr -d :)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$work/nvidia-smi.csv" 2>&1
 run_step devices 60 "$build/shapetune" devices
+if [ $scale_out = 1 ]; then
+  so="$out/scale-out"
+  mkdir -p "$so"
+  sweep=("$build/shapetune" sweep shapes/quick.yaml --seed 20261204)
+  same_hash() { python3 bench/compare_winners.py --dump-hash "$1" | cut -d' ' -f1; }
+  run_step so-unsharded 300 "${sweep[@]}" --db "$so/unsharded.db"
+  t0=$SECONDS
+  timeout 300 "${sweep[@]}" --shard 1/2 --db "$so/shard-1.db" >"$work/so-shard-1.log" 2>&1 &
+  first=$!
+  timeout 300 "${sweep[@]}" --shard 2/2 --db "$so/shard-2.db" >"$work/so-shard-2.log" 2>&1
+  rc2=$?
+  wait $first
+  note "$(printf '%-22s rc=%-3s %4ss  %s' so-two-shards "$?,$rc2" "$((SECONDS - t0))" "${sweep[*]} --shard 1/2 and 2/2 side by side")"
+  run_step so-merge 60 "$build/shapetune" merge "$so/merged.db" "$so/shard-1.db" "$so/shard-2.db"
+  h1=$(same_hash "$so/merged.db")
+  run_step so-merge-again 60 "$build/shapetune" merge "$so/merged.db" "$so/shard-2.db" "$so/shard-1.db" "$so/merged.db"
+  h2=$(same_hash "$so/merged.db")
+  note "merge twice (and with itself): $([ "$h1" = "$h2" ] && echo "every row unchanged" || echo "CHANGED") ($h1)"
+  run_step so-compare-shards 60 python3 bench/compare_winners.py "$so/unsharded.db" "$so/merged.db"
+  t0=$SECONDS
+  timeout 400 "${sweep[@]}" --devices 0,0 --db "$so/devices.db" >"$work/so-devices.log" 2>&1 &
+  parallel=$!
+  sleep 30
+  victim=$(pgrep -o -f "$so/devices.db.parts/shard-")
+  if [ -n "$victim" ]; then
+    note "killing worker $victim (kill -9) after 30 s: $(tr '\0' ' ' </proc/"$victim"/cmdline)"
+    kill -9 "$victim"
+  else
+    note "no worker to kill after 30 s"
+  fi
+  wait $parallel
+  note "$(printf '%-22s rc=%-3s %4ss  %s' so-devices "$?" "$((SECONDS - t0))" "${sweep[*]} --devices 0,0")"
+  run_step so-compare-devices 60 python3 bench/compare_winners.py "$so/unsharded.db" "$so/devices.db"
+  for db_file in "$so"/*.db; do  # self-contained files (no -wal/-shm) to bring back
+    python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM INTO ?', (sys.argv[2],))" "$db_file" "$db_file.vacuum" &&
+      mv "$db_file.vacuum" "$db_file"
+  done
+  rm -rf "$so"/*.db-wal "$so"/*.db-shm "$so/devices.db.parts"
+  xz -T0 "$so"/*.db
+  {
+    echo
+    for step in so-unsharded so-shard-1 so-shard-2 so-devices; do
+      echo "== $step (last lines)"
+      tail -n 4 "$work/$step.log"
+    done
+    for step in so-merge so-merge-again; do echo "== $step"; cat "$work/$step.log"; done
+    for step in so-compare-shards so-compare-devices; do
+      echo "== $step"
+      grep -v '^same ' "$work/$step.log"
+    done
+  } >>"$summary"
+  cp "$summary" "$out/summary.txt"
+  tar -C "$out" -czf "$out/gpu-check-logs.tar.gz" work && rm -rf "$work"
+  cat "$out/summary.txt"
+  exit 0
+fi
 if [ $tests = 1 ]; then
   run_step gpu-tests "${GPU_TESTS_TIMEOUT:-300}" "$build/tests/shapetune_gpu_tests" --gtest_output=xml:"$work/gpu-tests.xml" \
     ${GPU_TESTS_FILTER:+--gtest_filter="$GPU_TESTS_FILTER"}

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iomanip>
@@ -89,14 +90,50 @@ std::string describe(const std::string& variant, const Config& config) {
   return config.values().empty() ? variant : variant + "{" + config.key() + "}";
 }
 
-std::vector<const PlannedProblem*> select_problems(const ShapeFile& file, const SweepOptions& options) {
+// What a problem is expected to take on a GPU, for splitting a sweep into shards: its inputs
+// and float64 reference on the host (the budget's setup model), then per supported candidate a
+// fixed overhead (worker round trip, verification) and its samples. A kernel's time comes from
+// the cost model at nominal H200-class rates, samples from the stop rule (typically ~30 before
+// the median converges, never beyond the time cap). Only the relative weights matter, and they
+// are computed from the file and the catalogue alone, so every shard's process agrees on them.
+double expected_problem_s(const PlannedProblem& planned, const std::vector<std::string>& cli_variants,
+                          const MeasureOptions& measure) {
+  constexpr double kNominalBytesPerS = 3e12, kNominalFlopsPerS = 2e14;
+  constexpr double kCandidateOverheadS = 0.03, kFlushS = 20e-6, kTypicalSamples = 30;
+  const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
+  const Cost reference = reference_cost(primitive, planned.problem);
+  const Cost cost = primitive.cost(planned.problem);
+  auto finite = [](double x) { return std::isfinite(x) && x > 0 ? x : 0.0; };
+  const double setup_s = BudgetPlan::kSetupFloorS + finite(reference.flops) / BudgetPlan::kReferenceFlopsPerS +
+                         finite(reference.bytes) / BudgetPlan::kHostBytesPerS;
+  const double kernel_s = finite(cost.bytes) / kNominalBytesPerS + finite(cost.flops) / kNominalFlopsPerS;
+  const double sampling_s =
+      std::min(measure.stop.time_cap_s, std::max<double>(kTypicalSamples, measure.stop.min_samples) * (kernel_s + kFlushS));
+  const DeviceLimits limits = nominal_device_limits();
+  int supported = 0;
+  for (const auto& c : candidates_for(planned, cli_variants).candidates)
+    supported += c.variant->supports(planned.problem, c.config, limits).ok;
+  return setup_s + supported * (kCandidateOverheadS + kernel_s + sampling_s);
+}
+
+}  // namespace
+
+std::vector<const PlannedProblem*> sweep_problems(const ShapeFile& file, const SweepOptions& options) {
   std::vector<const PlannedProblem*> selected;
   const auto& wanted = options.primitives;
   for (const auto& p : file.problems)
     if (wanted.empty() || std::find(wanted.begin(), wanted.end(), p.problem.primitive) != wanted.end())
       selected.push_back(&p);
-  return selected;
+  if (!options.shard) return selected;
+  std::vector<double> expected;
+  for (const PlannedProblem* p : selected) expected.push_back(expected_problem_s(*p, options.variants, options.measure));
+  const auto shards = partition_by_time(expected, options.shard->count);
+  std::vector<const PlannedProblem*> mine;
+  for (const std::size_t i : shards[static_cast<std::size_t>(options.shard->index - 1)]) mine.push_back(selected[i]);
+  return mine;
 }
+
+namespace {
 
 // The strategy a problem is searched with: the file's, unless the command line names another.
 SearchOptions search_for(const PlannedProblem& planned, const SweepOptions& options) {
@@ -126,20 +163,44 @@ std::string pruned_text(std::int64_t by_constraint, std::int64_t by_supports) {
          " by constraint, " + std::to_string(by_supports) + " by supports)";
 }
 
-int dry_run(const std::vector<const PlannedProblem*>& selected, const SweepOptions& options, std::ostream& out) {
+std::string fmt_seconds(double s) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(s < 10 ? 1 : 0) << s << " s";
+  return text.str();
+}
+
+int dry_run(const ShapeFile& file, const std::vector<const PlannedProblem*>& selected, const SweepOptions& options,
+            std::ostream& out) {
   const DeviceLimits limits = nominal_device_limits();
   std::int64_t total = 0;
+  double expected_total_s = 0;
   for (const PlannedProblem* planned : selected) {
     const CandidateList list = candidates_for(*planned, options.variants);
     int supported = 0;
     for (const auto& c : list.candidates) supported += c.variant->supports(planned->problem, c.config, limits).ok;
+    const double expected_s = expected_problem_s(*planned, options.variants, options.measure);
+    expected_total_s += expected_s;
     out << planned->problem.key() << ": " << list.candidates.size() << " candidates, " << supported
         << " supported (nominal sm_90 limits), "
         << pruned_text(list.pruned_by_constraint, static_cast<std::int64_t>(list.candidates.size()) - supported)
-        << "; search: " << search_for(*planned, options).describe() << "\n";
+        << "; search: " << search_for(*planned, options).describe() << "; expected ~" << fmt_seconds(expected_s)
+        << "\n";
     total += supported;
   }
-  out << selected.size() << " problems, " << total << " supported candidates. Dry run: nothing measured.\n";
+  out << selected.size() << " problems, " << total << " supported candidates, expected ~" << fmt_seconds(expected_total_s)
+      << " (cost model at nominal H200 rates; exhaustive search; a rough guide).";
+  if (options.shard) {
+    SweepOptions unsharded = options;
+    unsharded.shard.reset();
+    const auto all = sweep_problems(file, unsharded);
+    double all_s = 0;
+    for (const PlannedProblem* p : all) all_s += expected_problem_s(*p, options.variants, options.measure);
+    out << "\nShard " << options.shard->text() << ": " << selected.size() << " of " << all.size()
+        << " problems, ~" << fmt_seconds(expected_total_s) << " of ~" << fmt_seconds(all_s)
+        << " expected for the whole file (shards are split by expected time, so each is near 1/"
+        << options.shard->count << " of it).";
+  }
+  out << " Dry run: nothing measured.\n";
   return 0;
 }
 
@@ -223,7 +284,7 @@ int Sweep::run() {
       err_ << "error: unknown primitive '" << p << "'; known: " << catalogue().primitive_names() << "\n";
       return 2;
     }
-  const std::vector<const PlannedProblem*> selected = select_problems(file, options_);
+  const std::vector<const PlannedProblem*> selected = sweep_problems(file, options_);
   if (auto why = unbounded_search(selected, options_)) {
     err_ << "error: " << *why << "\n";
     return 2;
@@ -242,7 +303,7 @@ int Sweep::run() {
         err_ << "note: metric names not checked (" << e.what() << ")\n";
       }
     }
-    return dry_run(selected, options_, out_);
+    return dry_run(file, selected, options_, out_);
   }
 
   worker_ = std::make_unique<GpuWorker>(options_.device, options_.measure);
@@ -286,7 +347,8 @@ int Sweep::run() {
     sweep_id_ = resumable ? *resumable : store_->begin_sweep(info);
     seed_ = options_.seed ? *options_.seed : std::random_device{}();
     out_ << (resumable ? "Resuming sweep #" : "Sweep #") << sweep_id_ << " on " << device_->fingerprint.name << " ("
-         << info.device_key << "), " << selected.size() << " problems from " << options_.shape_file << ", "
+         << info.device_key << "), " << selected.size() << " problems from " << options_.shape_file
+         << (options_.shard ? " (shard " + options_.shard->text() + ")" : std::string()) << ", "
          << (options_.measure.flush_l2 ? "cold L2" : "hot L2")
          << (options_.strategy ? ", " + std::string(search_strategy_name(*options_.strategy)) + " search (--strategy)" : "")
          << ", input seed " << seed_ << ", build "
@@ -809,6 +871,8 @@ std::string result_affecting_options(const SweepOptions& o) {
   // Only when given, so that sweeps started before strategies existed can still be resumed;
   // the file's own `search:` settings are covered by its hash.
   if (o.strategy) s << ";strategy=" << search_strategy_name(*o.strategy);
+  // Not result-affecting, but part of the sweep's identity: shard 1/2 resumes shard 1/2 only.
+  if (o.shard) s << ";shard=" << o.shard->text();
   return s.str();
 }
 

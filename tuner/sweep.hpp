@@ -9,6 +9,7 @@
 
 #include "harness/measure.hpp"
 #include "tuner/search.hpp"
+#include "tuner/shard.hpp"
 
 namespace shapetune {
 
@@ -32,6 +33,9 @@ struct SweepOptions {
   // candidate, or none. Not result-affecting: profiling happens after all of a problem's timing.
   CounterMode counters = CounterMode::winners;
   std::vector<std::string> extra_metrics;  // --metrics: collected besides the default set
+  // Only this shard of the (selected) problems, split by expected time: N processes given
+  // 1/N..N/N sweep every problem once. Part of the sweep's identity, so a shard resumes itself.
+  std::optional<ShardSpec> shard;
   bool fresh = false;                   // start a new sweep even if an unfinished one matches
   bool dry_run = false;                 // list problems and candidates; no GPU needed
   bool verbose = false;                 // one line per candidate
@@ -44,6 +48,12 @@ struct SweepOptions {
 // 0 done, 1 a failure during the sweep (lost CUDA context, store error), 2 could not start
 // (bad shape file, no CUDA device, unusable database), 130 interrupted (Ctrl-C; resumable).
 int run_sweep(const SweepOptions&, std::ostream& out, std::ostream& err);
+
+struct ShapeFile;
+struct PlannedProblem;
+// The problems a sweep with these options measures, in file order: those of the chosen
+// primitives, then, with options.shard, that shard's part of them.
+std::vector<const PlannedProblem*> sweep_problems(const ShapeFile&, const SweepOptions&);
 
 // The canonical text of the options that change results (what makes two sweeps the same).
 std::string result_affecting_options(const SweepOptions&);

@@ -145,7 +145,7 @@ TEST(Cli, UnknownStrategyListsTheValidOnes) {
 TEST(Cli, DryRunShowsEachProblemsStrategyAndPrunedCounts) {
   const Result exhaustive = run({"sweep", quick_yaml(), "--dry-run"});
   EXPECT_EQ(exhaustive.code, 0) << exhaustive.err;
-  EXPECT_TRUE(contains(exhaustive.out, "; search: exhaustive\n")) << exhaustive.out;
+  EXPECT_TRUE(contains(exhaustive.out, "; search: exhaustive; expected ~")) << exhaustive.out;
   EXPECT_TRUE(contains(exhaustive.out, " by constraint, ")) << exhaustive.out;
   const Result halving = run({"sweep", quick_yaml(), "--dry-run", "--strategy", "halving"});
   EXPECT_EQ(halving.code, 0) << halving.err;
