@@ -1023,13 +1023,17 @@ int copy_database(const std::string& input, const std::string& copy) {
 
 }  // namespace
 
+// Which of the sweeps that finished a problem holds its winner: the latest started, then a
+// fixed order of the rest of the sweep's identity (ids differ between merged databases).
+constexpr std::string_view kLatestSweepFirst =
+    "s.started_at DESC, s.options DESC, s.command DESC, s.git_sha DESC, s.yaml_sha256 DESC, s.yaml_path DESC, s.id DESC";
+
 std::vector<std::pair<std::string, std::int64_t>> Store::latest_done_sweeps(const std::string& device_key) const {
-  Statement query(db_, path_, "finding the sweeps behind device " + device_key + "'s winners", R"sql(
-      SELECT p.problem_key AS problem_key, s.id AS id
-      FROM sweep_problems AS p JOIN sweeps AS s ON s.id = p.sweep_id
-      WHERE s.device_key = :device_key AND p.status = 'done'
-      ORDER BY p.problem_key, s.started_at DESC, s.options DESC, s.command DESC, s.git_sha DESC,
-               s.yaml_sha256 DESC, s.yaml_path DESC, s.id DESC)sql");
+  Statement query(db_, path_, "finding the sweeps behind device " + device_key + "'s winners",
+                  "SELECT p.problem_key AS problem_key, s.id AS id "
+                  "FROM sweep_problems AS p JOIN sweeps AS s ON s.id = p.sweep_id "
+                  "WHERE s.device_key = :device_key AND p.status = 'done' ORDER BY p.problem_key, " +
+                      std::string(kLatestSweepFirst));
   query.bind_text(":device_key", device_key);
   std::vector<std::pair<std::string, std::int64_t>> out;
   while (query.step()) {
@@ -1053,7 +1057,19 @@ MergeCounts Store::merge_from(const std::string& input) {
   const std::string copy = (fs::path(pattern) / "input.db").string();
   MergeCounts counts;
   counts.from_schema = copy_database(input, copy);
-  Store::open(copy, OpenMode::read_write);  // migrates the copy to this build's schema
+  {
+    // Migrated to this build's schema, and every row read once through the typed readers: a
+    // damaged cell (text where a number belongs) is refused here rather than copied into a good
+    // database that would then fail to read.
+    const auto checked = Store::open(copy, OpenMode::read_write);
+    (void)checked->devices();
+    (void)checked->ceilings();
+    (void)checked->winners();
+    for (const SweepRow& sweep : checked->sweeps()) {
+      (void)checked->candidates(sweep.id);
+      (void)checked->counter_records(sweep.id);
+    }
+  }
 
   const std::string doing = "merging " + input;
   Statement(db_, path_, doing, "ATTACH DATABASE :path AS merged_input").bind_text(":path", copy).run();
@@ -1175,14 +1191,31 @@ MergeCounts Store::merge_from(const std::string& input) {
                         " FROM merged_input.counters AS k JOIN temp.merge_sweep_map AS m ON m.input_id = k.sweep_id"
                         " WHERE true ON CONFLICT DO NOTHING");
 
-  // A winner whose sweep the input no longer holds keeps sweep id 0: unknown here.
+  // Winners: where a finished sweep of (device, problem) is held here, only a row of the latest
+  // such sweep is taken, and it replaces a row of any other sweep but never one of the same
+  // sweep (which the winners' recomputation may have written): so no order of merges flips a
+  // row back and forth. Elsewhere the later measured_at wins. A winner whose sweep the input no
+  // longer holds keeps sweep id 0: unknown here.
+  run("CREATE TEMP TABLE IF NOT EXISTS merge_latest (device_key TEXT, problem_key TEXT, sweep_id INTEGER,"
+      " PRIMARY KEY (device_key, problem_key))");
+  run("DELETE FROM temp.merge_latest");
+  run("INSERT INTO temp.merge_latest (device_key, problem_key, sweep_id) SELECT device_key, problem_key, id FROM ("
+      " SELECT s.device_key AS device_key, p.problem_key AS problem_key, s.id AS id, row_number() OVER ("
+      "  PARTITION BY s.device_key, p.problem_key ORDER BY " + std::string(kLatestSweepFirst) + ") AS rank"
+      " FROM main.sweep_problems AS p JOIN main.sweeps AS s ON s.id = p.sweep_id WHERE p.status = 'done')"
+      " WHERE rank = 1");
   const auto winner_columns = without(columns.at("winners"), {"sweep_id"});
-  counts.winners = run("INSERT INTO main.winners (sweep_id, " + joined(winner_columns) + ") SELECT coalesce(m.id, 0), " +
-                       prefixed("w.", winner_columns) +
-                       " FROM merged_input.winners AS w LEFT JOIN temp.merge_sweep_map AS m ON m.input_id = w.sweep_id"
-                       " WHERE true ON CONFLICT (device_key, problem_key) DO UPDATE SET sweep_id = excluded.sweep_id, " +
-                       take_excluded(without(winner_columns, {"device_key", "problem_key"})) +
-                       " WHERE excluded.measured_at > winners.measured_at");
+  counts.winners = run(
+      "INSERT INTO main.winners (sweep_id, " + joined(winner_columns) + ") SELECT coalesce(m.id, 0), " +
+      prefixed("w.", winner_columns) +
+      " FROM merged_input.winners AS w LEFT JOIN temp.merge_sweep_map AS m ON m.input_id = w.sweep_id"
+      " LEFT JOIN temp.merge_latest AS l ON l.device_key = w.device_key AND l.problem_key = w.problem_key"
+      " WHERE l.sweep_id IS NULL OR l.sweep_id = coalesce(m.id, 0)"
+      " ON CONFLICT (device_key, problem_key) DO UPDATE SET sweep_id = excluded.sweep_id, " +
+      take_excluded(without(winner_columns, {"device_key", "problem_key"})) +
+      " WHERE CASE WHEN EXISTS (SELECT 1 FROM temp.merge_latest AS k WHERE k.device_key = excluded.device_key"
+      " AND k.problem_key = excluded.problem_key) THEN winners.sweep_id IS NOT excluded.sweep_id"
+      " ELSE excluded.measured_at > winners.measured_at END");
   transaction.commit();
   return counts;
 }

@@ -127,11 +127,12 @@ class Store {
   // devices, ceilings, sweeps with their problems, candidates and counters, and its winners.
   // A sweep is the same sweep when device, command, git sha, shape file (path and hash), options
   // and start time are equal; it is then not added twice. Conflicts keep the later measurement:
-  // a candidate (sweep, problem, variant, config), a winner (device, problem) or a ceiling
-  // (device, name) replaces the row here only when its measured_at is later; a problem's
-  // "done" replaces "skipped"; a finished copy of a sweep updates an unfinished one. So merging
-  // the same file twice changes nothing. The input is only read; an older schema is migrated in
-  // a private copy. Winners are imported as they are: recompute them after (tuner/merge).
+  // a candidate (sweep, problem, variant, config) or a ceiling (device, name) replaces the row
+  // here only when its measured_at is later; a problem's "done" replaces "skipped"; a finished
+  // copy of a sweep updates an unfinished one. A winner is taken only from the latest sweep that
+  // finished its problem (latest_done_sweeps), where one is held; otherwise the later one. So
+  // merging the same file twice changes nothing. The input is only read; an older schema is
+  // migrated in a private copy. Recompute the winners after (tuner/merge).
   MergeCounts merge_from(const std::string& path);
 
   // Replaces the dispatch row for (device, problem).
