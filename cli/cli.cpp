@@ -552,7 +552,8 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
          {"device", 0, "N", "CUDA device ordinal (default 0)"},
          {"devices", 0, "all|0,2,3",
           "spread the sweep over these GPUs: one worker process each, taking cost-balanced shards from a queue; "
-          "the parts (DB.parts/) are merged into --db at the end. An ordinal may repeat: workers share that GPU"},
+          "the parts (DB.parts/) are merged into --db at the end. An ordinal may repeat (workers share that GPU: "
+          "a test of the path; their timings disturb each other, so tune with one worker per GPU)"},
          {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
          {"verbose", 'v', "", "one line per candidate"},
          {"counters", 0, "all|winners|none",
