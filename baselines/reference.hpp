@@ -119,6 +119,17 @@ struct AttentionSpec {
 void attention(const AttentionSpec&, const double* q, const double* k, const double* v, const double* lengths,
                const std::vector<std::int64_t>& query_rows, double* o);
 
+// A QKV projection: y[r, j] = sum_d x[r, d] w[j, d] + bias[j] over x [rows, D], w [3 D, D] (Q's,
+// K's and V's weights stacked, as PyTorch's in_proj_weight) and bias [3 D], with rows = batch seq
+// and D = heads head_dim, written heads-split: column j D + h head_dim + d of row b seq + s goes to
+// out[j][((b heads + h) seq + s) head_dim + d] (out = q, k, v). Only the rows listed (all when
+// empty); the rest of q, k, v is left alone.
+struct QkvProjectionSpec {
+  std::int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+};
+void qkv_projection(const QkvProjectionSpec&, const double* x, const double* w, const double* bias,
+                    const std::vector<std::int64_t>& rows, double* q, double* k, double* v);
+
 // Rounding of a double to a storage type, as the device stores it (round to nearest even).
 double round_to_f32(double);
 double round_to_f16(double);

@@ -44,4 +44,25 @@ void attention(const AttentionSpec& s, const double* q, const double* k, const d
   });
 }
 
+void qkv_projection(const QkvProjectionSpec& s, const double* x, const double* w, const double* bias,
+                    const std::vector<std::int64_t>& rows, double* q, double* k, double* v) {
+  const std::int64_t width = s.heads * s.head_dim;
+  const std::int64_t count = rows.empty() ? s.batch * s.seq : static_cast<std::int64_t>(rows.size());
+  double* const out[3] = {q, k, v};
+  parallel_for(count, 4, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t row = rows.empty() ? task : rows[static_cast<std::size_t>(task)];
+      const std::int64_t b = row / s.seq, position = row % s.seq;
+      const double* xr = x + row * width;
+      for (std::int64_t j = 0; j < 3 * width; ++j) {
+        const double* wj = w + j * width;
+        double sum = bias[j];
+        for (std::int64_t d = 0; d < width; ++d) sum += xr[d] * wj[d];
+        const std::int64_t which = j / width, head = (j % width) / s.head_dim, d = j % s.head_dim;
+        out[which][((b * s.heads + head) * s.seq + position) * s.head_dim + d] = sum;
+      }
+    }
+  });
+}
+
 }  // namespace shapetune::reference

@@ -326,7 +326,36 @@ def judge_attention(run):
             "; ".join(slower) if slower else "none slower", not slower)
     else:
         add("-", "attention winners", "none in this database", None)
+    judge_qkv_projection(run, table)
     return table.result()
+
+
+def judge_qkv_projection(run, table):
+    """Issue 21's QKV projection: packed_head_split faster than split wherever it passes accuracy,
+    and every packed variant that fails the gate recorded with its worst element."""
+    for (primitive, dtype, shape), w in sorted(run.winners.items()):
+        if primitive != "qkv_projection":
+            continue
+        key = f"{primitive}/{dtype}/{shape}"
+        fused = best_candidate(run, key, "variant = 'packed_head_split'")
+        split = best_candidate(run, key, "variant = 'split'")
+        failed = run.db.execute("SELECT variant, config_key, first_mismatch FROM candidates WHERE problem_key = ? AND "
+                                "status = 'failed_accuracy' AND variant LIKE 'packed%'", (key,)).fetchall()
+        problem = f"{primitive} {dtype} {shape}"
+        if failed:
+            worst = failed[0]
+            table.add(problem, "packed failing the gate is recorded with its worst element",
+                      f"{len(failed)} packed configs failed; e.g. {worst['variant']}{{{worst['config_key']}}}: "
+                      f"{worst['first_mismatch']}", True)
+        if not measured(fused):
+            table.add(problem, "packed_head_split beats split where accurate", "packed_head_split not accurate or not measured", None)
+            continue
+        if not measured(split):
+            table.add(problem, "packed_head_split beats split where accurate", "split not measured", None)
+            continue
+        table.add(problem, "packed_head_split beats split where accurate",
+                  f"{fused['us']:.2f} vs {split['us']:.2f} us (x{split['us'] / fused['us']:.2f}); winner {w['variant']}",
+                  fused["us"] < split["us"])
 
 
 def main():

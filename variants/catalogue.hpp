@@ -156,6 +156,10 @@ class Catalogue {
 // The catalogue of everything this build knows, built once on first use.
 const Catalogue& catalogue();
 
+// The cost model of a problem of the catalogue; NaN bytes and FLOPs where this build does not know
+// its primitive (a database from another version).
+Cost catalogue_cost(const Problem&);
+
 // Registration entry points, one per primitive family (variants/<family>.cpp).
 void register_softmax(Catalogue&);
 void register_layernorm(Catalogue&);     // layernorm, residual_layernorm
@@ -169,6 +173,7 @@ void register_gemm_cublas(Catalogue&);   // cublas, cublas_tf32, cublaslt on eve
 void register_rnn(Catalogue&);           // lstm.forward, gru.forward: stepwise, persistent, cudnn
 void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwise, cudnn (after register_rnn)
 void register_attention(Catalogue&);     // attention.{causal,full}.{split,packed}[.padded]: naive, flash_mma, cudnn_sdpa
+void register_qkv_projection(Catalogue&);  // qkv_projection: split, packed (cuBLAS), packed_head_split (mma.sync)
 void register_fault_injection(Catalogue&);  // test only (SHAPETUNE_FAULT_VARIANTS=1): faults on purpose
 
 }  // namespace shapetune

@@ -23,6 +23,8 @@ using kg::Layout;
 // Tensors of a tf32 problem are fp32; only the products may be taken in TF32.
 DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 
+}  // namespace
+
 // Unit roundoff (half an ulp of 1) of a stored result.
 double unit_roundoff(DType dtype) {
   switch (dtype) {
@@ -60,6 +62,8 @@ Tolerance gemm_tolerance(DType dtype, std::int64_t k) {
   const double rtol = 2 * u_out + 16 * u;
   return Tolerance{bound * rtol / (rtol - u_out), rtol};
 }
+
+namespace {
 
 // The depth the per-dtype tolerance (shown by `shapetune list`) assumes: the seed squares' middle.
 constexpr std::int64_t kTypicalDepth = 4096;

@@ -24,6 +24,14 @@ using kernels::gemm::kGemmLayouts;
 using kernels::gemm::kGemmOps;
 using kernels::gemm::parse_gemm_primitive;
 
+// Unit roundoff (half an ulp of 1) of a result stored in dtype (tf32: fp32 storage).
+double unit_roundoff(DType dtype);
+
+// The tolerance of a product of depth k with fp32 accumulation, inputs uniform in [-1, 1], the
+// result stored in dtype (the derivation is at the definition, variants/gemm.cpp). Other
+// families whose outputs are such products (the QKV projection) use it too.
+Tolerance gemm_tolerance(DType dtype, std::int64_t k);
+
 // The values 0 .. count - 1 of a `tile` axis, which indexes a kernel's table of tile shapes.
 inline std::vector<std::int64_t> tile_indices(std::size_t count) {
   std::vector<std::int64_t> out;

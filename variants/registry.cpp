@@ -1,4 +1,5 @@
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 
 #include "variants/catalogue.hpp"
@@ -21,12 +22,18 @@ const Catalogue& catalogue() {
     register_rnn(c);
     register_rnn_backward(c);
     register_attention(c);
+    register_qkv_projection(c);
     // Test only: variants that fault on purpose, for the isolation tests.
     if (const char* faults = std::getenv("SHAPETUNE_FAULT_VARIANTS"); faults && std::string_view(faults) == "1")
       register_fault_injection(c);
     return c;
   }();
   return instance;
+}
+
+Cost catalogue_cost(const Problem& problem) {
+  if (const Primitive* primitive = catalogue().find_primitive(problem.primitive)) return primitive->cost(problem);
+  return Cost{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
 }
 
 }  // namespace shapetune

@@ -51,7 +51,20 @@ struct Params {
   int tiles_m, tiles_n;
   int stages;
   bool a_vector, b_vector;
+  HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
 };
+
+// Where output (row, col) of C is stored, as an element pointer.
+template <typename T>
+__device__ __forceinline__ T* output_at(const Params<T>& p, std::int64_t row, std::int64_t col) {
+  if (!p.split.dst[0]) return p.c + row * p.ldc + col;
+  const std::int64_t width = std::int64_t{p.split.heads} * p.split.head_dim;
+  const int which = col >= 2 * width ? 2 : col >= width ? 1 : 0;
+  const std::int64_t within = col - which * width;
+  const std::int64_t head = within / p.split.head_dim, d = within - head * p.split.head_dim;
+  const std::int64_t batch = row / p.split.seq, position = row - batch * p.split.seq;
+  return p.split.dst[which] + ((batch * p.split.heads + head) * p.split.seq + position) * p.split.head_dim + d;
+}
 
 // Waits until the oldest in-flight tile has landed: with `stages` buffers, stages - 2 younger
 // groups may stay in flight. The stage count is a run-time value (one kernel serves 2, 3 and 4),
@@ -353,7 +366,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float
       const int idx = lane + e * kWarpSize, r = idx / C::kWarpN, c = idx % C::kWarpN;
       const std::int64_t row = row0 + 16 * i + r, col = col0 + c;
       if (row < p.m && col < p.n)
-        p.c[row * p.ldc + col] = from_float<T>(apply_activation(p.epilogue, staging[r * kStride + c]));
+        *output_at(p, row, col) = from_float<T>(apply_activation(p.epilogue, staging[r * kStride + c]));
     }
   }
 }
@@ -471,7 +484,8 @@ struct TilingFor {
 bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 template <class C>
-cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t stream) {
+cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split, int stages,
+                   cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
   // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and kRasterGroup * tiles_n) in range.
@@ -496,6 +510,7 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
   p.stages = stages;
   p.a_vector = aligned(args.a, kChunkBytes) && p.lda % kChunkElements == 0;
   p.b_vector = aligned(args.b, kChunkBytes) && p.ldb % kChunkElements == 0;
+  p.split = split;
 
   const std::size_t smem = static_cast<std::size_t>(stages) * C::kStageBytes;
   auto kernel = mma_sync_kernel<C>;
@@ -514,19 +529,20 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
-cudaError_t launch_tile(const Args<T>& args, int tile, int stages, cudaStream_t stream,
-                        std::index_sequence<kTile...>) {
+cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, int tile, int stages,
+                        cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
-        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, stages, stream))
+        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, stages, stream))
         : e),
    ...);
   return e;
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor>
-cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream) {
-  return launch_tile<T, kAKMajor, kBKMajor>(args, tile, stages, stream,
+cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream,
+                          const HeadSplitOutput<T>& split = {}) {
+  return launch_tile<T, kAKMajor, kBKMajor>(args, split, tile, stages, stream,
                                             std::make_index_sequence<tiles_for<T>().size()>{});
 }
 
@@ -553,8 +569,26 @@ cudaError_t mma_sync(const gemm::Args<T>& args, int tile, int stages, cudaStream
   return cudaErrorInvalidValue;
 }
 
+template <typename T>
+cudaError_t mma_sync_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>& out, int tile, int stages,
+                                cudaStream_t stream) {
+  if (stages < kMinStages || stages > kMaxStages || tile < 0) return cudaErrorInvalidValue;
+  if (args.m < 1 || args.n < 1 || args.k < 1 || args.layout != Layout::nt || args.beta != 0.f) return cudaErrorInvalidValue;
+  if (!out.dst[0] || !out.dst[1] || !out.dst[2] || out.seq < 1 || out.heads < 1 || out.head_dim < 1 ||
+      args.n != 3 * std::int64_t{out.heads} * out.head_dim || args.m % out.seq != 0)
+    return cudaErrorInvalidValue;
+  if (cudaError_t e = require_sm80(); e != cudaSuccess) return e;
+  return launch_layout<T, true, true>(args, tile, stages, stream, out);
+}
+
 template cudaError_t mma_sync<__half>(const gemm::Args<__half>&, int, int, cudaStream_t);
 template cudaError_t mma_sync<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, cudaStream_t);
 template cudaError_t mma_sync<float>(const gemm::Args<float>&, int, int, cudaStream_t);
+template cudaError_t mma_sync_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int,
+                                                 cudaStream_t);
+template cudaError_t mma_sync_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
+                                                        const HeadSplitOutput<__nv_bfloat16>&, int, int, cudaStream_t);
+template cudaError_t mma_sync_head_split<float>(const gemm::Args<float>&, const HeadSplitOutput<float>&, int, int,
+                                                cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm_tensor_core

@@ -1,6 +1,7 @@
-// The attention family's host side: the float64 reference against hand-computed and limiting
-// cases, split and packed layouts agreeing, the padding mask, the sampled check of long
-// sequences, the cost model, and what the variants refuse before any launch.
+// The attention family's host side (attention and its QKV projection): the float64 reference
+// against hand-computed and limiting cases, split and packed layouts agreeing, the padding mask,
+// the sampled check of long sequences, the cost model, and what the variants refuse before any
+// launch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -209,6 +210,92 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);
   EXPECT_FALSE(cudnn.supports(problem("attention.causal.packed", 1, 1, 64, 64, DType::tf32), cudnn.default_config, h200).ok);
+}
+
+// ---- qkv_projection -----------------------------------------------------------------------------
+
+Problem projection(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t hd, DType dtype = DType::f16) {
+  return {"qkv_projection", dtype, Shape({{"B", B}, {"S", S}, {"H", H}, {"hd", hd}})};
+}
+
+TEST(QkvProjection, TheLadderAndItsBaseline) {
+  std::vector<std::string> names;
+  for (const Variant* v : catalogue().variants("qkv_projection")) names.push_back(v->name + (v->baseline ? "*" : ""));
+  EXPECT_EQ(names, (std::vector<std::string>{"split*", "packed", "packed_head_split"}));
+  EXPECT_EQ(primitive("qkv_projection").default_variant, "packed_head_split");
+}
+
+// Every output element by hand: row b S + s of x against row j D + h hd + d of w, plus the bias,
+// found at its heads-split place in q, k or v.
+TEST(QkvProjection, ReferenceWritesEachProjectionHeadsSplit) {
+  const Problem p = projection(2, 3, 2, 3);  // D = 6, rows = 6
+  HostTensors t = draw(p, 11);
+  primitive("qkv_projection").reference(p, {}, t);
+  const std::int64_t B = 2, S = 3, H = 2, hd = 3, D = H * hd;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (int j = 0; j < 3; ++j)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t d = 0; d < hd; ++d) {
+            const std::int64_t row = b * S + s, col = j * D + h * hd + d;
+            double want = t[2][col];
+            for (std::int64_t e = 0; e < D; ++e) want += t[0][row * D + e] * t[1][col * D + e];
+            const double got = t[3 + j][((b * H + h) * S + s) * hd + d];
+            EXPECT_NEAR(got, want, 1e-12) << "j " << j << " b " << b << " s " << s << " h " << h << " d " << d;
+          }
+}
+
+TEST(QkvProjection, LargeProblemsAreCheckedOnSampledRowsWithinTheBudget) {
+  const Primitive& qkv = primitive("qkv_projection");
+  const Problem small = projection(64, 128, 4, 32);
+  EXPECT_TRUE(qkv.checked_ranges(small).empty()) << "every row where the whole reference is affordable";
+  const Problem case14 = projection(32, 100000, 16, 64);
+  const auto ranges = qkv.checked_ranges(case14);
+  ASSERT_FALSE(ranges.empty());
+  const std::int64_t elements = 32LL * 100000 * 16 * 64;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    EXPECT_LT(ranges[i].begin, ranges[i].end);
+    EXPECT_LE(ranges[i].end, elements);
+    if (i) {
+      EXPECT_LE(ranges[i - 1].end, ranges[i].begin) << "sorted and disjoint";
+    }
+  }
+  const double sampled_rows = static_cast<double>(ranges.size()) / 16;  // one range per head of a row
+  EXPECT_LE(sampled_rows * 3 * 1024.0 * 1024.0, 4.5e9) << "the reference stays within its budget";
+  EXPECT_GE(sampled_rows, 2 * 32) << "at least the first and last row of every batch row";
+  const Cost reference = reference_cost(qkv, case14);
+  EXPECT_LT(reference.flops, 1e10);
+  // The sampled rows are computed and compared on the GPU box (tests/gpu/test_qkv_projection_variants:
+  // B 1, S 2500, D 1024, about twice the budget), where the reference has 16 cores.
+}
+
+TEST(QkvProjection, CostAndToleranceFollowTheGemmInside) {
+  const Primitive& qkv = primitive("qkv_projection");
+  const Problem p = projection(64, 128, 4, 32);  // rows 8192, D 128
+  const Cost cost = qkv.cost(p);
+  EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 8192 * 3 * 128 * 128);
+  EXPECT_DOUBLE_EQ(cost.bytes, (8192.0 * 128 + 3 * 128 * 128 + 3 * 128 + 3 * 8192.0 * 128) * 2);
+  const Tolerance f16 = tolerance_for(qkv, p), wide = tolerance_for(qkv, projection(1, 8, 16, 64));
+  EXPECT_LT(f16.atol, wide.atol) << "error grows with D";
+  EXPECT_GT(tolerance_for(qkv, projection(64, 128, 4, 32, DType::bf16)).rtol, f16.rtol);
+}
+
+TEST(QkvProjection, RefusalsBeforeAnyLaunch) {
+  const DeviceLimits h200 = nominal_device_limits();
+  DeviceLimits t4 = h200;
+  t4.compute_capability = 75;
+  const Variant& fused = *catalogue().find_variant("qkv_projection", "packed_head_split");
+  const Problem p = projection(64, 128, 4, 32);
+  EXPECT_TRUE(fused.supports(p, fused.default_config, h200).ok);
+  EXPECT_TRUE(fused.supports(projection(64, 128, 4, 32, DType::tf32), fused.default_config, h200).ok);
+  EXPECT_FALSE(fused.supports(p, fused.default_config, t4).ok);
+  const Support tf32_tile = fused.supports(projection(64, 128, 4, 32, DType::tf32), Config({{"tile", 7}, {"stages", 3}}), h200);
+  EXPECT_FALSE(tf32_tile.ok);
+  EXPECT_NE(tf32_tile.reason.find("16-bit types only"), std::string::npos) << tf32_tile.reason;
+  const Variant& split = *catalogue().find_variant("qkv_projection", "split");
+  EXPECT_TRUE(split.supports(p, split.default_config, t4).ok) << "cuBLAS runs everywhere";
+  EXPECT_EQ(split.workspace_bytes(p, split.default_config), std::size_t{8192} * 3 * 128 * 2);
+  EXPECT_FALSE(primitive("qkv_projection").validate_shape(Shape({{"B", 1}, {"S", 1}, {"H", 1024}, {"hd", 32}})).ok);
 }
 
 }  // namespace

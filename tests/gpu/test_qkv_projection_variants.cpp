@@ -1,0 +1,46 @@
+// Every QKV projection variant and config against the float64 reference on fresh inputs with
+// poisoned outputs, at awkward shapes: one row, head dims of 8 and 80, rows no tile divides,
+// a D that is not a multiple of 16, and a problem large enough to be checked on sampled rows.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "support/test_support.hpp"
+#include "support/verify_configs.hpp"
+
+namespace shapetune {
+namespace {
+
+struct Case {
+  std::int64_t B, S, H, hd;
+};
+
+const Case kShapes[] = {{1, 1, 1, 8},    {2, 17, 3, 32}, {3, 5, 4, 8},   {1, 130, 2, 80},
+                        {2, 64, 4, 64},  {1, 33, 3, 12}, {1, 2500, 16, 64}};
+
+class QkvProjectionVariants : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    SHAPETUNE_REQUIRE_GPU();
+    device_ = use_device(0);
+    measurer_ = std::make_unique<Measurer>(device_, MeasureOptions{});
+  }
+  DeviceInfo device_;
+  std::unique_ptr<Measurer> measurer_;
+};
+
+TEST_P(QkvProjectionVariants, EveryConfigAtAwkwardShapes) {
+  std::uint64_t seed = std::random_device{}();
+  // split and packed everywhere; packed_head_split's configs from sm_80 on.
+  const int at_least = device_.limits.compute_capability >= 80 ? 3 : 2;
+  for (const Case& c : kShapes) {
+    const Problem problem{"qkv_projection", GetParam(), Shape({{"B", c.B}, {"S", c.S}, {"H", c.H}, {"hd", c.hd}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QkvProjectionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace shapetune

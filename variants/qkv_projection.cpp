@@ -1,0 +1,292 @@
+// The QKV projection of attention: x [B S, D] times the stacked weights w [3 D, D] (Q's, K's, V's,
+// as PyTorch's in_proj_weight) plus bias [3 D], delivered heads-split as Q, K, V [B, H, S, hd]
+// (D = H hd): the layout attention.*.split reads. Axes B, S, H, hd, as attention's; dtypes f16,
+// bf16 and tf32 (f32 storage, TF32 products). The ladder:
+//   split:             the reference's way (three nn.Linear, then view and transpose): three cuBLAS
+//                      GEMMs into [B S, D] each, then one pass that adds the biases and transposes
+//                      the heads out; the baseline;
+//   packed:            one cuBLAS GEMM against all 3 D rows of w (one launch, x read once), then the
+//                      same pass;
+//   packed_head_split: one mma.sync GEMM whose epilogue adds the bias and writes Q, K and V straight
+//                      into the heads-split layout: no [B S, 3 D] intermediate, no second pass.
+// Whether a packed GEMM passes the element-wise gate is the sweep's to decide per shape and dtype
+// (the TechJam work found packed fp16 failing on some shapes under cuBLAS): each variant is
+// checked against the float64 reference like any other.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "baselines/cublas.hpp"
+#include "baselines/reference.hpp"
+#include "kernels/attention/qkv_projection.cuh"
+#include "kernels/gemm/tensor_core.cuh"
+#include "variants/catalogue.hpp"
+#include "variants/gemm_common.hpp"
+#include "variants/launch_helpers.hpp"
+
+namespace shapetune {
+namespace {
+
+namespace ktc = kernels::gemm_tensor_core;
+
+struct Projection {
+  std::int64_t batch, seq, heads, head_dim;
+  std::int64_t rows() const { return batch * seq; }
+  std::int64_t width() const { return heads * head_dim; }  // D
+};
+
+Projection projection_of(const Problem& p) {
+  return {p.shape.at("B"), p.shape.at("S"), p.shape.at("H"), p.shape.at("hd")};
+}
+
+// f16 and bf16 are stored as themselves, tf32 as f32.
+DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
+
+// The float64 reference costs 3 D^2 multiply-adds a row; past this many in all, a sample of rows
+// is computed and checked (TechJam case 14, 3.2 million rows at D = 1024, would take 1e13).
+constexpr double kReferenceBudget = 4e9;
+
+// The rows (b S + s) the reference computes: all where that fits the budget, else in every batch
+// row the first, the last and evenly spaced ones between.
+std::vector<std::int64_t> reference_rows(const Projection& p) {
+  const double row_cost = 3.0 * static_cast<double>(p.width()) * static_cast<double>(p.width());
+  const double affordable = kReferenceBudget / row_cost;
+  if (static_cast<double>(p.rows()) <= affordable) return {};
+  const std::int64_t per_batch = std::clamp<std::int64_t>(static_cast<std::int64_t>(affordable / p.batch), 2, p.seq);
+  std::vector<std::int64_t> rows;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    std::int64_t last = -1;
+    for (std::int64_t r = 0; r < per_batch; ++r) {
+      const std::int64_t s = r * (p.seq - 1) / (per_batch - 1);
+      if (s != last) rows.push_back(b * p.seq + s);
+      last = s;
+    }
+  }
+  return rows;
+}
+
+Support validate_shape(const Shape& s) {
+  const std::int64_t B = s.at("B"), S = s.at("S"), H = s.at("H"), hd = s.at("hd");
+  if (std::max({B, S, H, hd}) > INT_MAX / 4) return Support::no("B, S, H and hd must be below 2^29");
+  if (H * hd > 16384) return Support::no("D = H hd must be at most 16384");
+  if (B * S * H * hd > (std::int64_t{1} << 36)) return Support::no("B S H hd must be at most 2^36 (per tensor)");
+  return Support::yes();
+}
+
+Primitive qkv_primitive() {
+  Primitive p;
+  p.name = "qkv_projection";
+  p.description = "attention's input projection: x [B S, D] w[3 D, D]^T + bias [3 D], delivered heads-split as "
+                  "Q, K, V [B, H, S, hd] (D = H hd)";
+  p.signature = "q|k|v[b,h,s,d] = sum_e x[b S + s, e] w[j D + h hd + d, e] + bias[j D + h hd + d], j = 0|1|2";
+  p.axes = {"B", "S", "H", "hd"};
+  p.dtypes = {DType::f16, DType::bf16, DType::tf32};
+  p.tensors = [](const Problem& problem) {
+    const Projection pr = projection_of(problem);
+    const DType t = storage_of(problem.dtype);
+    // Inputs uniform in [-1, 1], as GEMM's tolerance assumes.
+    return std::vector<TensorSpec>{
+        {"x", t, {pr.rows(), pr.width()}, TensorRole::input},
+        {"w", t, {3 * pr.width(), pr.width()}, TensorRole::input},
+        {"bias", t, {3 * pr.width()}, TensorRole::input},
+        {"q", t, {pr.batch, pr.heads, pr.seq, pr.head_dim}, TensorRole::output},
+        {"k", t, {pr.batch, pr.heads, pr.seq, pr.head_dim}, TensorRole::output},
+        {"v", t, {pr.batch, pr.heads, pr.seq, pr.head_dim}, TensorRole::output},
+    };
+  };
+  p.reference = [](const Problem& problem, std::span<const double>, HostTensors& t) {
+    const Projection pr = projection_of(problem);
+    reference::qkv_projection({pr.batch, pr.seq, pr.heads, pr.head_dim}, t[0].data(), t[1].data(), t[2].data(),
+                              reference_rows(pr), t[3].data(), t[4].data(), t[5].data());
+  };
+  p.checked_ranges = [](const Problem& problem) {
+    const Projection pr = projection_of(problem);
+    std::vector<ElementRange> ranges;
+    for (const std::int64_t row : reference_rows(pr)) {
+      const std::int64_t b = row / pr.seq, s = row % pr.seq;
+      for (std::int64_t h = 0; h < pr.heads; ++h) {
+        const std::int64_t begin = ((b * pr.heads + h) * pr.seq + s) * pr.head_dim;
+        ranges.push_back({begin, begin + pr.head_dim});
+      }
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+    return ranges;
+  };
+  p.cost = [](const Problem& problem) {
+    const Projection pr = projection_of(problem);
+    const double rows = static_cast<double>(pr.rows()), d = static_cast<double>(pr.width());
+    const double element = static_cast<double>(dtype_size(storage_of(problem.dtype)));
+    // x, w and bias read once, Q, K and V written once: what a fused kernel must move.
+    return Cost{(rows * d + 3 * d * d + 3 * d + 3 * rows * d) * element, 2 * rows * 3 * d * d};
+  };
+  p.problem_tolerance = [](const Problem& problem) {
+    return gemm_tolerance(problem.dtype, problem.shape.at("H") * problem.shape.at("hd") + 1);  // + 1: the bias
+  };
+  p.tolerance = [](DType dtype) { return gemm_tolerance(dtype, 1024); };
+  p.default_variant = "packed_head_split";
+  p.validate_shape = validate_shape;
+  return p;
+}
+
+template <typename Fn>
+LaunchStatus with_projection_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::tf32: return fn(float{});
+    case DType::f16: return fn(__half{});
+    case DType::bf16: return fn(__nv_bfloat16{});
+    default: return LaunchStatus::failure("qkv_projection has no " + std::string(dtype_name(dtype)) + " variant");
+  }
+}
+
+// Tensor order: x, w, bias, q, k, v.
+template <typename T>
+struct Tensors {
+  const T *x, *w, *bias;
+  T* out[3];
+};
+
+template <typename T>
+Tensors<T> tensors_of(const LaunchArgs& a) {
+  return {static_cast<const T*>(a.tensors[0]),
+          static_cast<const T*>(a.tensors[1]),
+          static_cast<const T*>(a.tensors[2]),
+          {static_cast<T*>(a.tensors[3]), static_cast<T*>(a.tensors[4]), static_cast<T*>(a.tensors[5])}};
+}
+
+// ---- split and packed: cuBLAS GEMMs, then the bias and the heads' transpose in one pass ---------
+
+// The GEMMs' output before the bias and the transpose: [rows, 3 D] or three [rows, D].
+std::size_t library_workspace(const Problem& problem, const Config&) {
+  const Projection pr = projection_of(problem);
+  return align256(static_cast<std::size_t>(pr.rows() * pr.width() * 3) * dtype_size(storage_of(problem.dtype)));
+}
+
+// C [rows, n] = x w_rows^T for `gemms` launches of n = 3 D / gemms output columns each.
+LaunchStatus library_projection(const LaunchArgs& a, std::int64_t gemms) {
+  const Projection pr = projection_of(a.problem);
+  return with_projection_type(a.problem.dtype, [&](auto tag) -> LaunchStatus {
+    using T = decltype(tag);
+    const Tensors<T> t = tensors_of<T>(a);
+    T* staging = static_cast<T*>(a.workspace);
+    const std::int64_t n = 3 * pr.width() / gemms;
+    for (std::int64_t g = 0; g < gemms; ++g) {
+      GemmOperands op;
+      op.a = t.x;
+      op.b = t.w + g * n * pr.width();
+      op.c = staging + g * pr.rows() * n;
+      op.m = pr.rows(), op.n = n, op.k = pr.width();
+      op.layout = kernels::gemm::Layout::nt;
+      if (LaunchStatus s = library_status(cublas_gemm(a.libraries, a.stream, a.problem.dtype, op)); !s.ok) return s;
+    }
+    // Packed: Q, K and V are column blocks of one [rows, 3 D] matrix; split: three [rows, D] ones.
+    const T* src[3];
+    for (int j = 0; j < 3; ++j)
+      src[j] = gemms == 1 ? staging + j * pr.width() : staging + j * pr.rows() * pr.width();
+    return launch_status(kernels::attention::head_split_bias<T>(src, gemms == 1 ? 3 * pr.width() : pr.width(), t.bias,
+                                                                t.out, pr.rows(), pr.seq, static_cast<int>(pr.heads),
+                                                                static_cast<int>(pr.head_dim), a.stream));
+  });
+}
+
+// ---- packed_head_split: one mma.sync GEMM, its epilogue writing heads-split ---------------------
+
+struct TileTable {
+  const ktc::TileShape* tiles;
+  int count;
+  std::size_t element_bytes;
+};
+
+TileTable tiles_of(DType dtype) {
+  if (dtype == DType::tf32) return {ktc::kTilesTf32.data(), static_cast<int>(ktc::kTilesTf32.size()), 4};
+  return {ktc::kTiles16.data(), static_cast<int>(ktc::kTiles16.size()), 2};
+}
+
+Support fused_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  if (limits.compute_capability < 80)
+    return Support::no("needs sm_80+ (cp.async, m16n8k16 and bf16/tf32 mma.sync); the device is sm_" +
+                       std::to_string(limits.compute_capability));
+  const TileTable table = tiles_of(p.dtype);
+  const std::int64_t index = c.at("tile");
+  // The tf32 table is shorter: its indices past the end are not configs of a tf32 problem.
+  if (index >= table.count) return Support::no("tile " + std::to_string(index) + " exists for 16-bit types only");
+  const ktc::TileShape& t = table.tiles[index];
+  if (t.threads() > limits.max_threads_per_block)
+    return Support::no(std::to_string(t.threads()) + " threads per block; the device allows " +
+                       std::to_string(limits.max_threads_per_block));
+  const std::size_t shared =
+      ktc::shared_bytes(t, table.element_bytes, kernels::gemm::Layout::nt, static_cast<int>(c.at("stages")));
+  if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
+    return Support::no(std::to_string(shared) + " bytes of shared memory per block; the device allows " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  const Projection pr = projection_of(p);
+  const std::int64_t tiles_m = (pr.rows() + t.block_m - 1) / t.block_m;
+  const std::int64_t tiles_n = (3 * pr.width() + t.block_n - 1) / t.block_n;
+  if (tiles_m > (INT_MAX / 2) / tiles_n || tiles_n > INT_MAX / 16) return Support::no("needs more than 2^30 blocks");
+  return Support::yes();
+}
+
+LaunchStatus fused(const LaunchArgs& a) {
+  const Projection pr = projection_of(a.problem);
+  return with_projection_type(a.problem.dtype, [&](auto tag) -> LaunchStatus {
+    using T = decltype(tag);
+    const Tensors<T> t = tensors_of<T>(a);
+    kernels::gemm::Args<T> args;
+    args.a = t.x;
+    args.b = t.w;
+    args.bias = t.bias;
+    args.m = pr.rows(), args.n = 3 * pr.width(), args.k = pr.width();
+    args.layout = kernels::gemm::Layout::nt;
+    args.epilogue = kernels::gemm::Epilogue::bias;
+    ktc::HeadSplitOutput<T> out;
+    for (int j = 0; j < 3; ++j) out.dst[j] = t.out[j];
+    out.seq = pr.seq, out.heads = static_cast<int>(pr.heads), out.head_dim = static_cast<int>(pr.head_dim);
+    const cudaError_t e = ktc::mma_sync_head_split(args, out, cfg(a.config, "tile"), cfg(a.config, "stages"), a.stream);
+    if (e == cudaErrorNotSupported) return LaunchStatus::refused("the current device is below sm_80");
+    return launch_status(e);
+  });
+}
+
+}  // namespace
+
+void register_qkv_projection(Catalogue& cat) {
+  cat.add(qkv_primitive());
+
+  Variant split;
+  split.primitive = "qkv_projection";
+  split.name = "split";
+  split.description = "the reference's way: three cuBLAS GEMMs x W_q^T, x W_k^T, x W_v^T into [B S, D] each, then "
+                      "one pass adding the biases and transposing the heads out";
+  split.baseline = true;
+  split.workspace_bytes = library_workspace;
+  split.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
+  split.launch = [](const LaunchArgs& a) { return library_projection(a, 3); };
+  cat.add(split);
+
+  Variant packed = split;
+  packed.name = "packed";
+  packed.description = "one cuBLAS GEMM against the stacked [3 D, D] weights (x read once, one launch), then the "
+                       "same bias and transpose pass";
+  packed.baseline = false;
+  packed.launch = [](const LaunchArgs& a) { return library_projection(a, 1); };
+  cat.add(packed);
+
+  static_assert(ktc::kMaxStages - ktc::kMinStages == 2, "the stages axis lists 2, 3, 4");
+  Variant fused_variant;
+  fused_variant.primitive = "qkv_projection";
+  fused_variant.name = "packed_head_split";
+  fused_variant.description = "one mma.sync GEMM against the stacked weights whose epilogue adds the bias and writes "
+                              "Q, K, V heads-split: no intermediate, no transpose pass";
+  fused_variant.params =
+      ParamSpace({{"tile", tile_indices(ktc::kTiles16.size()),
+                   "block tile: an index into mma_sync's table (16-bit) or mma_sync_tf32's (tf32; shorter)"},
+                  {"stages", {ktc::kMinStages, 3, ktc::kMaxStages}, "shared-memory buffers of the cp.async pipeline"}});
+  // Tile 2 (128 rows in both tables), 3 stages: fine from a few thousand rows on.
+  fused_variant.default_config = Config({{"tile", 2}, {"stages", 3}});
+  fused_variant.supports = fused_supports;
+  fused_variant.launch = fused;
+  cat.add(fused_variant);
+}
+
+}  // namespace shapetune
