@@ -702,7 +702,7 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "OUT.db could not be read or written (the inputs before it stay merged)."},
                   [](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return run_merge(a.positional[0], std::vector<std::string>(a.positional.begin() + 1, a.positional.end()),
-                                     out, err);
+                                     catalogue_cost, out, err);
                   }});
   list.push_back({cli::train_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return cli::run_train(a, out, err, join_args(all_args));

@@ -9,7 +9,6 @@
 #include "db/store.hpp"
 #include "tuner/choose.hpp"
 #include "tuner/search.hpp"
-#include "variants/catalogue.hpp"
 
 namespace shapetune {
 
@@ -40,7 +39,7 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-WinnerRefresh recompute_winners(Store& store) {
+WinnerRefresh recompute_winners(Store& store, const CostModel& cost) {
   WinnerRefresh refresh;
   std::set<std::string> device_keys;
   std::map<std::int64_t, std::string> git_sha_of;
@@ -64,8 +63,7 @@ WinnerRefresh recompute_winners(Store& store) {
       for (const auto& r : records)
         if (r.variant == winner->variant && r.config == winner->config)
           winner->measured_at = std::max(winner->measured_at, r.measured_at);
-      if (const Primitive* primitive = catalogue().find_primitive(winner->problem.primitive))
-        winner->cost = primitive->cost(winner->problem);
+      if (cost) winner->cost = cost(winner->problem);
       // The algorithm a library variant's config picked on this device (and library version,
       // both in the device key) is the one recorded for the same choice.
       if (same_choice) winner->library_algo = it->second.library_algo;
@@ -76,8 +74,8 @@ WinnerRefresh recompute_winners(Store& store) {
   return refresh;
 }
 
-int run_merge(const std::string& output, const std::vector<std::string>& inputs, std::ostream& out,
-              std::ostream& err) {
+int run_merge(const std::string& output, const std::vector<std::string>& inputs, const CostModel& cost,
+              std::ostream& out, std::ostream& err) {
   std::unique_ptr<Store> store;
   try {
     store = Store::open(output, OpenMode::read_write);
@@ -106,7 +104,7 @@ int run_merge(const std::string& output, const std::vector<std::string>& inputs,
     }
   }
   try {
-    const WinnerRefresh refresh = recompute_winners(*store);
+    const WinnerRefresh refresh = recompute_winners(*store, cost);
     std::set<std::string> devices;
     std::int64_t candidates = 0;
     const auto sweeps = store->sweeps();

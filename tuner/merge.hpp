@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
+
+#include "core/types.hpp"
 
 namespace shapetune {
 
@@ -17,17 +20,20 @@ struct WinnerRefresh {
   std::int64_t changed = 0;   // rows written because the table held another winner, or none
 };
 
+// The cost model a rewritten winner is stored with (catalogue_cost, or none: NaN).
+using CostModel = std::function<Cost(const Problem&)>;
+
 // For every device and problem, the winner of the latest sweep that finished the problem
 // (Store::latest_done_sweeps), chosen from that sweep's full measurements as the sweep itself
 // chooses (choose_winner). A row already naming that sweep, variant and config is left as it is,
 // so refreshing twice changes nothing. A problem none of whose candidates was accurate keeps
 // whatever row it had.
-WinnerRefresh recompute_winners(Store&);
+WinnerRefresh recompute_winners(Store&, const CostModel& cost = {});
 
 // `shapetune merge OUT IN...`: OUT is created if missing. Returns the exit code: 0 merged,
 // 2 an input or OUT could not be read or written (inputs before it stay merged; merging is
 // idempotent, so the same command can simply be run again).
-int run_merge(const std::string& output, const std::vector<std::string>& inputs, std::ostream& out,
-              std::ostream& err);
+int run_merge(const std::string& output, const std::vector<std::string>& inputs, const CostModel& cost,
+              std::ostream& out, std::ostream& err);
 
 }  // namespace shapetune

@@ -117,7 +117,9 @@ TEST(Shard, PartitionCoversEveryItemOnceAndBalancesTime) {
       double load = 0;
       for (std::size_t i = 0; i < shard.size(); ++i) {
         ++seen[shard[i]];
-        if (i) EXPECT_LT(shard[i - 1], shard[i]) << "file order within a shard";
+        if (i) {
+          EXPECT_LT(shard[i - 1], shard[i]) << "file order within a shard";
+        }
         load += std::isfinite(times[shard[i]]) && times[shard[i]] > 0 ? times[shard[i]] : 0;
       }
       largest = std::max(largest, load);
