@@ -113,6 +113,10 @@ class Statement {
     return sqlite3_column_int64(stmt_, index);
   }
   std::int64_t integer_at(int index) const { return sqlite3_column_int64(stmt_, index); }
+  std::string text_at(int index) const {
+    const auto* bytes = sqlite3_column_text(stmt_, index);
+    return bytes ? std::string(reinterpret_cast<const char*>(bytes)) : std::string();
+  }
   sqlite3_stmt* raw() const { return stmt_; }
   // SQLite stores NaN as NULL, so NULL reads back as NaN.
   double real(std::string_view name) const {
@@ -1018,6 +1022,12 @@ int copy_database(const std::string& input, const std::string& copy) {
   rc = sqlite3_backup_step(backup, -1);
   sqlite3_backup_finish(backup);
   if (rc != SQLITE_DONE) throw_sqlite(destination.get(), rc, input, "copying the database to merge");
+  // The full check, not the quick one every open runs: an index that disagrees with its table
+  // (which quick_check misses) would let the typed readers below see the index's values while the
+  // merge copies the table's.
+  Statement check(destination.get(), input, "checking the database to merge", "PRAGMA integrity_check(1)");
+  const std::string result = check.step() ? check.text_at(0) : "";
+  if (result != "ok") throw StoreError(input + " is corrupt: " + result + "; restore it from a copy");
   return version;
 }
 
