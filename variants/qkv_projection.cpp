@@ -3,8 +3,8 @@
 // (D = H hd): the layout attention.*.split reads. Axes B, S, H, hd, as attention's; dtypes f16,
 // bf16 and tf32 (f32 storage, TF32 products). The ladder:
 //   split:             the reference's way (three nn.Linear, then view and transpose): three cuBLAS
-//                      GEMMs into [B S, D] each, then one pass that adds the biases and transposes
-//                      the heads out; the baseline;
+//                      GEMMs into fp32 [B S, D] each, then one pass that adds the biases, rounds once
+//                      and transposes the heads out; the baseline;
 //   packed:            one cuBLAS GEMM against all 3 D rows of w (one launch, x read once), then the
 //                      same pass;
 //   packed_head_split: one mma.sync GEMM whose epilogue adds the bias and writes Q, K and V straight
@@ -157,10 +157,10 @@ Tensors<T> tensors_of(const LaunchArgs& a) {
 
 // ---- split and packed: cuBLAS GEMMs, then the bias and the heads' transpose in one pass ---------
 
-// The GEMMs' output before the bias and the transpose: [rows, 3 D] or three [rows, D].
+// The GEMMs' fp32 output before the bias and the transpose: [rows, 3 D] or three [rows, D].
 std::size_t library_workspace(const Problem& problem, const Config&) {
   const Projection pr = projection_of(problem);
-  return align256(static_cast<std::size_t>(pr.rows() * pr.width() * 3) * dtype_size(storage_of(problem.dtype)));
+  return align256(static_cast<std::size_t>(pr.rows() * pr.width() * 3) * sizeof(float));
 }
 
 // C [rows, n] = x w_rows^T for `gemms` launches of n = 3 D / gemms output columns each.
@@ -169,19 +169,25 @@ LaunchStatus library_projection(const LaunchArgs& a, std::int64_t gemms) {
   return with_projection_type(a.problem.dtype, [&](auto tag) -> LaunchStatus {
     using T = decltype(tag);
     const Tensors<T> t = tensors_of<T>(a);
-    T* staging = static_cast<T*>(a.workspace);
+    auto* staging = static_cast<float*>(a.workspace);
     const std::int64_t n = 3 * pr.width() / gemms;
     for (std::int64_t g = 0; g < gemms; ++g) {
-      GemmOperands op;
-      op.a = t.x;
-      op.b = t.w + g * n * pr.width();
-      op.c = staging + g * pr.rows() * n;
-      op.m = pr.rows(), op.n = n, op.k = pr.width();
-      op.layout = kernels::gemm::Layout::nt;
-      if (LaunchStatus s = library_status(cublas_gemm(a.libraries, a.stream, a.problem.dtype, op)); !s.ok) return s;
+      const T* w = t.w + g * n * pr.width();
+      float* c = staging + g * pr.rows() * n;
+      LibraryCallResult r;
+      if (a.problem.dtype == DType::tf32) {  // fp32 tensors, TF32 products, fp32 output
+        GemmOperands op;
+        op.a = t.x, op.b = w, op.c = c;
+        op.m = pr.rows(), op.n = n, op.k = pr.width();
+        op.layout = kernels::gemm::Layout::nt;
+        r = cublas_gemm(a.libraries, a.stream, a.problem.dtype, op);
+      } else {  // 16-bit operands, fp32 output
+        r = cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, pr.rows(), n, pr.width(), t.x, w, c);
+      }
+      if (LaunchStatus s = library_status(r); !s.ok) return s;
     }
     // Packed: Q, K and V are column blocks of one [rows, 3 D] matrix; split: three [rows, D] ones.
-    const T* src[3];
+    const float* src[3];
     for (int j = 0; j < 3; ++j)
       src[j] = gemms == 1 ? staging + j * pr.width() : staging + j * pr.rows() * pr.width();
     return launch_status(kernels::attention::head_split_bias<T>(src, gemms == 1 ? 3 * pr.width() : pr.width(), t.bias,
@@ -221,6 +227,7 @@ Support fused_supports(const Problem& p, const Config& c, const DeviceLimits& li
     return Support::no(std::to_string(shared) + " bytes of shared memory per block; the device allows " +
                        std::to_string(limits.shared_memory_per_block_optin));
   const Projection pr = projection_of(p);
+  if (pr.rows() > INT_MAX) return Support::no("the head-split epilogue indexes rows in 32 bits: B S must be below 2^31");
   const std::int64_t tiles_m = (pr.rows() + t.block_m - 1) / t.block_m;
   const std::int64_t tiles_n = (3 * pr.width() + t.block_n - 1) / t.block_n;
   if (tiles_m > (INT_MAX / 2) / tiles_n || tiles_n > INT_MAX / 16) return Support::no("needs more than 2^30 blocks");
@@ -256,8 +263,8 @@ void register_qkv_projection(Catalogue& cat) {
   Variant split;
   split.primitive = "qkv_projection";
   split.name = "split";
-  split.description = "the reference's way: three cuBLAS GEMMs x W_q^T, x W_k^T, x W_v^T into [B S, D] each, then "
-                      "one pass adding the biases and transposing the heads out";
+  split.description = "the reference's way: three cuBLAS GEMMs x W_q^T, x W_k^T, x W_v^T into fp32 [B S, D] each, "
+                      "then one pass adding the biases, rounding once and transposing the heads out";
   split.baseline = true;
   split.workspace_bytes = library_workspace;
   split.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };

@@ -10,7 +10,7 @@ namespace shapetune::kernels::attention {
 namespace {
 
 struct Pointers {
-  const void* src[3];
+  const float* src[3];
   void* dst[3];
 };
 
@@ -33,8 +33,7 @@ __global__ void head_split_bias_kernel(Pointers p, std::int64_t src_ld, const T*
     rest /= seq;
     const std::int64_t h = rest % heads, b = rest / heads;
     const std::int64_t col = h * head_dim + d;
-    const T* src = static_cast<const T*>(p.src[which]);
-    const float value = to_float(src[(b * seq + s) * src_ld + col]) + to_float(bias[which * width + col]);
+    const float value = p.src[which][(b * seq + s) * src_ld + col] + to_float(bias[which * width + col]);
     static_cast<T*>(p.dst[which])[i - which * per_tensor] = from_float<T>(value);
   }
 }
@@ -42,7 +41,7 @@ __global__ void head_split_bias_kernel(Pointers p, std::int64_t src_ld, const T*
 }  // namespace
 
 template <typename T>
-cudaError_t head_split_bias(const T* const src[3], std::int64_t src_ld, const T* bias, T* const dst[3],
+cudaError_t head_split_bias(const float* const src[3], std::int64_t src_ld, const T* bias, T* const dst[3],
                             std::int64_t rows, std::int64_t seq, int heads, int head_dim, cudaStream_t stream) {
   if (rows < 1 || seq < 1 || heads < 1 || head_dim < 1 || rows % seq != 0) return cudaErrorInvalidValue;
   Pointers p{{src[0], src[1], src[2]}, {dst[0], dst[1], dst[2]}};
@@ -55,9 +54,9 @@ cudaError_t head_split_bias(const T* const src[3], std::int64_t src_ld, const T*
 
 template cudaError_t head_split_bias<float>(const float* const[3], std::int64_t, const float*, float* const[3],
                                             std::int64_t, std::int64_t, int, int, cudaStream_t);
-template cudaError_t head_split_bias<__half>(const __half* const[3], std::int64_t, const __half*, __half* const[3],
+template cudaError_t head_split_bias<__half>(const float* const[3], std::int64_t, const __half*, __half* const[3],
                                              std::int64_t, std::int64_t, int, int, cudaStream_t);
-template cudaError_t head_split_bias<__nv_bfloat16>(const __nv_bfloat16* const[3], std::int64_t, const __nv_bfloat16*,
+template cudaError_t head_split_bias<__nv_bfloat16>(const float* const[3], std::int64_t, const __nv_bfloat16*,
                                                     __nv_bfloat16* const[3], std::int64_t, std::int64_t, int, int,
                                                     cudaStream_t);
 

@@ -54,16 +54,21 @@ struct Params {
   HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
 };
 
-// Where output (row, col) of C is stored, as an element pointer.
+// Where output (row, col) of C is stored, as an element pointer. The head split divides in 32
+// bits (mma_sync_head_split keeps rows and columns below 2^31): 64-bit divisions, four per
+// element, made the epilogue cost more than the GEMM at D = 128.
 template <typename T>
 __device__ __forceinline__ T* output_at(const Params<T>& p, std::int64_t row, std::int64_t col) {
   if (!p.split.dst[0]) return p.c + row * p.ldc + col;
-  const std::int64_t width = std::int64_t{p.split.heads} * p.split.head_dim;
-  const int which = col >= 2 * width ? 2 : col >= width ? 1 : 0;
-  const std::int64_t within = col - which * width;
-  const std::int64_t head = within / p.split.head_dim, d = within - head * p.split.head_dim;
-  const std::int64_t batch = row / p.split.seq, position = row - batch * p.split.seq;
-  return p.split.dst[which] + ((batch * p.split.heads + head) * p.split.seq + position) * p.split.head_dim + d;
+  const unsigned head_dim = static_cast<unsigned>(p.split.head_dim), seq = static_cast<unsigned>(p.split.seq);
+  const unsigned width = static_cast<unsigned>(p.split.heads) * head_dim;
+  const auto column = static_cast<unsigned>(col), r = static_cast<unsigned>(row);
+  const unsigned which = column >= 2 * width ? 2 : column >= width ? 1 : 0;
+  const unsigned within = column - which * width;
+  const unsigned head = within / head_dim, d = within - head * head_dim;
+  const unsigned batch = r / seq, position = r - batch * seq;
+  return p.split.dst[which] +
+         ((static_cast<std::size_t>(batch) * p.split.heads + head) * seq + position) * head_dim + d;
 }
 
 // Waits until the oldest in-flight tile has landed: with `stages` buffers, stages - 2 younger
@@ -575,7 +580,8 @@ cudaError_t mma_sync_head_split(const gemm::Args<T>& args, const HeadSplitOutput
   if (stages < kMinStages || stages > kMaxStages || tile < 0) return cudaErrorInvalidValue;
   if (args.m < 1 || args.n < 1 || args.k < 1 || args.layout != Layout::nt || args.beta != 0.f) return cudaErrorInvalidValue;
   if (!out.dst[0] || !out.dst[1] || !out.dst[2] || out.seq < 1 || out.heads < 1 || out.head_dim < 1 ||
-      args.n != 3 * std::int64_t{out.heads} * out.head_dim || args.m % out.seq != 0)
+      args.n != 3 * std::int64_t{out.heads} * out.head_dim || args.m % out.seq != 0 || args.m > INT_MAX ||
+      args.n > INT_MAX)
     return cudaErrorInvalidValue;
   if (cudaError_t e = require_sm80(); e != cudaSuccess) return e;
   return launch_layout<T, true, true>(args, tile, stages, stream, out);

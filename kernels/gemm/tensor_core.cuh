@@ -101,8 +101,8 @@ struct HeadSplitOutput {
 };
 
 // mma_sync whose epilogue writes C through `out`. Needs layout nt (x [M, D] times W [3 D, D]
-// transposed), beta 0, n = 3 heads head_dim and m a multiple of seq; cudaErrorInvalidValue
-// otherwise.
+// transposed), beta 0, n = 3 heads head_dim, m a multiple of seq and m, n below 2^31;
+// cudaErrorInvalidValue otherwise.
 template <typename T>
 cudaError_t mma_sync_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>& out, int tile, int stages,
                                 cudaStream_t stream);
