@@ -523,6 +523,37 @@ int cmd_report(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// ---- migrate -------------------------------------------------------------------------------
+int cmd_migrate(const ParsedArgs& a, std::ostream& out, std::ostream&) {
+  const std::string& path = a.positional[0];
+  int version = 0;
+  try {
+    version = Store::file_schema_version(path);
+  } catch (const StoreError& e) {
+    throw InputError(e.what());
+  }
+  const int latest = Store::latest_schema_version();
+  if (version == latest) {
+    out << path << " is at schema v" << latest << ", this build's: nothing to do\n";
+    return 0;
+  }
+  if (version > latest) throw InputError(path + " has schema v" + std::to_string(version) +
+                                         "; this shapetune understands up to v" + std::to_string(latest) +
+                                         ": upgrade shapetune");
+  const std::string backup = path + ".v" + std::to_string(version) + ".bak";
+  if (std::filesystem::exists(backup))
+    throw InputError(backup + " exists already; move it away (it may be an earlier backup) and run migrate again");
+  try {
+    Store::backup(path, backup);
+    open_store(path, OpenMode::read_write);  // migrates, one transaction per step
+  } catch (const StoreError& e) {
+    throw InputError(e.what());
+  }
+  out << "migrated " << path << " from schema v" << version << " to v" << latest << "; the original is kept as "
+      << backup << "\n";
+  return 0;
+}
+
 // ---- the command table -------------------------------------------------------------------
 std::vector<Command> commands(const std::vector<std::string>& all_args) {
   std::vector<Command> list;
@@ -704,6 +735,13 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                     return run_merge(a.positional[0], std::vector<std::string>(a.positional.begin() + 1, a.positional.end()),
                                      catalogue_cost, out, err);
                   }});
+  list.push_back({{"migrate",
+                   "Upgrade a database to this build's schema in place, after copying the original to DB.vN.bak "
+                   "(read-only verbs read older schemas without it, through a private migrated copy).",
+                   "DB", 1, 1, {},
+                   "Exit codes: 0 migrated or already current; 2 not a shapetune database, a newer schema, the backup\n"
+                   "exists already, or the file cannot be written."},
+                  cmd_migrate});
   list.push_back({cli::train_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return cli::run_train(a, out, err, join_args(all_args));
                   }});
@@ -713,7 +751,7 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
 std::string top_help(const std::vector<Command>& list) {
   std::ostringstream s;
   s << "shapetune " << build_git_sha() << ": shape-aware autotuning of CUDA kernels\n\n"
-    << "usage: shapetune COMMAND [options]   (shapetune COMMAND --help for each)\n\ncommands:\n";
+    << "usage: shapetune COMMAND [options]   (shapetune COMMAND --help for each; shapetune --version)\n\ncommands:\n";
   for (const auto& c : list) s << "  " << std::left << std::setw(10) << c.spec.name << c.spec.summary << "\n";
   s << "\nA typical session: shapetune devices; shapetune sweep shapes/quick.yaml --db shapetune.db;\n"
        "shapetune winners --db shapetune.db; shapetune export --db shapetune.db --format json -o winners.json\n";
@@ -724,6 +762,10 @@ std::string top_help(const std::vector<Command>& list) {
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const auto list = commands(args);
+  if (!args.empty() && (args[0] == "--version" || args[0] == "version")) {
+    out << "shapetune " << build_git_sha() << " (database schema v" << Store::latest_schema_version() << ")\n";
+    return 0;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     (args.empty() ? err : out) << top_help(list);
     return args.empty() ? 2 : 0;

@@ -292,9 +292,7 @@ void check_schema_version(int version, const std::string& path, OpenMode mode) {
   if (version > latest)
     throw StoreError(path + " has schema v" + std::to_string(version) + "; this shapetune understands up to v" +
                      std::to_string(latest) + ": upgrade shapetune");
-  if (version < latest && mode == OpenMode::read_only)
-    throw StoreError(path + " has schema v" + std::to_string(version) + "; this shapetune needs v" +
-                     std::to_string(latest) + ": run a sweep or open read-write to migrate");
+  (void)mode;  // an older schema is migrated: in place read-write, in a private copy read-only
 }
 
 void migrate(sqlite3* db, const std::string& path, int version_found) {
@@ -564,6 +562,14 @@ ReadOnlyOpen read_only_target(const std::string& path) {
   return {file_uri(copy.string(), "mode=ro"), fs::path(pattern)};
 }
 
+int copy_database(const std::string& input, const std::string& copy);  // below, with merging
+
+std::filesystem::path make_temp_dir(const std::string& what) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "shapetune-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to " + what);
+  return pattern;
+}
+
 }  // namespace
 
 std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
@@ -592,8 +598,27 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
 
   check_is_shapetune(db.get(), path);
   check_integrity(db.get(), path);
-  const int version = user_version(db.get(), path);
+  int version = user_version(db.get(), path);
   check_schema_version(version, path, mode);
+  if (mode == OpenMode::read_only && version < latest_schema_version()) {
+    // A database of an older schema is read through a migrated private copy: read-only verbs
+    // read every schema this project ever wrote, and never write the file (`shapetune migrate`
+    // upgrades it in place, keeping a backup).
+    db.reset();
+    const std::filesystem::path dir = make_temp_dir("read an older schema of " + path);
+    std::error_code ignored;
+    if (remover.dir) std::filesystem::remove_all(*remover.dir, ignored);  // copy_database reads it anew
+    remover.dir = dir;
+    const std::string copy = (dir / "migrated.db").string();
+    copy_database(path, copy);
+    Store::open(copy, OpenMode::read_write);
+    handle = nullptr;
+    rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr);
+    db.reset(handle);
+    if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening its migrated copy");
+    sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
+    version = user_version(db.get(), path);
+  }
   if (mode == OpenMode::read_write) {
     // WAL lets readers (winners, export) run while a sweep writes.
     execute(db.get(), path, "switching to WAL journaling", "PRAGMA journal_mode = WAL");
@@ -607,6 +632,26 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
 }
 
 int Store::latest_schema_version() { return schema_migrations().back().version; }
+
+int Store::backup(const std::string& path, const std::string& destination) { return copy_database(path, destination); }
+
+int Store::file_schema_version(const std::string& path) {
+  check_file_access(path, OpenMode::read_only);
+  const ReadOnlyOpen target = read_only_target(path);
+  struct RemoveDir {
+    std::optional<std::filesystem::path> dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      if (dir) std::filesystem::remove_all(*dir, ignored);
+    }
+  } remove_read_copy{target.copy_dir};
+  sqlite3* handle = nullptr;
+  const int rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  std::unique_ptr<sqlite3, CloseDatabase> db(handle);
+  if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
+  check_is_shapetune(db.get(), path);
+  return user_version(db.get(), path);
+}
 
 Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
@@ -1055,16 +1100,14 @@ std::vector<std::pair<std::string, std::int64_t>> Store::latest_done_sweeps(cons
 
 MergeCounts Store::merge_from(const std::string& input) {
   namespace fs = std::filesystem;
-  std::string pattern = (fs::temp_directory_path() / "shapetune-merge-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to merge " + input);
   struct RemoveDir {
     fs::path dir;
     ~RemoveDir() {
       std::error_code ignored;
       fs::remove_all(dir, ignored);
     }
-  } remove_copy{pattern};
-  const std::string copy = (fs::path(pattern) / "input.db").string();
+  } remove_copy{make_temp_dir("merge " + input)};
+  const std::string copy = (remove_copy.dir / "input.db").string();
   MergeCounts counts;
   counts.from_schema = copy_database(input, copy);
   {

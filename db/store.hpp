@@ -82,8 +82,16 @@ class Store {
   // Opens (read_write creates) a database and brings its schema to the latest version.
   // Throws StoreError when the file is not SQLite, is SQLite but not a shapetune database,
   // has a schema newer than this build understands, or cannot be created/written.
+  // read_only never writes the file: a database of an older schema is read through a migrated
+  // private copy (removed with the Store).
   static std::unique_ptr<Store> open(const std::string& path, OpenMode mode = OpenMode::read_write);
   static int latest_schema_version();
+  // The schema version the file holds (0: a new, empty file), without migrating anything.
+  static int file_schema_version(const std::string& path);
+  // A consistent copy of a shapetune database at `destination` (SQLite's backup API: a sweep may
+  // be writing), refused unless the source passes the full integrity check and its schema is
+  // not newer than this build's. Returns its schema version.
+  static int backup(const std::string& path, const std::string& destination);
 
   ~Store();
   Store(const Store&) = delete;

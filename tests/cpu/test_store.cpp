@@ -13,9 +13,12 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
+#include "cli/cli.hpp"
 #include "core/records.hpp"
 #include "db/schema.hpp"
 
@@ -431,10 +434,12 @@ TEST(StoreOpen, TwoStoresShareOneFile) {
 // ---- migrations ----------------------------------------------------------------------------
 
 // A database as the first shapetune release left it: migration 1 only, with rows in it.
-void build_version_1_database(const std::string& path) {
+// A database as shapetune wrote it at schema `version`: that many migrations, then rows with the
+// columns of version 1 (every later migration adds columns with defaults or NULLs).
+void build_version_database(const std::string& path, int version) {
   RawDatabase raw(path);
-  raw.exec(std::string(schema_migrations()[0].sql));
-  raw.exec("PRAGMA user_version = 1");
+  for (int v = 0; v < version; ++v) raw.exec(std::string(schema_migrations()[static_cast<std::size_t>(v)].sql));
+  raw.exec("PRAGMA user_version = " + std::to_string(version));
   raw.exec(R"sql(
     INSERT INTO devices VALUES ('NVIDIA A100|sm_80|108SM|40GiB', 'NVIDIA A100', 80, 108, 41943040, 42949672960,
                                 '535.1', '12.2', '12.2.1', '8.9.0');
@@ -445,12 +450,19 @@ void build_version_1_database(const std::string& path) {
                             reason, atol, rtol, measured_at)
       VALUES (1, 'softmax/f32/rows=64,cols=64', 'softmax', 'f32', 'rows=64,cols=64', 'naive', 'block_size=64', 0,
               'error', 'illegal address', 0.001, 0.002, '2025-01-02T03:05:00Z');
-    INSERT INTO winners VALUES ('NVIDIA A100|sm_80|108SM|40GiB', 'softmax/f32/rows=64,cols=64', 'softmax', 'f32',
-                                'rows=64,cols=64', 'naive', 'block_size=64', 0, 1.5, 1.25, 1.75, 1.0, 0.01, 100, 'cold',
-                                1, 1, 'converged', 0.001, 0.002, '', 0, 0, '', '', 0, 0, 0, 1, 'old0001',
-                                '2025-01-02T03:06:00Z');
+    INSERT INTO winners (device_key, problem_key, primitive, dtype, shape_key, variant, config_key, baseline,
+                         median_us, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode,
+                         launches_per_sample, input_sets, stop_reason, atol, rtol, best_baseline, baseline_us,
+                         speedup_vs_baseline, runner_up_variant, runner_up_config, runner_up_us, margin_rel, tie,
+                         sweep_id, git_sha, measured_at)
+      VALUES ('NVIDIA A100|sm_80|108SM|40GiB', 'softmax/f32/rows=64,cols=64', 'softmax', 'f32',
+              'rows=64,cols=64', 'naive', 'block_size=64', 0, 1.5, 1.25, 1.75, 1.0, 0.01, 100, 'cold',
+              1, 1, 'converged', 0.001, 0.002, '', 0, 0, '', '', 0, 0, 0, 1, 'old0001',
+              '2025-01-02T03:06:00Z');
   )sql");
 }
+
+void build_version_1_database(const std::string& path) { build_version_database(path, 1); }
 
 TEST(StoreMigration, UpgradesVersion1DatabaseKeepingItsRows) {
   TempDir dir;
@@ -554,14 +566,75 @@ TEST(StoreCounters, UnavailableReasonPerSweep) {
   EXPECT_THROW(store->set_counters_unavailable(b + 1, "x"), StoreError);
 }
 
-TEST(StoreMigration, ReadOnlyOpenDoesNotMigrate) {
+// Every schema this project ever wrote is read by the read-only verbs, through a migrated private
+// copy: the file itself is left byte for byte as it was, and no copy stays behind.
+TEST(StoreMigration, ReadOnlyOpenReadsEveryOlderSchemaWithoutWritingIt) {
+  for (int version = 1; version < Store::latest_schema_version(); ++version) {
+    TempDir dir;
+    const std::string path = dir.file("v" + std::to_string(version) + ".db");
+    build_version_database(path, version);
+    const std::string before = test_support::read_file(path);
+    {
+      auto store = Store::open(path, OpenMode::read_only);
+      EXPECT_EQ(store->schema_version(), Store::latest_schema_version());
+      EXPECT_EQ(Store::file_schema_version(path), version);
+      const auto winners = store->winners();
+      ASSERT_EQ(winners.size(), 1u) << "v" << version;
+      EXPECT_EQ(winners[0].variant, "naive");
+      EXPECT_EQ(winners[0].timing.median_us, 1.5);
+      EXPECT_EQ(store->candidates(1).size(), 1u);
+    }
+    EXPECT_TRUE(test_support::read_file(path) == before) << "v" << version << " was written";
+    EXPECT_EQ(RawDatabase(path).value("PRAGMA user_version"), std::to_string(version));
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+      EXPECT_EQ(entry.path().filename(), "v" + std::to_string(version) + ".db") << "left behind: " << entry.path();
+  }
+}
+
+// `shapetune migrate DB`: a backup first, then the upgrade in place; a second run has nothing to
+// do; the backup is not overwritten by a later migrate.
+TEST(StoreMigration, MigrateCommandUpgradesInPlaceKeepingABackup) {
   TempDir dir;
-  const std::string path = dir.file("v1.db");
+  const std::string path = dir.file("old.db");
+  build_version_database(path, 4);
+  auto cli = [](std::vector<std::string> args) {
+    std::ostringstream out, err;
+    const int code = run_cli(args, out, err);
+    return std::make_tuple(code, out.str(), err.str());
+  };
+  const auto [code, out, err] = cli({"migrate", path});
+  ASSERT_EQ(code, 0) << err;
+  expect_contains(out, "migrated " + path + " from schema v4 to v" + std::to_string(Store::latest_schema_version()));
+  EXPECT_EQ(Store::file_schema_version(path + ".v4.bak"), 4) << "the backup is the original schema";
+  EXPECT_EQ(Store::open(path + ".v4.bak", OpenMode::read_only)->winners().size(), 1u) << "with its rows";
+  EXPECT_EQ(Store::file_schema_version(path), Store::latest_schema_version());
+  EXPECT_EQ(Store::open(path, OpenMode::read_only)->winners().size(), 1u);
+  const auto [again, again_out, again_err] = cli({"migrate", path});
+  EXPECT_EQ(again, 0) << again_err;
+  expect_contains(again_out, "nothing to do");
+
+  build_version_database(dir.file("second.db"), 2);
+  std::ofstream(dir.file("second.db.v2.bak")) << "an earlier backup";
+  const auto [refused, refused_out, refused_err] = cli({"migrate", dir.file("second.db")});
+  EXPECT_EQ(refused, 2);
+  expect_contains(refused_err, "exists already");
+  EXPECT_EQ(Store::file_schema_version(dir.file("second.db")), 2) << "nothing migrated without a backup";
+  const auto [not_db, not_db_out, not_db_err] = cli({"migrate", dir.file("second.db.v2.bak")});
+  EXPECT_EQ(not_db, 2);
+  const auto [version, version_out, version_err] = cli({"--version"});
+  EXPECT_EQ(version, 0);
+  expect_contains(version_out, "(database schema v" + std::to_string(Store::latest_schema_version()) + ")");
+}
+
+TEST(StoreMigration, NewerSchemasAreRefusedEvenReadOnly) {
+  TempDir dir;
+  const std::string path = dir.file("v99.db");
   build_version_1_database(path);
-  const std::string message = store_error_of([&] { Store::open(path, OpenMode::read_only); });
-  expect_contains(message, path + " has schema v1");
-  expect_contains(message, "run a sweep or open read-write to migrate");
-  EXPECT_EQ(RawDatabase(path).value("PRAGMA user_version"), "1");
+  RawDatabase(path).exec("PRAGMA user_version = 99");
+  for (const OpenMode mode : {OpenMode::read_only, OpenMode::read_write}) {
+    const std::string message = store_error_of([&] { Store::open(path, mode); });
+    expect_contains(message, "has schema v99; this shapetune understands up to v");
+  }
 }
 
 // ---- records -------------------------------------------------------------------------------
