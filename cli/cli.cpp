@@ -15,6 +15,7 @@
 
 #include "cli/args.hpp"
 #include "cli/measure_options.hpp"
+#include "cli/run.hpp"
 #include "cli/table.hpp"
 #include "cli/train.hpp"
 #include "core/build_info.hpp"
@@ -742,6 +743,9 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "Exit codes: 0 migrated or already current; 2 not a shapetune database, a newer schema, the backup\n"
                    "exists already, or the file cannot be written."},
                   cmd_migrate});
+  list.push_back({cli::run_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+                    return cli::run_model(a, out, err, join_args(all_args));
+                  }});
   list.push_back({cli::train_spec(), [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return cli::run_train(a, out, err, join_args(all_args));
                   }});

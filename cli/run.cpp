@@ -1,0 +1,150 @@
+#include "cli/run.hpp"
+
+#include <iomanip>
+#include <ostream>
+
+#include "core/build_info.hpp"
+#include "harness/device.hpp"
+#include "models/idx.hpp"
+#include "models/runner.hpp"
+#include "models/transformer.hpp"
+
+namespace shapetune::cli {
+
+namespace {
+
+// The model's shape: a TechJam case, with any size given on its own replacing the case's.
+TransformerShape shape_of(const ParsedArgs& a) {
+  TransformerShape s;
+  if (a.has("case")) {
+    s = *techjam_case(static_cast<int>(a.integer("case", 1, 1, kTechJamCases)));
+  } else {
+    for (const char* name : {"batch", "seq", "dim", "heads", "ffn", "layers"})
+      if (!a.has(name))
+        throw UsageError("give --case N (1-" + std::to_string(kTechJamCases) + ") or all six sizes; --" + name +
+                         " is missing");
+  }
+  const auto size = [&](const char* name, std::int64_t& field) {
+    field = a.integer(name, field, 1, std::int64_t{1} << 30);
+  };
+  size("batch", s.batch), size("seq", s.seq), size("dim", s.dim), size("heads", s.heads), size("ffn", s.ffn);
+  s.layers = a.integer("layers", s.layers, 1, 1000);
+  if (const std::string why = transformer_shape_error(s); !why.empty()) throw UsageError(why);
+  return s;
+}
+
+}  // namespace
+
+CommandSpec run_spec() {
+  return {"run",
+          "Run a model's inference through the dispatch table: `transformer`, the TechJam causal Transformer "
+          "(pre-LN, QKV projection, causal attention, GELU FFN, final LayerNorm).",
+          "MODEL",
+          1,
+          1,
+          {{"case", 0, "N", "a TechJam case, 1-14 (its B, S, D, heads, FFN, layers); sizes given too replace its own"},
+           {"batch", 0, "B", "batch"},
+           {"seq", 0, "S", "sequence length"},
+           {"dim", 0, "D", "model width (a multiple of --heads)"},
+           {"heads", 0, "H", "attention heads"},
+           {"ffn", 0, "F", "FFN width"},
+           {"layers", 0, "L", "layers"},
+           {"dtype", 0, "f32|f16|bf16",
+            "the model's type (default f16); f32 runs LayerNorms in f32 and products in TF32, as PyTorch's \"high\" "
+            "matmul precision"},
+           {"db", 0, "FILE", "the dispatch table (without it: every problem takes its primitive's default variant)"},
+           {"dispatch", 0, "tuned|library", "tuned: the dispatch table (default); library: the library baselines"},
+           {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
+           {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
+           {"input", 0, "FILE", "read the input x [B, S, D] (tensor \"x\") from this safetensors file"},
+           {"save-weights", 0, "FILE", "write the parameters used (generated or read) as safetensors"},
+           {"save-input", 0, "FILE", "write the input used as safetensors (tensor \"x\")"},
+           {"output", 'o', "FILE", "write the output [B, S, D] as safetensors (tensor \"y\")"},
+           {"warmup", 0, "N", "forwards before timing (default 10)"},
+           {"iterations", 0, "N", "timed forwards (default 50)"},
+           {"device", 0, "N", "CUDA device ordinal (default 0)"}},
+          "Prints how each distinct operation resolved (exact, nearest, default, library), then the forward's\n"
+          "median time (CUDA events around one replay of the forward's CUDA graph) with p10/p90.\n"
+          "Weight names follow bench/peers/transformer_torch.py's module, which reads --save-weights, --save-input\n"
+          "and --output to run the same model in PyTorch and compare under the TechJam rule.\n"
+          "Not done yet: the valid-token (padding) mask. Exit codes: 0 ran; 1 failed on the GPU; 2 bad usage or\n"
+          "input, or no CUDA device."};
+}
+
+int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::string& command_line) {
+  if (a.positional[0] != "transformer") throw UsageError("unknown model '" + a.positional[0] + "'; models: transformer");
+  const TransformerShape shape = shape_of(a);
+  const std::string dtype_text = a.value("dtype").value_or("f16");
+  const auto dtype = parse_dtype(dtype_text);
+  if (!dtype || !transformer_types(*dtype)) throw UsageError("--dtype must be f32, f16 or bf16, got '" + dtype_text + "'");
+  RunnerOptions options;
+  if (auto db = a.value("db")) options.db_path = *db;
+  const std::string dispatch = a.value("dispatch").value_or("tuned");
+  const auto mode = parse_dispatch_mode(dispatch);
+  if (!mode) throw UsageError("--dispatch must be tuned or library, got '" + dispatch + "'");
+  options.dispatch = *mode;
+  options.device = static_cast<int>(a.integer("device", 0, 0, 1024));
+  const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
+  const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
+  const int iterations = static_cast<int>(a.integer("iterations", 50, 1, 100000));
+
+  // Inputs first: a bad file is a usage error before any GPU work.
+  TransformerWeights weights;
+  TensorValues input;
+  try {
+    weights = a.has("weights") ? read_tensor_values(*a.value("weights")) : generate_transformer_weights(shape, *dtype, seed);
+    if (a.has("input")) {
+      auto tensors = read_tensor_values(*a.value("input"));
+      const auto x = tensors.find("x");
+      if (x == tensors.end()) throw DataError(*a.value("input") + " has no tensor \"x\"");
+      input = std::move(x->second);
+    } else {
+      input = generate_transformer_input(shape, *dtype, seed);
+    }
+    if (input.shape != std::vector<std::int64_t>{shape.batch, shape.seq, shape.dim})
+      throw DataError("the input is not [B, S, D] = [" + std::to_string(shape.batch) + ", " + std::to_string(shape.seq) +
+                      ", " + std::to_string(shape.dim) + "]");
+  } catch (const DataError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (auto why = cuda_unavailable_reason()) {
+    err << "error: `shapetune run` needs a CUDA device: " << *why << "\n";
+    return 2;
+  }
+  const std::map<std::string, std::string> metadata{{"shape", shape.describe()}, {"dtype", dtype_text},
+                                                    {"command", command_line}, {"git_sha", build_git_sha()}};
+  try {
+    if (auto path = a.value("save-weights")) write_tensor_values(*path, weights, *dtype, metadata);
+    if (auto path = a.value("save-input")) write_tensor_values(*path, {{"x", input}}, *dtype, metadata);
+  } catch (const DataError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+
+  RunnerCore core(options);
+  out << "Transformer " << shape.describe() << ", " << dtype_text << ", on " << core.device().fingerprint.name
+      << ", dispatch " << dispatch_mode_name(options.dispatch)
+      << (options.db_path.empty() ? std::string(" (no database: defaults)") : " from " + options.db_path) << "\n";
+  TransformerRunner runner(core, shape, *dtype, weights);
+  print_resolutions(core.resolutions(), out);
+  runner.set_input(input);
+  runner.forward();
+  const TensorValues y = runner.output();
+  if (auto path = a.value("output")) {
+    try {
+      write_tensor_values(*path, {{"y", y}}, *dtype, metadata);
+    } catch (const DataError& e) {
+      err << "error: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  const TransformerRunner::Timing t = runner.time(warmup, iterations);
+  const double tokens = static_cast<double>(shape.rows());
+  out << std::fixed << std::setprecision(1) << "forward: median " << t.median_us << " us (p10 " << t.p10_us << ", p90 "
+      << t.p90_us << ") over " << t.iterations << " replays of one CUDA graph; " << std::setprecision(0)
+      << tokens / (t.median_us * 1e-6) << " tokens/s\n";
+  return 0;
+}
+
+}  // namespace shapetune::cli

@@ -1,0 +1,452 @@
+#include "models/transformer.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "baselines/reference.hpp"
+#include "harness/cuda_check.hpp"
+#include "models/safetensors.hpp"
+
+namespace shapetune {
+
+namespace {
+
+constexpr double kLayerNormEpsilon = 1e-5;
+
+// The TechJam cases (../shared/techjam-cases.md in the original work; README's runner section).
+constexpr TransformerShape kCases[kTechJamCases] = {
+    {64, 128, 128, 4, 128, 4},   {1, 128, 128, 4, 128, 4},    {4, 128, 128, 4, 128, 4},   {16, 128, 128, 4, 128, 4},
+    {128, 128, 128, 4, 128, 4},  {10000, 128, 128, 4, 128, 4}, {64, 128, 32, 4, 32, 4},   {64, 128, 1024, 4, 1024, 4},
+    {64, 128, 128, 1, 128, 4},   {64, 128, 128, 2, 128, 4},   {64, 128, 128, 16, 128, 4}, {64, 32, 128, 4, 128, 4},
+    {64, 1024, 128, 4, 128, 4},  {32, 100000, 1024, 16, 1024, 2},
+};
+
+std::string dims(const std::vector<std::int64_t>& shape) {
+  std::string out;
+  for (std::int64_t d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+// ---- storage ------------------------------------------------------------------------------------
+
+// A float rounded to `dtype` as stored (f32 and tf32 tensors are fp32).
+float stored(DType dtype, float v) {
+  switch (dtype) {
+    case DType::f16: return __half2float(__float2half_rn(v));
+    case DType::bf16: return __bfloat162float(__float2bfloat16_rn(v));
+    default: return v;
+  }
+}
+
+DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
+
+// `values` as the bytes of `dtype`'s storage.
+std::vector<std::byte> to_bytes(DType dtype, const std::vector<float>& values) {
+  const std::size_t element = dtype_size(storage_of(dtype));
+  std::vector<std::byte> out(values.size() * element);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (element == 4) {
+      std::memcpy(&out[i * 4], &values[i], 4);
+    } else if (dtype == DType::f16) {
+      const __half h = __float2half_rn(values[i]);
+      std::memcpy(&out[i * 2], &h, 2);
+    } else {
+      const __nv_bfloat16 h = __float2bfloat16_rn(values[i]);
+      std::memcpy(&out[i * 2], &h, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> from_bytes(DType dtype, const std::vector<std::byte>& bytes) {
+  const std::size_t element = dtype_size(storage_of(dtype));
+  std::vector<float> out(bytes.size() / element);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (element == 4) {
+      std::memcpy(&out[i], &bytes[i * 4], 4);
+    } else if (dtype == DType::f16) {
+      __half h;
+      std::memcpy(&h, &bytes[i * 2], 2);
+      out[i] = __half2float(h);
+    } else {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &bytes[i * 2], 2);
+      out[i] = __bfloat162float(h);
+    }
+  }
+  return out;
+}
+
+DeviceBuffer upload_values(DType dtype, const std::vector<float>& values) {
+  const std::vector<std::byte> bytes = to_bytes(dtype, values);
+  DeviceBuffer d(std::max<std::size_t>(bytes.size(), 1));
+  SHAPETUNE_CUDA_CHECK(cudaMemcpy(d.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// ---- the float64 forward --------------------------------------------------------------------------
+
+using Rounding = reference::Rounding;
+
+void layer_norm(const std::vector<double>& x, std::int64_t rows, std::int64_t cols, const TensorValues& gamma,
+                const TensorValues& beta, Rounding round, std::vector<double>& y) {
+  y.assign(x.size(), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* row = &x[static_cast<std::size_t>(r * cols)];
+    double mean = 0, var = 0;
+    for (std::int64_t c = 0; c < cols; ++c) mean += row[c];
+    mean /= static_cast<double>(cols);
+    for (std::int64_t c = 0; c < cols; ++c) var += (row[c] - mean) * (row[c] - mean);
+    var /= static_cast<double>(cols);
+    const double inv = 1 / std::sqrt(var + kLayerNormEpsilon);
+    for (std::int64_t c = 0; c < cols; ++c)
+      y[static_cast<std::size_t>(r * cols + c)] = round((row[c] - mean) * inv * gamma.values[c] + beta.values[c]);
+  }
+}
+
+// y [rows, out] = x [rows, in] W^T + b, rounded; GELU (erf) first where asked.
+void linear(const std::vector<double>& x, std::int64_t rows, std::int64_t in, const TensorValues& w,
+            const TensorValues& b, bool gelu, Rounding round, std::vector<double>& y) {
+  const std::int64_t out = static_cast<std::int64_t>(b.values.size());
+  y.assign(static_cast<std::size_t>(rows * out), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) {
+      double sum = b.values[static_cast<std::size_t>(o)];
+      for (std::int64_t i = 0; i < in; ++i)
+        sum += x[static_cast<std::size_t>(r * in + i)] * w.values[static_cast<std::size_t>(o * in + i)];
+      if (gelu) sum = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
+      y[static_cast<std::size_t>(r * out + o)] = round(sum);
+    }
+}
+
+}  // namespace
+
+std::string TransformerShape::describe() const {
+  std::ostringstream s;
+  s << "B " << batch << ", S " << seq << ", D " << dim << ", heads " << heads << ", FFN " << ffn << ", layers "
+    << layers;
+  return s.str();
+}
+
+std::optional<TransformerShape> techjam_case(int number) {
+  if (number < 1 || number > kTechJamCases) return std::nullopt;
+  return kCases[number - 1];
+}
+
+std::string transformer_shape_error(const TransformerShape& s) {
+  if (s.batch < 1 || s.seq < 1 || s.dim < 1 || s.heads < 1 || s.ffn < 1 || s.layers < 1)
+    return "every size must be at least 1 (" + s.describe() + ")";
+  if (s.dim % s.heads != 0) return "D (" + std::to_string(s.dim) + ") must be a multiple of heads (" +
+                                   std::to_string(s.heads) + ")";
+  if (s.layers > 1000) return "at most 1000 layers";
+  if (std::max({s.batch, s.seq, s.dim, s.ffn}) > (std::int64_t{1} << 30) ||
+      s.rows() * std::max(s.dim, s.ffn) > (std::int64_t{1} << 36))
+    return "B S max(D, FFN) must be at most 2^36 elements (" + s.describe() + ")";
+  return "";
+}
+
+std::optional<TransformerTypes> transformer_types(DType model_dtype) {
+  switch (model_dtype) {
+    case DType::f32: return TransformerTypes{DType::f32, DType::tf32};
+    case DType::f16: return TransformerTypes{DType::f16, DType::f16};
+    case DType::bf16: return TransformerTypes{DType::bf16, DType::bf16};
+    default: return std::nullopt;
+  }
+}
+
+std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype) {
+  const TransformerTypes t = *transformer_types(model_dtype);
+  const Shape rows_dim({{"rows", s.rows()}, {"cols", s.dim}});
+  const auto gemm = [&](const std::string& op, std::int64_t n, std::int64_t k) {
+    return Problem{op + ".nt", t.product, Shape({{"m", s.rows()}, {"n", n}, {"k", k}})};
+  };
+  return {
+      {"first LayerNorm", Problem{"layernorm", t.norm, rows_dim}},
+      {"QKV projection", Problem{"qkv_projection", t.product,
+                                 Shape({{"B", s.batch}, {"S", s.seq}, {"H", s.heads}, {"hd", s.head_dim()}})}},
+      {"causal attention", Problem{"attention.causal.split", t.product,
+                                   Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}},
+      {"output projection + bias", gemm("gemm_bias", s.dim, s.dim)},
+      {"residual + LayerNorm", Problem{"residual_layernorm", t.norm, rows_dim}},
+      {"FFN in + bias + GELU", gemm("gemm_bias_gelu", s.ffn, s.dim)},
+      {"FFN out + bias", gemm("gemm_bias", s.dim, s.ffn)},
+  };
+}
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> transformer_parameter_shapes(const TransformerShape& s) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  const auto add = [&](const std::string& name, std::vector<std::int64_t> shape) { out.emplace_back(name, std::move(shape)); };
+  for (std::int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    add(p + "ln1.weight", {s.dim});
+    add(p + "ln1.bias", {s.dim});
+    add(p + "attn.qkv.weight", {3 * s.dim, s.dim});
+    add(p + "attn.qkv.bias", {3 * s.dim});
+    add(p + "attn.out.weight", {s.dim, s.dim});
+    add(p + "attn.out.bias", {s.dim});
+    add(p + "ln2.weight", {s.dim});
+    add(p + "ln2.bias", {s.dim});
+    add(p + "ffn.fc1.weight", {s.ffn, s.dim});
+    add(p + "ffn.fc1.bias", {s.ffn});
+    add(p + "ffn.fc2.weight", {s.dim, s.ffn});
+    add(p + "ffn.fc2.bias", {s.dim});
+  }
+  add("ln_f.weight", {s.dim});
+  add("ln_f.bias", {s.dim});
+  return out;
+}
+
+TransformerWeights generate_transformer_weights(const TransformerShape& s, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  TransformerWeights w;
+  for (const auto& [name, shape] : transformer_parameter_shapes(s)) {
+    std::int64_t count = 1;
+    for (std::int64_t d : shape) count *= d;
+    TensorValues t{shape, std::vector<float>(static_cast<std::size_t>(count))};
+    const bool norm = name.find(".ln") != std::string::npos || name.rfind("ln_f", 0) == 0;
+    const bool weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
+    // fan_in: a Linear's input width (its weight's second extent; its bias follows its weight).
+    const double fan_in = static_cast<double>(name.find("fc2") != std::string::npos ? s.ffn : s.dim);
+    const double bound = 1 / std::sqrt(fan_in);
+    for (float& v : t.values) {
+      double x;
+      if (norm)
+        x = (weight ? 1.0 : 0.0) + std::uniform_real_distribution<double>(-0.1, 0.1)(rng);
+      else
+        x = std::uniform_real_distribution<double>(-bound, bound)(rng);
+      v = stored(dtype, static_cast<float>(x));
+    }
+    w.emplace(name, std::move(t));
+  }
+  return w;
+}
+
+TensorValues generate_transformer_input(const TransformerShape& s, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x5eed1ULL);  // another stream than the weights'
+  std::normal_distribution<double> normal(0, 1);
+  TensorValues x{{s.batch, s.seq, s.dim}, std::vector<float>(static_cast<std::size_t>(s.rows() * s.dim))};
+  for (float& v : x.values) v = stored(dtype, static_cast<float>(normal(rng)));
+  return x;
+}
+
+std::vector<double> transformer_reference(const TransformerShape& s, DType model_dtype, const TransformerWeights& w,
+                                          const TensorValues& input) {
+  const TransformerTypes t = *transformer_types(model_dtype);
+  const Rounding norm_round = reference::rounding_for(t.norm);
+  const Rounding product_round = reference::rounding_for(storage_of(t.product));
+  const std::int64_t M = s.rows(), D = s.dim, H = s.heads, hd = s.head_dim(), S = s.seq;
+  std::vector<double> x(input.values.begin(), input.values.end()), a, qkv, ctx(static_cast<std::size_t>(M * D)), o, b, f, g;
+  const auto p = [&](std::int64_t l, const std::string& name) -> const TensorValues& {
+    return w.at("layers." + std::to_string(l) + "." + name);
+  };
+  layer_norm(x, M, D, p(0, "ln1.weight"), p(0, "ln1.bias"), norm_round, a);
+  const double scale = 1 / std::sqrt(static_cast<double>(hd));
+  for (std::int64_t l = 0; l < s.layers; ++l) {
+    linear(a, M, D, p(l, "attn.qkv.weight"), p(l, "attn.qkv.bias"), false, product_round, qkv);
+    std::vector<double> scores(static_cast<std::size_t>(S));
+    for (std::int64_t bi = 0; bi < s.batch; ++bi)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t i = 0; i < S; ++i) {
+          const double* qi = &qkv[static_cast<std::size_t>(((bi * S + i) * 3 * D) + h * hd)];
+          double top = -INFINITY;
+          for (std::int64_t j = 0; j <= i; ++j) {
+            const double* kj = &qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + D + h * hd)];
+            double dot = 0;
+            for (std::int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
+            scores[static_cast<std::size_t>(j)] = dot * scale;
+            top = std::max(top, dot * scale);
+          }
+          double sum = 0;
+          for (std::int64_t j = 0; j <= i; ++j) sum += (scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top));
+          for (std::int64_t d = 0; d < hd; ++d) {
+            double acc = 0;
+            for (std::int64_t j = 0; j <= i; ++j)
+              acc += scores[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + 2 * D + h * hd + d)];
+            ctx[static_cast<std::size_t>((bi * S + i) * D + h * hd + d)] = product_round(acc / sum);
+          }
+        }
+    linear(ctx, M, D, p(l, "attn.out.weight"), p(l, "attn.out.bias"), false, product_round, o);
+    for (std::size_t e = 0; e < x.size(); ++e) x[e] = norm_round(x[e] + o[e]);
+    layer_norm(x, M, D, p(l, "ln2.weight"), p(l, "ln2.bias"), norm_round, b);
+    linear(b, M, D, p(l, "ffn.fc1.weight"), p(l, "ffn.fc1.bias"), true, product_round, f);
+    linear(f, M, s.ffn, p(l, "ffn.fc2.weight"), p(l, "ffn.fc2.bias"), false, product_round, g);
+    for (std::size_t e = 0; e < x.size(); ++e) x[e] = norm_round(x[e] + g[e]);
+    const bool last = l + 1 == s.layers;
+    layer_norm(x, M, D, last ? w.at("ln_f.weight") : p(l + 1, "ln1.weight"), last ? w.at("ln_f.bias") : p(l + 1, "ln1.bias"),
+               norm_round, a);
+  }
+  return a;
+}
+
+TensorValues tensor_values(const SafetensorsTensor& t, const std::string& source) {
+  const std::optional<DType> dtype = t.shapetune_dtype();
+  if (!dtype || *dtype == DType::i32)
+    throw DataError(source + ": tensor " + t.name + " is " + t.dtype + "; the Transformer reads F32, F16 or BF16");
+  std::vector<std::byte> bytes(t.bytes.begin(), t.bytes.end());
+  return TensorValues{t.shape, from_bytes(*dtype, bytes)};
+}
+
+std::map<std::string, TensorValues> read_tensor_values(const std::string& path) {
+  const SafetensorsFile file = read_safetensors(path);
+  std::map<std::string, TensorValues> out;
+  for (const SafetensorsTensor& t : file.tensors()) out.emplace(t.name, tensor_values(t, path));
+  return out;
+}
+
+void write_tensor_values(const std::string& path, const std::map<std::string, TensorValues>& tensors, DType dtype,
+                         const std::map<std::string, std::string>& metadata) {
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<SafetensorsTensor> list;
+  for (const auto& [name, t] : tensors) storage.push_back(to_bytes(dtype, t.values));
+  std::size_t i = 0;
+  for (const auto& [name, t] : tensors) {
+    SafetensorsTensor st;
+    st.name = name;
+    st.dtype = std::string(safetensors_dtype(storage_of(dtype)));
+    st.shape = t.shape;
+    st.bytes = std::span<const std::byte>(storage[i].data(), storage[i].size());
+    list.push_back(std::move(st));
+    ++i;
+  }
+  write_safetensors(path, list, metadata);
+}
+
+// ---- the runner ---------------------------------------------------------------------------------
+
+struct TransformerRunner::State {
+  RunnerCore& core;
+  TransformerShape shape;
+  DType model;
+  TransformerTypes types;
+  std::map<std::string, DeviceBuffer> weights;
+  DeviceBuffer input, residual[2], normed, q, k, v, ctx, projected, hidden, output;
+  std::vector<BoundOp> ops;
+  GraphExec graph;
+
+  State(RunnerCore& c, const TransformerShape& s, DType m) : core(c), shape(s), model(m), types(*transformer_types(m)) {}
+  void* weight(std::int64_t layer, const std::string& name) {
+    return weights.at(layer < 0 ? name : "layers." + std::to_string(layer) + "." + name).get();
+  }
+};
+
+TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& shape, DType model_dtype,
+                                     const TransformerWeights& weights) {
+  if (const std::string why = transformer_shape_error(shape); !why.empty()) throw std::runtime_error(why);
+  if (!transformer_types(model_dtype))
+    throw std::runtime_error("the Transformer runs in f32, f16 or bf16, not " + std::string(dtype_name(model_dtype)));
+  state_ = std::make_unique<State>(core, shape, model_dtype);
+  State& st = *state_;
+  for (const auto& [name, expected] : transformer_parameter_shapes(shape)) {
+    const auto it = weights.find(name);
+    if (it == weights.end()) throw std::runtime_error("the weights have no " + name + " (" + dims(expected) + ")");
+    if (it->second.shape != expected)
+      throw std::runtime_error("weight " + name + " is " + dims(it->second.shape) + " where this model needs " +
+                               dims(expected));
+    st.weights.emplace(name, upload_values(name.find("ln") != std::string::npos ? st.types.norm : st.types.product,
+                                           it->second.values));
+  }
+  const std::int64_t M = shape.rows(), D = shape.dim;
+  const std::size_t element = dtype_size(storage_of(st.types.product));
+  const std::size_t activations = static_cast<std::size_t>(M * D) * element;
+  st.input = DeviceBuffer(activations);
+  for (auto& r : st.residual) r = DeviceBuffer(activations);
+  st.normed = DeviceBuffer(activations);
+  st.q = DeviceBuffer(activations), st.k = DeviceBuffer(activations), st.v = DeviceBuffer(activations);
+  st.ctx = DeviceBuffer(activations), st.projected = DeviceBuffer(activations), st.output = DeviceBuffer(activations);
+  st.hidden = DeviceBuffer(static_cast<std::size_t>(M * shape.ffn) * element);
+
+  // Each distinct problem's resolution is recorded once (its first op), for the table the CLI prints.
+  const std::vector<ModelOp> kinds = transformer_ops(shape, model_dtype);
+  std::set<std::string> recorded;
+  const auto bind = [&](const ModelOp& op, std::vector<void*> tensors, std::vector<double> scalars) {
+    const bool first = recorded.insert(op.problem.key()).second;
+    st.ops.push_back(core.bind(op, std::move(tensors), std::move(scalars),
+                               first ? RunnerCore::Record::yes : RunnerCore::Record::no));
+  };
+  const std::vector<double> eps{kLayerNormEpsilon}, plain{1.0, 0.0};
+  void* current = st.input.get();
+  int next = 0;
+  bind(kinds[0], {current, st.weight(0, "ln1.weight"), st.weight(0, "ln1.bias"), st.normed.get()}, eps);
+  for (std::int64_t l = 0; l < shape.layers; ++l) {
+    bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q.get(), st.k.get(),
+                    st.v.get()}, {});
+    bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx.get()}, {});
+    bind(kinds[3], {st.ctx.get(), st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected.get()}, plain);
+    void* after_attention = st.residual[next].get();
+    next ^= 1;
+    bind(kinds[4], {current, st.projected.get(), st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention,
+                    st.normed.get()}, eps);
+    current = after_attention;
+    bind(kinds[5], {st.normed.get(), st.weight(l, "ffn.fc1.weight"), st.weight(l, "ffn.fc1.bias"), st.hidden.get()}, plain);
+    bind(kinds[6], {st.hidden.get(), st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), st.projected.get()}, plain);
+    void* after_ffn = st.residual[next].get();
+    next ^= 1;
+    const bool last = l + 1 == shape.layers;
+    bind(kinds[4], {current, st.projected.get(), last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight"),
+                    last ? st.weight(-1, "ln_f.bias") : st.weight(l + 1, "ln1.bias"), after_ffn,
+                    last ? st.output.get() : st.normed.get()}, eps);
+    current = after_ffn;
+  }
+  const Graph g = capture(core.stream(), [&] {
+    for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());
+  });
+  st.graph = GraphExec(g);
+}
+
+TransformerRunner::~TransformerRunner() = default;
+
+void TransformerRunner::set_input(const TensorValues& x) {
+  State& st = *state_;
+  if (x.values.size() != static_cast<std::size_t>(st.shape.rows() * st.shape.dim))
+    throw std::runtime_error("the input has " + std::to_string(x.values.size()) + " values where this model needs " +
+                             std::to_string(st.shape.rows() * st.shape.dim) + " (B S D)");
+  const std::vector<std::byte> bytes = to_bytes(st.types.product, x.values);
+  SHAPETUNE_CUDA_CHECK(cudaMemcpy(st.input.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+}
+
+void TransformerRunner::forward() {
+  state_->graph.launch(state_->core.stream());
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(state_->core.stream()));
+}
+
+TensorValues TransformerRunner::output() const {
+  const State& st = *state_;
+  std::vector<std::byte> bytes(static_cast<std::size_t>(st.shape.rows() * st.shape.dim) *
+                               dtype_size(storage_of(st.types.product)));
+  SHAPETUNE_CUDA_CHECK(cudaMemcpy(bytes.data(), st.output.get(), bytes.size(), cudaMemcpyDeviceToHost));
+  return TensorValues{{st.shape.batch, st.shape.seq, st.shape.dim}, from_bytes(st.types.product, bytes)};
+}
+
+TransformerRunner::Timing TransformerRunner::time(int warmup, int iterations) {
+  State& st = *state_;
+  cudaStream_t stream = st.core.stream();
+  for (int i = 0; i < warmup; ++i) st.graph.launch(stream);
+  cudaEvent_t start, stop;
+  SHAPETUNE_CUDA_CHECK(cudaEventCreate(&start));
+  SHAPETUNE_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> samples;
+  for (int i = 0; i < iterations; ++i) {
+    SHAPETUNE_CUDA_CHECK(cudaEventRecord(start, stream));
+    st.graph.launch(stream);
+    SHAPETUNE_CUDA_CHECK(cudaEventRecord(stop, stream));
+    SHAPETUNE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    SHAPETUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(ms * 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(samples.begin(), samples.end());
+  const auto at = [&](double q) { return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))]; };
+  return Timing{at(0.5), at(0.1), at(0.9), iterations};
+}
+
+}  // namespace shapetune
