@@ -395,6 +395,10 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
                     last ? st.output.get() : st.normed.get()}, eps);
     current = after_ffn;
   }
+  // One eager pass first, so that libraries do their lazy set-up (handles, workspaces, plans)
+  // outside the capture, where cublasCreate and friends are not allowed.
+  for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(core.stream()));
   const Graph g = capture(core.stream(), [&] {
     for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());
   });
