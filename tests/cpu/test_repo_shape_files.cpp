@@ -37,10 +37,11 @@ TEST(RepoShapeFiles, QuickHoldsTheSeedShapeEveryFamilyAndIsSmall) {
   const std::set<std::string> expected = {"softmax",         "layernorm", "residual_layernorm",
                                           "adam",            "activation", "activation_backward",
                                           "bias_activation", "softmax_xent", "gemm", "gemm_bias_gelu",
-                                          "lstm",            "gru",       "attention"};
+                                          "lstm",            "gru",       "attention", "qkv_projection"};
   EXPECT_EQ(families, expected);
-  // About a minute on an H200: a bound on the problem count keeps it so.
-  EXPECT_LE(quick.problems.size(), 30u);
+  // About two minutes on an H200 (105-108 s measured with 30 problems, 2026-12-04): a bound on the
+  // problem count keeps it so.
+  EXPECT_LE(quick.problems.size(), 31u);
 }
 
 }  // namespace
