@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <stdexcept>
@@ -74,7 +75,22 @@ std::optional<std::string> cuda_unavailable_reason() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     cudaGetLastError();  // not sticky; clear it so later calls start clean
-    return std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
+    const std::string cuda = std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
+    // Without a driver the runtime says "driver version is insufficient", which sends a user
+    // looking for a driver update on a machine that has no GPU at all.
+    std::error_code ignored;
+    if ((e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) &&
+        !std::filesystem::exists("/proc/driver/nvidia/version", ignored))
+      return "no NVIDIA driver is loaded on this machine (no /proc/driver/nvidia/version): no GPU to run on; CUDA "
+             "says: " + cuda;
+    if (e == cudaErrorInsufficientDriver) {
+      std::ifstream version("/proc/driver/nvidia/version");
+      std::string line;
+      std::getline(version, line);
+      return "the NVIDIA driver is older than this build's CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+             std::to_string(CUDART_VERSION % 1000 / 10) + " needs (" + line + "): update the driver; CUDA says: " + cuda;
+    }
+    return cuda;
   }
   if (count == 0) return std::string("no CUDA device is visible");
   return std::nullopt;

@@ -1,8 +1,8 @@
 // The `shapetune` command's behaviour on good and bad input, without a GPU.
 #include <gtest/gtest.h>
-
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -204,6 +204,11 @@ TEST(Cli, SweepWithoutAGpuSaysSoAndExitsTwo) {
   const Result d = run({"devices"});
   EXPECT_EQ(d.code, 2);
   EXPECT_TRUE(contains(d.err, "no usable CUDA device"));
+  // A machine with no driver at all is told so, not that its driver is too old.
+  if (!std::filesystem::exists("/proc/driver/nvidia/version")) {
+    EXPECT_TRUE(contains(d.err, "no NVIDIA driver is loaded on this machine")) << d.err;
+    EXPECT_TRUE(contains(r.err, "no NVIDIA driver is loaded on this machine")) << r.err;
+  }
 }
 
 TEST(Cli, ListShowsVariantsAndParameterSpaces) {
