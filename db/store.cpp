@@ -538,6 +538,13 @@ struct ReadOnlyOpen {
   std::optional<std::filesystem::path> copy_dir;
 };
 
+// A new private directory under the system's temporary one; `what` completes the error message.
+std::filesystem::path make_temp_dir(const std::string& what) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "shapetune-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to " + what);
+  return pattern;
+}
+
 ReadOnlyOpen read_only_target(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ignored;
@@ -547,9 +554,8 @@ ReadOnlyOpen read_only_target(const std::string& path) {
   if (directory.empty()) directory = ".";
   if (access(directory.c_str(), W_OK) == 0 || fs::exists(path + "-shm", ignored))
     return {file_uri(path, "mode=ro"), std::nullopt};
-  std::string pattern = (fs::temp_directory_path() / "shapetune-read-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to read a copy of " + path);
-  const fs::path copy = fs::path(pattern) / "copy.db";
+  const fs::path pattern = make_temp_dir("read a copy of " + path);
+  const fs::path copy = pattern / "copy.db";
   std::error_code error;
   fs::copy_file(path, copy, error);
   if (!error) fs::copy_file(path + "-wal", copy.string() + "-wal", error);
@@ -559,16 +565,10 @@ ReadOnlyOpen read_only_target(const std::string& path) {
   }
   fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, ignored);
   fs::permissions(copy.string() + "-wal", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, ignored);
-  return {file_uri(copy.string(), "mode=ro"), fs::path(pattern)};
+  return {file_uri(copy.string(), "mode=ro"), pattern};
 }
 
 int copy_database(const std::string& input, const std::string& copy);  // below, with merging
-
-std::filesystem::path make_temp_dir(const std::string& what) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "shapetune-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw StoreError("cannot create a temporary directory to " + what);
-  return pattern;
-}
 
 }  // namespace
 
