@@ -568,33 +568,67 @@ ReadOnlyOpen read_only_target(const std::string& path) {
   return {file_uri(copy.string(), "mode=ro"), pattern};
 }
 
+// A temporary directory that goes with this object (none when empty).
+class OwnedDir {
+ public:
+  explicit OwnedDir(std::optional<std::filesystem::path> dir = std::nullopt) : dir_(std::move(dir)) {}
+  OwnedDir(OwnedDir&& other) noexcept : dir_(other.release()) {}
+  OwnedDir& operator=(OwnedDir&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  ~OwnedDir() { reset(); }
+  const std::optional<std::filesystem::path>& get() const { return dir_; }
+  // Removes the directory held now and holds `next` instead.
+  void reset(std::optional<std::filesystem::path> next = std::nullopt) {
+    std::error_code ignored;
+    if (dir_) std::filesystem::remove_all(*dir_, ignored);
+    dir_ = std::move(next);
+  }
+  std::optional<std::filesystem::path> release() { return std::exchange(dir_, std::nullopt); }
+
+ private:
+  std::optional<std::filesystem::path> dir_;
+};
+
+// A database opened read-only as the read-only verbs open it (read_only_target), with the private
+// copy that may need, and the busy timeout set. StoreError naming `path` when it cannot be.
+struct ReadOnlyConnection {
+  std::unique_ptr<sqlite3, CloseDatabase> db;
+  OwnedDir copy;
+};
+
+ReadOnlyConnection open_read_only(const std::string& path, std::string_view doing) {
+  ReadOnlyConnection c;
+  const ReadOnlyOpen target = read_only_target(path);
+  c.copy.reset(target.copy_dir);
+  sqlite3* handle = nullptr;
+  const int rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  c.db.reset(handle);  // allocated even when opening fails
+  if (rc != SQLITE_OK) throw_sqlite(c.db.get(), rc, path, doing);
+  sqlite3_busy_timeout(c.db.get(), kBusyTimeoutMs);
+  return c;
+}
+
 int copy_database(const std::string& input, const std::string& copy);  // below, with merging
 
 }  // namespace
 
 std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
   check_file_access(path, mode);
-  sqlite3* handle = nullptr;
-  std::optional<std::filesystem::path> copy_dir;
-  int rc = 0;
+  std::unique_ptr<sqlite3, CloseDatabase> db;
+  OwnedDir copy_dir;  // removed when the Store is (or here, if opening fails)
   if (mode == OpenMode::read_only) {
-    const ReadOnlyOpen target = read_only_target(path);
-    copy_dir = target.copy_dir;
-    rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+    ReadOnlyConnection c = open_read_only(path, "opening the database");
+    db = std::move(c.db);
+    copy_dir.reset(c.copy.release());
   } else {
-    rc = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    sqlite3* handle = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    db.reset(handle);  // allocated even when opening fails
+    if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
+    sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
   }
-  // Removed when the Store is (or here, if opening fails).
-  struct CopyRemover {
-    std::optional<std::filesystem::path> dir;
-    ~CopyRemover() {
-      std::error_code ignored;
-      if (dir) std::filesystem::remove_all(*dir, ignored);
-    }
-  } remover{copy_dir};
-  std::unique_ptr<sqlite3, CloseDatabase> db(handle);  // allocated even when opening fails
-  if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
-  sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
 
   check_is_shapetune(db.get(), path);
   check_integrity(db.get(), path);
@@ -605,15 +639,12 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
     // read every schema this project ever wrote, and never write the file (`shapetune migrate`
     // upgrades it in place, keeping a backup).
     db.reset();
-    const std::filesystem::path dir = make_temp_dir("read an older schema of " + path);
-    std::error_code ignored;
-    if (remover.dir) std::filesystem::remove_all(*remover.dir, ignored);  // copy_database reads it anew
-    remover.dir = dir;
-    const std::string copy = (dir / "migrated.db").string();
+    copy_dir.reset(make_temp_dir("read an older schema of " + path));  // copy_database reads the file anew
+    const std::string copy = (*copy_dir.get() / "migrated.db").string();
     copy_database(path, copy);
     Store::open(copy, OpenMode::read_write);
-    handle = nullptr;
-    rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3* handle = nullptr;
+    const int rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr);
     db.reset(handle);
     if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening its migrated copy");
     sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
@@ -627,7 +658,7 @@ std::unique_ptr<Store> Store::open(const std::string& path, OpenMode mode) {
   }
   check_tables(db.get(), path);
   auto store = std::unique_ptr<Store>(new Store(db.release(), path));
-  store->copy_dir_ = std::exchange(remover.dir, std::nullopt);
+  store->copy_dir_ = copy_dir.release();
   return store;
 }
 
@@ -637,20 +668,9 @@ int Store::backup(const std::string& path, const std::string& destination) { ret
 
 int Store::file_schema_version(const std::string& path) {
   check_file_access(path, OpenMode::read_only);
-  const ReadOnlyOpen target = read_only_target(path);
-  struct RemoveDir {
-    std::optional<std::filesystem::path> dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      if (dir) std::filesystem::remove_all(*dir, ignored);
-    }
-  } remove_read_copy{target.copy_dir};
-  sqlite3* handle = nullptr;
-  const int rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
-  std::unique_ptr<sqlite3, CloseDatabase> db(handle);
-  if (rc != SQLITE_OK) throw_sqlite(db.get(), rc, path, "opening the database");
-  check_is_shapetune(db.get(), path);
-  return user_version(db.get(), path);
+  const ReadOnlyConnection c = open_read_only(path, "opening the database");
+  check_is_shapetune(c.db.get(), path);
+  return user_version(c.db.get(), path);
 }
 
 Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
@@ -1040,37 +1060,26 @@ std::vector<std::string> without(std::vector<std::string> columns, std::initiali
 // its schema version.
 int copy_database(const std::string& input, const std::string& copy) {
   check_file_access(input, OpenMode::read_only);
-  const ReadOnlyOpen target = read_only_target(input);
-  struct RemoveDir {
-    std::optional<std::filesystem::path> dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      if (dir) std::filesystem::remove_all(*dir, ignored);
-    }
-  } remove_read_copy{target.copy_dir};
-  sqlite3* handle = nullptr;
-  int rc = sqlite3_open_v2(target.target.c_str(), &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
-  std::unique_ptr<sqlite3, CloseDatabase> source(handle);
-  if (rc != SQLITE_OK) throw_sqlite(source.get(), rc, input, "opening the database to merge");
-  sqlite3_busy_timeout(source.get(), kBusyTimeoutMs);
-  check_is_shapetune(source.get(), input);
-  check_integrity(source.get(), input);
-  const int version = user_version(source.get(), input);
+  const ReadOnlyConnection c = open_read_only(input, "opening the database to copy");
+  sqlite3* const source = c.db.get();
+  check_is_shapetune(source, input);
+  check_integrity(source, input);
+  const int version = user_version(source, input);
   check_schema_version(version, input, OpenMode::read_write);  // refuses only a newer schema
 
-  handle = nullptr;
-  rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  sqlite3* handle = nullptr;
+  int rc = sqlite3_open_v2(copy.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   std::unique_ptr<sqlite3, CloseDatabase> destination(handle);
-  if (rc != SQLITE_OK) throw_sqlite(destination.get(), rc, copy, "creating a private copy to merge from");
-  sqlite3_backup* backup = sqlite3_backup_init(destination.get(), "main", source.get(), "main");
+  if (rc != SQLITE_OK) throw_sqlite(destination.get(), rc, copy, "creating a private copy");
+  sqlite3_backup* backup = sqlite3_backup_init(destination.get(), "main", source, "main");
   if (!backup) throw_sqlite(destination.get(), sqlite3_errcode(destination.get()), copy, "copying " + input);
   rc = sqlite3_backup_step(backup, -1);
   sqlite3_backup_finish(backup);
-  if (rc != SQLITE_DONE) throw_sqlite(destination.get(), rc, input, "copying the database to merge");
+  if (rc != SQLITE_DONE) throw_sqlite(destination.get(), rc, input, "copying the database");
   // The full check, not the quick one every open runs: an index that disagrees with its table
-  // (which quick_check misses) would let the typed readers below see the index's values while the
-  // merge copies the table's.
-  Statement check(destination.get(), input, "checking the database to merge", "PRAGMA integrity_check(1)");
+  // (which quick_check misses) would let typed readers see the index's values while a merge
+  // copies the table's.
+  Statement check(destination.get(), input, "checking the database", "PRAGMA integrity_check(1)");
   const std::string result = check.step() ? check.text_at(0) : "";
   if (result != "ok") throw StoreError(input + " is corrupt: " + result + "; restore it from a copy");
   return version;
@@ -1099,15 +1108,8 @@ std::vector<std::pair<std::string, std::int64_t>> Store::latest_done_sweeps(cons
 }
 
 MergeCounts Store::merge_from(const std::string& input) {
-  namespace fs = std::filesystem;
-  struct RemoveDir {
-    fs::path dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } remove_copy{make_temp_dir("merge " + input)};
-  const std::string copy = (remove_copy.dir / "input.db").string();
+  const OwnedDir copy_dir(make_temp_dir("merge " + input));
+  const std::string copy = (*copy_dir.get() / "input.db").string();
   MergeCounts counts;
   counts.from_schema = copy_database(input, copy);
   {
