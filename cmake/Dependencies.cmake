@@ -10,7 +10,8 @@ endmacro()
 
 find_package(Threads REQUIRED)
 
-find_package(CUDAToolkit 12.0 QUIET)
+set(SHAPETUNE_CUDA_MIN_VERSION 12.0)  # the installed package asks for the same (cmake/Install.cmake)
+find_package(CUDAToolkit ${SHAPETUNE_CUDA_MIN_VERSION} QUIET)
 if(NOT CUDAToolkit_FOUND)
   shapetune_missing("the CUDA Toolkit (nvcc, cudart, cuBLAS, CUPTI)" "nvidia-cuda-toolkit (or NVIDIA's cuda-toolkit-13-0)")
 endif()
@@ -20,18 +21,14 @@ foreach(target CUDA::cudart_static CUDA::cublas CUDA::cublasLt CUDA::cupti)
   endif()
 endforeach()
 
-# cuDNN ships no CMake config; look beside the toolkit and in Debian's multiarch folders.
-find_path(CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/include/x86_64-linux-gnu /usr/local/include)
-find_library(CUDNN_LIBRARY cudnn
-  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu /usr/local/lib)
-if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
-  shapetune_missing("cuDNN 9 (cudnn.h, libcudnn.so)" "cudnn9-cuda-13 (NVIDIA's repository)")
+# shapetune::cudnn and shapetune::sqlite3 come from cmake/InterfaceTargets.cmake, which the
+# installed package uses too (cmake/Install.cmake).
+include(InterfaceTargets)
+shapetune_interface_targets("${SHAPETUNE_STATIC_DEPS}" _missing)
+if(_missing)
+  string(REPLACE "|" ";" _missing "${_missing}")
+  shapetune_missing(${_missing})
 endif()
-add_library(shapetune::cudnn INTERFACE IMPORTED)
-set_target_properties(shapetune::cudnn PROPERTIES
-  INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}"
-  INTERFACE_LINK_LIBRARIES "${CUDNN_LIBRARY}")
 
 # yaml-cpp: Debian 12 ships 0.7 (target yaml-cpp), newer ones 0.8 (yaml-cpp::yaml-cpp).
 find_package(yaml-cpp QUIET)
@@ -56,20 +53,6 @@ endif()
 find_package(ZLIB QUIET)
 if(NOT ZLIB_FOUND)
   shapetune_missing("zlib" "zlib1g-dev")
-endif()
-
-find_package(SQLite3 QUIET)
-if(NOT SQLite3_FOUND)
-  shapetune_missing("SQLite 3 headers and library" "libsqlite3-dev")
-endif()
-add_library(shapetune::sqlite3 INTERFACE IMPORTED)
-if(SHAPETUNE_STATIC_DEPS)
-  find_library(SQLITE3_STATIC libsqlite3.a REQUIRED)
-  set_target_properties(shapetune::sqlite3 PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${SQLite3_INCLUDE_DIRS}"
-    INTERFACE_LINK_LIBRARIES "${SQLITE3_STATIC};${CMAKE_DL_LIBS};Threads::Threads;m")
-else()
-  set_target_properties(shapetune::sqlite3 PROPERTIES INTERFACE_LINK_LIBRARIES SQLite::SQLite3)
 endif()
 
 if(SHAPETUNE_BUILD_TESTS)
