@@ -70,9 +70,19 @@ DispatchChoice DispatchTable::lookup(const Problem& problem, const SupportsFn& s
       neighbours.emplace_back(*distance, row.problem.key(), &row);
   }
   std::sort(neighbours.begin(), neighbours.end());
-  for (const auto& [distance, tuned_key, row] : neighbours)
-    if (supports(problem, row->variant, row->config))
-      return DispatchChoice{row->variant, row->config, DispatchSource::nearest, tuned_key, ""};
+  // The nearest that supports the problem; among those as near as it, the smallest key.
+  const WinnerRecord* chosen = nullptr;
+  const std::string* chosen_key = nullptr;
+  double tie_limit = 0;
+  for (const auto& [distance, tuned_key, row] : neighbours) {
+    if (chosen && distance > tie_limit) break;
+    if ((!chosen || tuned_key < *chosen_key) && supports(problem, row->variant, row->config)) {
+      if (!chosen) tie_limit = distance + kDispatchTieDistance;
+      chosen = row;
+      chosen_key = &tuned_key;
+    }
+  }
+  if (chosen) return DispatchChoice{chosen->variant, chosen->config, DispatchSource::nearest, *chosen_key, ""};
 
   auto fallback = default_for(problem);
   if (!fallback)

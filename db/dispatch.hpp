@@ -45,9 +45,9 @@ class DispatchTable {
   static DispatchTable from_winners(std::vector<WinnerRecord>);
 
   // Exact match; else among winners of the same primitive, dtype and axis names, the one at
-  // the smallest sum over axes of (ln a - ln b)^2 whose variant supports the problem (ties
-  // broken by problem key); else default_for(problem). Throws std::runtime_error when even
-  // the default is missing.
+  // the smallest sum over axes of (ln a - ln b)^2 whose variant supports the problem (ties,
+  // distances within kDispatchTieDistance, broken by problem key); else default_for(problem).
+  // Throws std::runtime_error when even the default is missing.
   DispatchChoice lookup(const Problem&, const SupportsFn& supports, const DefaultFn& default_for) const;
 
   std::size_t size() const { return by_key_.size(); }
@@ -57,6 +57,11 @@ class DispatchTable {
   std::vector<WinnerRecord> rows_;
   std::map<std::string, std::size_t> by_key_;  // problem key -> index in rows_
 };
+
+// Log distances closer than this are equal. The same distance reached through different
+// logarithms (ln 4 - ln 2 and ln 8 - ln 4) differs in its last bits, and which shape wins such a
+// tie must not depend on them. The header export (db/export.cpp) writes the same constant.
+inline constexpr double kDispatchTieDistance = 1e-9;
 
 // Log-space distance between two shapes with the same axis names; nullopt when the axes differ.
 std::optional<double> shape_log_distance(const Shape&, const Shape&);

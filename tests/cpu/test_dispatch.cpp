@@ -128,6 +128,22 @@ TEST(DispatchLookup, EqualDistancesBrokenByProblemKey) {
   EXPECT_EQ(choice.variant, "wide_cols");
 }
 
+TEST(DispatchLookup, DistancesEqualButForRoundingBrokenByProblemKey) {
+  // 4 lies as far from 2 as from 8, but ln 8 - ln 4 rounds below ln 4 - ln 2: the key decides.
+  ASSERT_LT(std::log(8.0) - std::log(4.0), std::log(4.0) - std::log(2.0)) << "this libm rounds the other way";
+  const auto table = DispatchTable::from_winners(
+      {winner(softmax(8, 1000), "eight", 1), winner(softmax(2, 1000), "two", 2)});
+  ASSERT_LT(softmax(2, 1000).key(), softmax(8, 1000).key());
+  EXPECT_EQ(table.lookup(softmax(4, 1000), supports_everything, naive_default).variant, "two");
+  // Past the tie, the nearer one wins whatever its key.
+  EXPECT_EQ(table.lookup(softmax(5, 1000), supports_everything, naive_default).variant, "eight");
+  // A tie whose first key cannot run the problem goes to the other.
+  const DispatchTable::SupportsFn not_two = [](const Problem&, const std::string& variant, const Config&) {
+    return variant != "two";
+  };
+  EXPECT_EQ(table.lookup(softmax(4, 1000), not_two, naive_default).variant, "eight");
+}
+
 TEST(DispatchLookup, FallbackWhenNothingTunedForThePrimitive) {
   const Problem layernorm{"layernorm", DType::f32, Shape({{"rows", 1000}, {"cols", 1000}})};
   const auto table = DispatchTable::from_winners({winner(layernorm, "welford", 256)});
