@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/json.hpp"
+#include "db/dispatch.hpp"
 
 namespace shapetune {
 
@@ -209,6 +210,135 @@ std::string cpp_entry(const WinnerRecord& winner) {
          cpp_string(winner.library_algo) + ", " + cpp_double(winner.timing.median_us) + ", " + cpp_double(winner.speedup_vs_baseline) + "}";
 }
 
+// The header's detail:: functions behind find_nearest(), C++17 constexpr and free of <cmath>
+// (whose functions are not constexpr). Extents are parsed as the integers Shape::key() wrote and
+// converted to double as shape_log_distance() converts them.
+constexpr const char* kNearestHelpers = R"cpp(
+// Whether a sorts before b, byte by byte as std::string compares.
+constexpr bool less(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return static_cast<unsigned char>(*a) < static_cast<unsigned char>(*b);
+}
+
+// ln x for x > 0, within a few units in the last place: x = m 2^e with m in [1, 2), and
+// ln m = 2 atanh(z) = 2 (z + z^3/3 + z^5/5 + ...), z = (m - 1) / (m + 1) < 1/3.
+constexpr double log_positive(double x) {
+  int exponent = 0;
+  while (x >= 2.0) {
+    x /= 2.0;
+    ++exponent;
+  }
+  while (x < 1.0) {
+    x *= 2.0;
+    --exponent;
+  }
+  const double z = (x - 1.0) / (x + 1.0);
+  double power = z;
+  double sum = 0.0;
+  for (int n = 1; n < 40; n += 2) {
+    sum += power / n;
+    power *= z * z;
+  }
+  return 2.0 * sum + exponent * 0.693147180559945309417;
+}
+
+// Newton's iteration from above the root, where each step only falls, until it stops falling.
+constexpr double square_root(double x) {
+  if (x <= 0.0) return 0.0;
+  double root = x < 1.0 ? 1.0 : x;
+  for (int step = 0; step < 200; ++step) {
+    const double next = 0.5 * (root + x / root);
+    if (next >= root) break;
+    root = next;
+  }
+  return root;
+}
+
+// One "axis=extent" of a shape text ("rows=4096,cols=1000").
+struct Axis {
+  const char* name;
+  std::size_t name_length;
+  double extent;
+  const char* rest;  // the next axis, or the final '\0'; nullptr for a malformed text or an extent < 1
+};
+
+constexpr Axis read_axis(const char* text) {
+  Axis axis{text, 0, 0.0, nullptr};
+  while (text[axis.name_length] != '\0' && text[axis.name_length] != '=') ++axis.name_length;
+  const char* at = text + axis.name_length;
+  // A positive extent starts with 1 to 9: no sign, no leading zero.
+  if (axis.name_length == 0 || *at != '=' || at[1] < '1' || at[1] > '9') return axis;
+  std::int64_t extent = 0;
+  for (++at; *at >= '0' && *at <= '9'; ++at) {
+    if (extent > (INT64_MAX - 9) / 10) return axis;
+    extent = extent * 10 + (*at - '0');
+  }
+  if (*at == ',' && at[1] != '\0') axis.rest = at + 1;
+  if (*at == '\0') axis.rest = at;
+  axis.extent = static_cast<double>(extent);
+  return axis;
+}
+
+// The square root of the sum over axes of (ln a - ln b)^2, or -1 where the shapes are not
+// comparable: other axis names or order, an extent below 1, a malformed text.
+constexpr double log_distance(const char* a, const char* b) {
+  if (a == nullptr || b == nullptr) return -1.0;
+  double sum = 0.0;
+  for (;;) {
+    const Axis x = read_axis(a);
+    const Axis y = read_axis(b);
+    if (x.rest == nullptr || y.rest == nullptr || x.name_length != y.name_length) return -1.0;
+    for (std::size_t i = 0; i < x.name_length; ++i)
+      if (x.name[i] != y.name[i]) return -1.0;
+    const double difference = log_positive(x.extent) - log_positive(y.extent);
+    sum += difference * difference;
+    a = x.rest;
+    b = y.rest;
+    if (*a == '\0' || *b == '\0') return *a == *b ? square_root(sum) : -1.0;
+  }
+}
+
+constexpr bool same_table(const Entry& e, const char* device_key, const char* primitive, const char* dtype) {
+  return equal(e.device_key, device_key) && equal(e.primitive, primitive) && equal(e.dtype, dtype);
+}
+)cpp";
+
+// find_nearest() and what it returns; the header's top comment says how it resolves.
+constexpr const char* kFindNearest = R"cpp(
+enum class Resolution { none, exact, nearest };
+
+struct Match {
+  const Entry* entry;     // nullptr for Resolution::none
+  Resolution resolution;
+  double log_distance;    // from the asked shape to entry->shape: 0 when exact, -1 for none
+};
+
+constexpr Match find_nearest(const char* device_key, const char* primitive, const char* dtype,
+                             const char* shape) {
+  if (const Entry* exact = find(device_key, primitive, dtype, shape)) return {exact, Resolution::exact, 0.0};
+  double nearest = -1.0;
+  for (const Entry* e = kWinners; e != kWinners + kWinnerCount; ++e) {
+    if (!detail::same_table(*e, device_key, primitive, dtype)) continue;
+    const double distance = detail::log_distance(e->shape, shape);
+    if (distance >= 0.0 && (nearest < 0.0 || distance < nearest)) nearest = distance;
+  }
+  Match match{nullptr, Resolution::none, -1.0};
+  if (nearest < 0.0) return match;
+  for (const Entry* e = kWinners; e != kWinners + kWinnerCount; ++e) {
+    if (!detail::same_table(*e, device_key, primitive, dtype)) continue;
+    const double distance = detail::log_distance(e->shape, shape);
+    if (distance >= 0.0 && distance <= nearest + kTieDistance &&
+        (match.entry == nullptr || detail::less(e->shape, match.entry->shape)))
+      match = Match{e, Resolution::nearest, distance};
+  }
+  return match;
+}
+
+)cpp";
+
 }  // namespace
 
 std::string export_json(const std::vector<DeviceFingerprint>& devices, const std::vector<WinnerRecord>& winners) {
@@ -245,6 +375,17 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "// `shapetune devices` prints it), primitive, dtype (\"f32\") and shape (\"rows=4096,cols=1000\")\n";
   out += "// exactly and returns the first match, or nullptr. library_algo is the library algorithm\n";
   out += "// recorded with a cuBLASLt winner (replay it rather than the heuristic's first), else \"\".\n";
+  out += "//\n";
+  out += "// find_nearest() resolves as shapetune's Dispatcher does, less one check: the exact match, else\n";
+  out += "// among the entries of that device, primitive and dtype whose shapes have the same axes in the\n";
+  out += "// same order, the one at the smallest log distance (the square root of the sum over axes of\n";
+  out += "// (ln a - ln b)^2; distances within kTieDistance are equal, and the smaller shape text wins).\n";
+  out += "// The Dispatcher also passes over a nearest winner whose variant cannot run the asked shape\n";
+  out += "// (split_k with more slices than the shorter K has steps, naive attention whose scores no\n";
+  out += "// longer fit): only the catalogue knows that, and this header links nothing. So before\n";
+  out += "// launching a Resolution::nearest entry, check that its variant supports the shape, and take\n";
+  out += "// the primitive's default variant where it does not or where the resolution is none. Pass\n";
+  out += "// library_algo on for exact matches only: it was recorded for the tuned shape.\n";
   out += "#pragma once\n\n";
   out += "#include <cstddef>  // std::size_t\n";
   out += "#include <cstdint>\n\n";
@@ -281,6 +422,7 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "  }\n";
   out += "  return *a == *b;\n";
   out += "}\n";
+  out += kNearestHelpers;
   out += "}  // namespace detail\n\n";
   out += "constexpr const Entry* find(const char* device_key, const char* primitive, const char* dtype,\n";
   out += "                            const char* shape) {\n";
@@ -291,6 +433,10 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "  }\n";
   out += "  return nullptr;\n";
   out += "}\n\n";
+  out += "// Log distances closer than this are equal (shapetune's kDispatchTieDistance): the same distance\n";
+  out += "// reached through different logarithms differs in its last bits.\n";
+  out += "inline constexpr double kTieDistance = " + cpp_double(kDispatchTieDistance) + ";\n";
+  out += kFindNearest;
   out += "}  // namespace shapetune_dispatch\n";
   return out;
 }

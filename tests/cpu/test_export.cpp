@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "db/dispatch.hpp"
 #include "support/test_support.hpp"
 
 namespace shapetune {
@@ -409,6 +410,140 @@ TEST(ExportHeader, CompilesAsCxx17AndFindIsConstexpr) {
   const auto failure = compile_with_header(header, body);
   if (!failure) GTEST_SKIP() << "no C++ compiler (c++) on PATH to compile the exported header with";
   EXPECT_EQ(*failure, "") << header;
+}
+
+// A winner of `device` for `primitive`/`dtype` at `shape`, its variant named after its shape so
+// that a wrong pick shows which one.
+WinnerRecord winner_at(const std::string& device, const std::string& primitive, DType dtype, const Shape& shape) {
+  WinnerRecord winner = sample_winner();
+  winner.device_key = device;
+  winner.problem = Problem{primitive, dtype, shape};
+  winner.variant = "tuned_for_" + shape.key();
+  return winner;
+}
+
+// The test's texts hold no quote or backslash, so quoting them makes a literal.
+std::string cpp_literal(const std::string& text) {
+  EXPECT_EQ(text.find_first_of("\"\\"), std::string::npos) << text;
+  return "\"" + text + "\"";
+}
+
+std::string double_literal(double value) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+// find_nearest() resolves every query as DispatchTable::lookup does when every variant supports
+// every shape: the header cannot ask, so that is the Dispatcher it has to match. The queries cover
+// exact matches, plain nearest ones, ties (exact mirror images, and 4 between 2 and 8, whose
+// logarithms round apart), other devices, dtypes and axes, extents that have no logarithm, and
+// extents near 2^62.
+TEST(ExportHeader, FindNearestResolvesAsTheDispatcher) {
+  const std::string a = "NVIDIA H200|sm_90|132SM|141GiB", b = "Tesla T4|sm_75|40SM|15GiB";
+  const auto rows_cols = [](std::int64_t rows, std::int64_t cols) { return Shape({{"rows", rows}, {"cols", cols}}); };
+  const auto mnk = [](std::int64_t m, std::int64_t n, std::int64_t k) { return Shape({{"m", m}, {"n", n}, {"k", k}}); };
+  const std::vector<WinnerRecord> winners = {
+      winner_at(a, "softmax", DType::f32, rows_cols(4096, 4096)),
+      winner_at(a, "softmax", DType::f32, rows_cols(1024, 1000)),
+      winner_at(a, "softmax", DType::f32, rows_cols(8, 1000)),
+      winner_at(a, "softmax", DType::f32, rows_cols(2, 1000)),
+      winner_at(a, "layernorm", DType::f32, rows_cols(2000, 100)),
+      winner_at(a, "layernorm", DType::f32, rows_cols(100, 2000)),
+      winner_at(a, "softmax", DType::f16, rows_cols(1000, 1000)),
+      winner_at(a, "softmax", DType::f32, Shape({{"rows", 64}, {"width", 64}})),
+      winner_at(b, "softmax", DType::f32, rows_cols(1000, 999)),
+      winner_at(a, "gemm.nt", DType::f16, mnk(4096, 4096, 4096)),
+      winner_at(a, "gemm.nt", DType::f16, mnk(128, 4096, 4096)),
+      winner_at(a, "gemm.nt", DType::f16, mnk(std::int64_t{1} << 40, 3, 1)),
+      winner_at(b, "gemm.nt", DType::f16, mnk(1000, 4096, 4096)),
+  };
+  struct Query {
+    std::string device;
+    Problem problem;
+  };
+  const std::vector<Query> queries = {
+      {a, {"softmax", DType::f32, rows_cols(4096, 4096)}},   // exact
+      {a, {"softmax", DType::f32, rows_cols(1000, 1000)}},   // nearest, not device b's closer one
+      {b, {"softmax", DType::f32, rows_cols(1000, 1000)}},   // device b's own
+      {a, {"softmax", DType::f32, rows_cols(4, 1000)}},      // 2 and 8: the key decides
+      {a, {"softmax", DType::f32, rows_cols(5, 1000)}},      // past the tie: 8
+      {a, {"layernorm", DType::f32, rows_cols(448, 448)}},   // 2000x100 and 100x2000 mirror each other
+      {a, {"softmax", DType::f32, rows_cols(1, 1)}},
+      {a, {"softmax", DType::f32, rows_cols(std::int64_t{1} << 62, 3)}},
+      {a, {"softmax", DType::f16, rows_cols(3, 70000)}},     // the one f16 entry
+      {a, {"softmax", DType::bf16, rows_cols(1000, 1000)}},  // nothing in bf16
+      {a, {"softmax", DType::f32, rows_cols(0, 1000)}},      // no logarithm: nothing near
+      {a, {"softmax", DType::f32, Shape({{"cols", 1000}, {"rows", 1000}})}},  // other order
+      {a, {"softmax", DType::f32, Shape({{"rows", 60}, {"width", 70}})}},
+      {a, {"softmax_xent", DType::f32, rows_cols(1000, 1000)}},
+      {a, {"gemm.nt", DType::f16, mnk(4096, 4096, 4096)}},
+      {a, {"gemm.nt", DType::f16, mnk(1000, 4096, 4096)}},
+      {a, {"gemm.nt", DType::f16, mnk(std::int64_t{1} << 39, 3, 2)}},
+      {b, {"gemm.nt", DType::f16, mnk(1, 1, 1)}},
+      {b, {"gemm.nt", DType::f32, mnk(1, 1, 1)}},
+  };
+  const DispatchTable::SupportsFn supports_everything = [](const Problem&, const std::string&, const Config&) {
+    return true;
+  };
+  const DispatchTable::DefaultFn none_tuned = [](const Problem&) {
+    return std::optional<std::pair<std::string, Config>>({"<default>", Config()});
+  };
+  std::string body = "namespace sd = shapetune_dispatch;\n";
+  int nearest = 0;
+  for (const Query& query : queries) {
+    std::vector<WinnerRecord> of_device;
+    for (const WinnerRecord& w : winners)
+      if (w.device_key == query.device) of_device.push_back(w);
+    const DispatchChoice choice =
+        DispatchTable::from_winners(of_device).lookup(query.problem, supports_everything, none_tuned);
+    std::string expected = "m.entry == nullptr && m.resolution == sd::Resolution::none";
+    for (std::size_t i = 0; i < winners.size(); ++i)
+      if (choice.source != DispatchSource::fallback && winners[i].device_key == query.device &&
+          winners[i].problem.key() == choice.tuned_problem) {
+        const bool exact = choice.source == DispatchSource::exact;
+        nearest += !exact;
+        expected = "m.entry == &sd::kWinners[" + std::to_string(i) + "] && m.resolution == sd::Resolution::" +
+                   (exact ? "exact" : "nearest");
+      }
+    body += "static_assert([] {\n  constexpr sd::Match m = sd::find_nearest(" + cpp_literal(query.device) + ", " +
+            cpp_literal(query.problem.primitive) + ", " + cpp_literal(std::string(dtype_name(query.problem.dtype))) +
+            ", " + cpp_literal(query.problem.shape.key()) + ");\n  return " + expected + ";\n}(), " +
+            cpp_literal(query.device + " " + query.problem.key() + ": " + choice.variant) + ");\n";
+  }
+  EXPECT_EQ(nearest, 12) << "the queries no longer test what they say";
+  // The distance it reports, against the standard library's logarithms.
+  const double distance = *shape_log_distance(rows_cols(1024, 1000), rows_cols(1000, 1000));
+  body += "static_assert([] {\n  constexpr double d = sd::find_nearest(" + cpp_literal(a) +
+          ", \"softmax\", \"f32\", \"rows=1000,cols=1000\").log_distance;\n  return d - " + double_literal(distance) +
+          " < 1e-15 && " + double_literal(distance) + " - d < 1e-15;\n}(), \"log distance\");\n";
+  body += "static_assert(sd::kTieDistance == " + double_literal(kDispatchTieDistance) + ", \"the Dispatcher's tie\");\n";
+  const auto failure = compile_with_header(export_header(winners, header_source()), body);
+  if (!failure) GTEST_SKIP() << "no C++ compiler (c++) on PATH to compile the exported header with";
+  EXPECT_EQ(*failure, "") << body;
+}
+
+TEST(ExportHeader, FindNearestOnOddTextsAndOddExtents) {
+  WinnerRecord winner = sample_winner();  // softmax f32 rows=4096,cols=1000
+  std::string body = "namespace sd = shapetune_dispatch;\nconstexpr const char* dev = " +
+                     cpp_literal(winner.device_key) + ";\n";
+  // Texts Shape::key() never writes: nothing is near them, and evaluating them is still a constant.
+  for (const char* shape : {"", "rows", "rows=", "rows=,cols=1000", "rows=4096,", "rows=4096,cols=1000,",
+                            "rows=04096,cols=1000", "rows=-4096,cols=1000", "rows=4096,cols=1000x",
+                            "rows=99999999999999999999,cols=1000", "rows=4096;cols=1000"})
+    body += "static_assert(sd::find_nearest(dev, \"softmax\", \"f32\", " + cpp_literal(shape) +
+            ").resolution == sd::Resolution::none, " + cpp_literal(shape) + ");\n";
+  body += "static_assert(sd::find_nearest(nullptr, nullptr, nullptr, nullptr).entry == nullptr, \"nulls\");\n";
+  // Its logarithm, from 1 to 2^62, within a few units in the last place of the library's.
+  for (const double x : {1.0, 2.0, 3.0, 10.0, 1000.0, 4095.0, 4096.0, 1e12, 4611686018427387904.0}) {
+    const std::string expected = double_literal(std::log(x));
+    body += "static_assert(sd::detail::log_positive(" + double_literal(x) + ") - " + expected + " <= 1e-15 && " +
+            expected + " - sd::detail::log_positive(" + double_literal(x) + ") <= 1e-15, \"ln " + double_literal(x) +
+            "\");\n";
+  }
+  const auto failure = compile_with_header(export_header({winner}, header_source()), body);
+  if (!failure) GTEST_SKIP() << "no C++ compiler (c++) on PATH to compile the exported header with";
+  EXPECT_EQ(*failure, "") << body;
 }
 
 TEST(ExportHeader, EmptyTableCompiles) {
