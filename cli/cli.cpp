@@ -503,6 +503,14 @@ int cmd_report(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (!dir || dir->empty() || *dir == "-") throw UsageError("-o DIR is required (the directory to write the report in)");
   options.out_dir = *dir;
   options.compare_db = a.value("compare");
+  const bool fail_on_regression = a.has("fail-on-regression");
+  if (fail_on_regression && !options.compare_db) throw UsageError("--fail-on-regression needs --compare OTHER.db");
+  options.generator = std::string("shapetune ") + build_git_sha();
+  options.baseline_kind = [](const std::string& primitive, const std::string& variant) {
+    const Variant* v = catalogue().find_variant(primitive, variant);
+    if (!v) return BaselineKind::unknown;
+    return v->library ? BaselineKind::library : BaselineKind::own_chain;
+  };
   ReportResult result;
   try {
     result = write_report(options);
@@ -521,6 +529,15 @@ int cmd_report(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     err << "note: gnuplot is not on PATH; render the plots with `gnuplot " << options.out_dir << "/plots/*.gp`\n";
   if (result.plots_failed) err << "warning: gnuplot failed on " << result.plots_failed << " plot(s); see "
                                << options.out_dir << "/plots/gnuplot.log\n";
+  if (options.compare_db && result.regressions) {
+    err << (fail_on_regression ? "REGRESSION: " : "note: ") << result.regressions << " problem"
+        << (result.regressions == 1 ? "" : "s") << " slower than in " << *options.compare_db
+        << " beyond the noise band, or missing here:";
+    for (std::size_t i = 0; i < result.regressed.size() && i < 10; ++i) err << " " << result.regressed[i];
+    if (result.regressed.size() > 10) err << " ...";
+    err << " (see " << result.readme_path << ")\n";
+    if (fail_on_regression) return 1;
+  }
   return 0;
 }
 
@@ -704,16 +721,23 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "(the last line says which); 2 bad usage, no CUDA device, or no winners for this device."},
                   cmd_check});
   list.push_back({{"report",
-                   "Write a report directory from the database alone: README.md (devices, ceilings, per-family "
-                   "winner tables with achieved rate and % of the measured roofline), gnuplot plots (SVG) and, with "
+                   "Write a report directory from the database alone: README.md (provenance, a summary, devices, "
+                   "ceilings and roofs, per-family winner tables with achieved rate and % of the measured roofline, "
+                   "baselines that could not run), roofline, speedup and winner-map plots (SVG and PNG) and, with "
                    "--compare, a per-problem comparison with another database.",
                    "", 0, 0,
                    {kDbOption,
-                    {"output", 'o', "DIR", "the directory to write (created if missing; required)"},
-                    {"compare", 0, "OTHER.db", "compare each problem's winning median with this database's"}},
+                    {"output", 'o', "DIR", "the directory to write (created if missing; required). An earlier "
+                                           "report's README.md, data/*.dat and plots/* there are removed first"},
+                    {"compare", 0, "OTHER.db", "compare each problem's winner and median with this database's"},
+                    {"fail-on-regression", 0, "", "with --compare: exit 1 when a problem is slower here beyond the "
+                                                  "noise band, or has a winner in OTHER.db and none here (for CI)"}},
                    "Plots need gnuplot on PATH (Debian: gnuplot-nox); without it the .gp scripts and their data are\n"
-                   "written and README.md says how to render them (gnuplot DIR/plots/*.gp). Compare verdicts: faster,\n"
-                   "slower, or same when the change is within max(1%, both medians' recorded 95% CI)."},
+                   "written and README.md says how to render them (gnuplot DIR/plots/*.gp). Speedups are labelled by\n"
+                   "what the baseline is: a library (cuBLAS, cuBLASLt, cuDNN) or shapetune's own unfused chain.\n"
+                   "Compare verdicts: faster, slower, or same when the change is within max(1%, both medians'\n"
+                   "recorded 95% CI). Exit codes: 0 written; 1 --fail-on-regression found a regression;\n"
+                   "2 bad usage or a database that cannot be read."},
                   cmd_report});
   list.push_back({{"merge",
                    "Combine databases swept apart (--shard parts, Slurm array tasks, other machines) into one: every "

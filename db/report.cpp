@@ -1,38 +1,29 @@
 #include "db/report.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <memory>
 #include <set>
 #include <string_view>
 
-#include <fcntl.h>
-#include <stdlib.h>  // mkdtemp
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "core/counters.hpp"
 #include "core/format.hpp"
-#include "core/primitive_name.hpp"
 #include "core/records.hpp"
-#include "db/store.hpp"
+#include "db/report_data.hpp"
+#include "db/report_plots.hpp"
 
 namespace shapetune {
 
 namespace fs = std::filesystem;
+using report_data::DbContents;
+using report_data::DeviceRoofs;
+using report_data::Roof;
+using report_data::WinnerFacts;
 
 namespace {
-
-constexpr std::string_view kCopyCeiling = "dram_copy_best";
 
 std::string printf_text(const char* format, double value) {
   char text[64];
@@ -41,6 +32,10 @@ std::string printf_text(const char* format, double value) {
 }
 
 std::string percent(double fraction) { return printf_text("%.1f%%", 100 * fraction); }
+std::string times(double ratio) { return std::isfinite(ratio) ? fmt_fixed(ratio, 2) + "x" : "-"; }
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 bool positive(double v) { return std::isfinite(v) && v > 0; }
 
@@ -73,358 +68,62 @@ std::string variant_text(const std::string& variant, const Config& config) {
   return config.values().empty() ? variant : variant + "{" + config.key() + "}";
 }
 
-// "activation.gelu" -> "activation"; "softmax" -> "softmax".
-std::string family_of(const std::string& primitive) {
-  const auto name = PrimitiveName::parse(primitive);
-  return name ? name->family : primitive;
-}
-
-// A file name made of letters, digits, '_' and '-'.
-std::string file_stem(std::string_view text) {
-  std::string out;
-  for (const char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
-  return out;
-}
-
-std::string ceiling_value_text(const CeilingRecord& c) { return fmt_quantity(c.value, c.unit); }
-
-bool is_compute_bound(const Cost& cost) {
-  return cost.flops > 0 && (cost.bytes <= 0 || cost.flops / cost.bytes >= kComputeBoundIntensity);
-}
-
-// The measured ceilings of one device.
-struct Ceilings {
-  std::optional<double> copy_bytes_per_s;            // dram_copy_best
-  std::vector<const CeilingRecord*> compute;         // fp32_fma*, tensor_* in FLOP/s
-
-  // Whether a compute ceiling bounds problems of this type: fp32_fma* for f32, tensor_<dtype>
-  // (tensor_f16, tensor_bf16, tensor_tf32) for the types tensor cores take.
-  static bool bounds(const CeilingRecord& c, DType dtype) {
-    if (dtype == DType::f32) return c.name.rfind("fp32_fma", 0) == 0;
-    return c.name == "tensor_" + std::string(dtype_name(dtype));
-  }
-  // The compute ceiling that bounds a problem of this type (the largest when several match).
-  std::optional<double> compute_for(DType dtype) const {
-    std::optional<double> best;
-    for (const CeilingRecord* c : compute)
-      if (bounds(*c, dtype) && (!best || c->value > *best)) best = c->value;
-    return best;
-  }
-};
-
-Ceilings ceilings_of(const std::vector<CeilingRecord>& all, const std::string& device_key) {
-  Ceilings out;
-  for (const auto& c : all) {
-    if (c.device_key != device_key || !positive(c.value)) continue;
-    if (c.name == kCopyCeiling) out.copy_bytes_per_s = c.value;
-    if (c.unit == "FLOP/s" && (c.name.rfind("fp32_fma", 0) == 0 || c.name.rfind("tensor_", 0) == 0))
-      out.compute.push_back(&c);
-  }
-  return out;
-}
-
-// The winner's share of the measured roofline at its arithmetic intensity.
-std::string roofline_text(const WinnerRecord& w, const Ceilings& ceilings) {
-  const Cost& cost = w.cost;
-  const double seconds = w.timing.median_us * 1e-6;
-  if (!std::isfinite(cost.bytes) || !std::isfinite(cost.flops) || !positive(seconds)) return "-";
-  if (!is_compute_bound(cost)) {
-    if (cost.bytes <= 0) return "-";
-    if (!ceilings.copy_bytes_per_s) return "no copy ceiling measured";
-    return percent(cost.bytes / seconds / *ceilings.copy_bytes_per_s);
-  }
-  const auto compute = ceilings.compute_for(w.problem.dtype);
-  if (!compute) return "no compute ceiling measured";
-  double roof = *compute;
-  if (ceilings.copy_bytes_per_s && cost.bytes > 0)
-    roof = std::min(roof, *ceilings.copy_bytes_per_s * cost.flops / cost.bytes);
-  return percent(cost.flops / seconds / roof);
-}
-
 std::string achieved_text(const WinnerRecord& w) {
   if (!std::isfinite(w.cost.bytes) || !std::isfinite(w.cost.flops) || !positive(w.timing.median_us)) return "-";
   const std::string text = fmt_achieved(w.cost.bytes, w.cost.flops, w.timing.median_us);
   return text.empty() ? "-" : text;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) throw ReportError("cannot write " + path.string() + ": " + std::strerror(errno));
-  file << text;
-  file.close();
-  if (!file) throw ReportError("cannot write " + path.string() + ": " + std::strerror(errno));
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
 }
 
-// What a report reads from one database.
-struct DbContents {
-  int schema_version = 0;
-  int schema_found = 0;  // older than schema_version when it was migrated in a temporary copy
-  std::vector<DeviceFingerprint> devices;
-  std::vector<WinnerRecord> winners;
-  std::vector<CeilingRecord> ceilings;
-  std::vector<counters::Values> winner_counters;        // beside winners; empty where not profiled
-  std::vector<std::vector<CandidateRecord>> winner_faults;  // beside winners: crashed or hung candidates
-  std::vector<std::pair<std::int64_t, std::string>> counters_unavailable;  // sweep id, reason
-};
-
-DbContents contents_of(const Store& store, int schema_found) {
-  DbContents db{store.schema_version(), schema_found, store.devices(), store.winners(), store.ceilings(), {}, {}, {}};
-  for (const auto& w : db.winners) {
-    db.winner_counters.push_back(store.counter_values(w.sweep_id, w.problem.key(), w.variant, w.config.key()));
-    db.winner_faults.push_back(store.faulted_candidates(w.sweep_id, w.problem.key()));
-  }
-  for (const auto& sweep : store.sweeps())
-    if (auto reason = store.counters_unavailable(sweep.id)) db.counters_unavailable.emplace_back(sweep.id, *reason);
-  return db;
+// The sweeps whose results the winners hold, by id.
+std::vector<const SweepRow*> winning_sweeps(const DbContents& db) {
+  std::set<std::int64_t> ids;
+  for (const auto& w : db.winners) ids.insert(w.sweep_id);
+  std::vector<const SweepRow*> out;
+  for (const auto& s : db.sweeps)
+    if (ids.count(s.id)) out.push_back(&s);
+  return out;
 }
 
-// The schema version recorded in the file (SQLite's user_version, bytes 60..63 of the header).
-int file_schema_version(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  unsigned char header[64] = {};
-  if (!file.read(reinterpret_cast<char*>(header), sizeof header)) return 0;
-  return (header[60] << 24) | (header[61] << 16) | (header[62] << 8) | header[63];
-}
+std::string short_sha(const std::string& sha) { return sha.substr(0, 12); }
 
-// Opens read-only. A database of an older schema is never changed: it is copied (with its -wal
-// file, if any) to a temporary file, migrated there, read, and the copy removed.
-DbContents read_db(const std::string& path) {
-  const int found = file_schema_version(path);
-  if (found == 0 || found >= Store::latest_schema_version()) {
-    try {
-      return contents_of(*Store::open(path, OpenMode::read_only), found);
-    } catch (const StoreError& e) {
-      throw ReportError(e.what());
-    }
-  }
-  std::string pattern = (fs::temp_directory_path() / "shapetune-report-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw ReportError("cannot create a temporary directory to migrate a copy of " + path);
-  const fs::path copy_dir = pattern;
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{copy_dir};
-  const fs::path copy = copy_dir / "copy.db";
-  std::error_code error;
-  fs::copy_file(path, copy, error);
-  if (!error && fs::exists(path + "-wal")) fs::copy_file(path + "-wal", copy.string() + "-wal", error);
-  if (error) throw ReportError("cannot copy " + path + " to migrate it: " + error.message());
-  // The copy keeps the original's permissions; a 0444 database must still be migratable here.
-  for (const fs::path& file : {copy, fs::path(copy.string() + "-wal")})
-    fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, error);
-  try {
-    return contents_of(*Store::open(copy.string(), OpenMode::read_write), found);
-  } catch (const StoreError& e) {
-    throw ReportError(path + " (migrated in a temporary copy): " + e.what());
-  }
-}
-
-// Strings from a database reach gnuplot in two places, and a database may come from anyone, so
-// neither may let gnuplot run anything. In a script, a double-quoted string undergoes backtick
-// command substitution; a single-quoted one is taken literally (no backticks, no @macros, no
-// escapes), its only special character the quote itself, written twice. Data files are never
-// substituted; there a double-quoted field groups words, and a quote inside it becomes '.
-// Control characters (a line break would end the command) and bytes outside printable ASCII
-// are replaced in both.
-char gp_safe_char(char c) {
-  const auto byte = static_cast<unsigned char>(c);
-  if (byte < 0x20 || byte == 0x7f) return ' ';
-  return byte > 0x7f ? '?' : c;
-}
-
-std::string gp_literal(std::string_view text) {
-  std::string out = "'";
-  for (const char c : text) {
-    const char safe = gp_safe_char(c);
-    out += safe;
-    if (safe == '\'') out += '\'';
-  }
-  return out + "'";
-}
-
-std::string dat_field(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    const char safe = gp_safe_char(c);
-    out += safe == '"' ? '\'' : safe;
-  }
-  return out + "\"";
-}
-
-std::string num(double v) { return printf_text("%.6g", v); }
-
-// The top of every plot script: paths are found relative to the script itself (ARG0), so
-// `gnuplot DIR/plots/NAME.gp` works from any directory.
-std::string gp_preamble(const std::string& name, int width, int height) {
-  std::string s;
-  s += "# Written by shapetune report. Render: gnuplot DIR/plots/" + name + ".gp (from any directory).\n";
-  s += "here = ARG0[1:strlen(ARG0) - strlen(" + gp_literal(name + ".gp") + ")]\n";
-  s += "data = here . '../data/'\n";
-  s += "reset\n";
-  s += "set terminal svg size " + std::to_string(width) + "," + std::to_string(height) +
-       " dynamic noenhanced font 'sans,11' background rgb 'white'\n";
-  s += "set output here . " + gp_literal(name + ".svg") + "\n";
+// One line naming a database by its sweeps: "`a.db`: sweep #2, `shapetune sweep ...` at abc1234 (2026-12-01)".
+std::string database_by_sweeps(const DbContents& db) {
+  const auto sweeps = winning_sweeps(db);
+  std::string s = code(db.path);
+  if (sweeps.empty()) return s + " (no sweep holds a winner)";
+  s += ": ";
+  for (std::size_t i = 0; i < sweeps.size() && i < 3; ++i)
+    s += std::string(i ? "; " : "") + "sweep #" + std::to_string(sweeps[i]->id) + " " + code(sweeps[i]->info.command) +
+         " at " + code(short_sha(sweeps[i]->info.git_sha)) + ", " + cell(sweeps[i]->started_at.substr(0, 10));
+  if (sweeps.size() > 3) s += "; and " + plural(sweeps.size() - 3, "more sweep", "more sweeps");
   return s;
 }
 
-struct PlotFile {
-  std::string name;   // stem: plots/NAME.gp, plots/NAME.svg
-  std::string title;  // for the README
-};
-
-struct Plotter {
-  fs::path dir;
-  std::vector<PlotFile> plots;
-
-  void data(const std::string& file, const std::string& text) const { write_file(dir / "data" / file, text); }
-  void script(const std::string& name, const std::string& title, const std::string& text) {
-    write_file(dir / "plots" / (name + ".gp"), text);
-    plots.push_back({name, title});
+std::string provenance_section(const DbContents& db) {
+  std::string s = "## Provenance\n\n";
+  if (db.sweeps.empty()) return s + "No sweeps recorded in this database.\n\n";
+  s += "Every sweep stored in the database; the winners come from those marked *. Options are the settings that "
+       "change results (L2 mode, stopping rule, filters, strategy, shard); the seed, where given, is in the command.\n\n";
+  const auto used = winning_sweeps(db);
+  s += table_head({"sweep", "started", "status", "command", "shapetune", "shape file", "options"});
+  for (const auto& sweep : db.sweeps) {
+    const bool holds = std::find(used.begin(), used.end(), &sweep) != used.end();
+    s += table_row({"#" + std::to_string(sweep.id) + (holds ? " *" : ""), cell(sweep.started_at),
+                    cell(sweep.status) + (sweep.finished_at.empty() ? "" : " " + cell(sweep.finished_at)),
+                    code(sweep.info.command), code(short_sha(sweep.info.git_sha)),
+                    code(sweep.info.yaml_path) + " sha256 " + code(sweep.info.yaml_sha256.substr(0, 12)),
+                    code(sweep.info.options)});
   }
-};
-
-// (a) roofline per family: x = FLOPs per byte, y = FLOP/s, the copy ceiling as y = C x.
-void roofline_plot(Plotter& plotter, const std::string& family, const std::vector<const WinnerRecord*>& winners,
-                   const Ceilings& ceilings) {
-  std::string won = "# intensity_flops_per_byte achieved_flops_per_s problem variant\n";
-  std::string base = "# intensity_flops_per_byte achieved_flops_per_s problem baseline\n";
-  double lo = INFINITY, hi = 0, ylo = INFINITY, yhi = 0;
-  int points = 0, base_points = 0;
-  for (const WinnerRecord* w : winners) {
-    const Cost& c = w->cost;
-    if (!positive(c.bytes) || !positive(c.flops) || !positive(w->timing.median_us)) continue;
-    const double x = c.flops / c.bytes;
-    const double y = c.flops / (w->timing.median_us * 1e-6);
-    won += num(x) + " " + num(y) + " " + dat_field(w->problem.key()) + " " + dat_field(w->variant) + "\n";
-    lo = std::min(lo, x), hi = std::max(hi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
-    ++points;
-    if (!w->best_baseline.empty() && positive(w->baseline_us)) {
-      const double yb = c.flops / (w->baseline_us * 1e-6);
-      base += num(x) + " " + num(yb) + " " + dat_field(w->problem.key()) + " " + dat_field(w->best_baseline) + "\n";
-      ylo = std::min(ylo, yb), yhi = std::max(yhi, yb);
-      ++base_points;
-    }
-  }
-  if (points == 0) return;
-  const std::string stem = "roofline_" + file_stem(family);
-  plotter.data(stem + "_winners.dat", won);
-  if (base_points) plotter.data(stem + "_baselines.dat", base);
-  if (ceilings.copy_bytes_per_s) yhi = std::max(yhi, *ceilings.copy_bytes_per_s * hi * 4);
-  // Horizontal roofs: the compute ceilings of the dtypes this family's winners have.
-  std::vector<const CeilingRecord*> roofs;
-  for (const CeilingRecord* c : ceilings.compute)
-    if (std::any_of(winners.begin(), winners.end(), [&](const WinnerRecord* w) { return Ceilings::bounds(*c, w->problem.dtype); })) {
-      roofs.push_back(c);
-      yhi = std::max(yhi, c->value);
-    }
-  std::string s = gp_preamble(stem, 900, 600);
-  s += "set title " + gp_literal("roofline: " + family + " (measured ceilings only)") + "\n";
-  s += "set logscale xy\n";
-  s += "set xlabel 'arithmetic intensity (FLOP/byte)'\nset ylabel 'achieved FLOP/s'\n";
-  s += "set grid\nset key top left\n";
-  s += "set xrange [" + num(lo / 4) + ":" + num(hi * 4) + "]\n";
-  s += "set yrange [" + num(ylo / 4) + ":" + num(yhi * 4) + "]\n";
-  std::string plot = "plot data . " + gp_literal(stem + "_winners.dat") + " using 1:2 with points pt 7 ps 1.2 title 'winner'";
-  if (base_points)
-    plot += ", \\\n     data . " + gp_literal(stem + "_baselines.dat") + " using 1:2 with points pt 6 ps 1.2 title 'best baseline'";
-  if (ceilings.copy_bytes_per_s)
-    plot += ", \\\n     " + num(*ceilings.copy_bytes_per_s) + " * x with lines lw 2 title " +
-            gp_literal("DRAM copy ceiling (" + fmt_rate(*ceilings.copy_bytes_per_s) + ")");
-  for (const CeilingRecord* c : roofs)
-    plot += ", \\\n     " + num(c->value) + " with lines dt 2 title " + gp_literal(c->name + " (" + ceiling_value_text(*c) + ")");
-  s += plot + "\n";
-  plotter.script(stem, "Roofline: " + family, s);
-}
-
-// (b) speedup over the best baseline per problem.
-void speedup_plot(Plotter& plotter, const std::vector<WinnerRecord>& winners) {
-  std::string text = "# index speedup problem baseline\n";
-  int n = 0;
-  for (const auto& w : winners) {
-    if (w.best_baseline.empty() || !positive(w.speedup_vs_baseline)) continue;
-    text += std::to_string(n++) + " " + num(w.speedup_vs_baseline) + " " + dat_field(w.problem.key()) + " " +
-            dat_field(w.best_baseline) + "\n";
-  }
-  if (n == 0) return;
-  plotter.data("speedup.dat", text);
-  std::string s = gp_preamble("speedup", std::max(900, 200 + 28 * n), 700);
-  s += "set title " + gp_literal("winner's speedup over the best library baseline") + "\n";
-  s += "set lmargin 22\nset ylabel 'speedup (x)'\nset grid ytics\nset style fill solid 0.6\nset boxwidth 0.7\n";
-  s += "set xtics rotate by 45 right font ',8'\nset xrange [-1:" + std::to_string(n) + "]\nset yrange [0:*]\n";
-  s += "plot data . 'speedup.dat' using 1:2:xtic(3) with boxes notitle, 1 with lines dt 2 lc rgb 'black' notitle\n";
-  plotter.script("speedup", "Speedup over the best baseline", s);
-}
-
-// (c) which variant wins each problem: one labelled point per problem in its variant's column.
-void winner_map_plot(Plotter& plotter, const std::vector<WinnerRecord>& winners) {
-  std::vector<std::string> variants;
-  for (const auto& w : winners)
-    if (std::find(variants.begin(), variants.end(), w.variant) == variants.end()) variants.push_back(w.variant);
-  std::string text = "# variant_index problem_index problem variant\n";
-  int n = 0;
-  for (const auto& w : winners) {
-    const auto v = std::find(variants.begin(), variants.end(), w.variant) - variants.begin();
-    text += std::to_string(v) + " " + std::to_string(n++) + " " + dat_field(w.problem.key()) + " " +
-            dat_field(w.variant) + "\n";
-  }
-  plotter.data("winner_map.dat", text);
-  std::string s = gp_preamble("winner_map", std::max(700, 300 + 60 * static_cast<int>(variants.size())),
-                              std::max(300, 160 + 16 * n));
-  s += "set title 'winning variant per problem'\nset grid\n";
-  s += "set xrange [-0.5:" + num(variants.size() - 0.5) + "]\nset yrange [" + num(n - 0.5) + ":-0.5]\n";
-  s += "set ytics font ',8'\nset xtics rotate by 45 right (";
-  for (std::size_t i = 0; i < variants.size(); ++i) s += (i ? ", " : "") + gp_literal(variants[i]) + " " + std::to_string(i);
-  s += ")\n";
-  s += "plot data . 'winner_map.dat' using 1:2:ytic(3) with points pt 7 ps 1.5 notitle\n";
-  plotter.script("winner_map", "Winner map", s);
-}
-
-// The program's path: as given where it names a directory, else the first executable of that
-// name on PATH. No shell is involved in finding or running it.
-std::optional<std::string> find_program(const std::string& program) {
-  if (program.empty()) return std::nullopt;
-  if (program.find('/') != std::string::npos)
-    return access(program.c_str(), X_OK) == 0 ? std::optional<std::string>(program) : std::nullopt;
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    const std::size_t colon = dirs.find(':');
-    const std::string dir(dirs.substr(0, colon));
-    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
-    struct stat info {};
-    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    if (colon == std::string_view::npos) return std::nullopt;
-    dirs.remove_prefix(colon + 1);
-  }
-}
-
-// Runs `program script` with stdout and stderr appended to log, stdin from /dev/null; its exit
-// status, or -1 when it could not be started or did not exit normally.
-int run_plot_script(const std::string& program, const fs::path& script, const fs::path& log) {
-  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return -1;
-  // Everything the child needs is made before fork: after it, only async-signal-safe calls.
-  const std::string script_path = script.string();
-  char* const argv[] = {const_cast<char*>(program.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd < 0 || dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
-        dup2(log_fd, STDERR_FILENO) < 0)
-      _exit(127);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  close(log_fd);
-  if (pid < 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return s + "\n";
 }
 
 std::string devices_section(const std::vector<DeviceFingerprint>& devices) {
@@ -441,64 +140,144 @@ std::string devices_section(const std::vector<DeviceFingerprint>& devices) {
   return s + "\n";
 }
 
-std::string ceilings_section(const std::vector<CeilingRecord>& ceilings, bool several_devices) {
-  std::string s = "## Ceilings\n\n";
-  if (ceilings.empty())
+std::string ceilings_section(const DbContents& db, const std::map<std::string, DeviceRoofs>& roofs, bool several_devices) {
+  std::string s = "## Ceilings and roofs\n\n";
+  if (db.ceilings.empty())
     return s + "No ceilings measured (`shapetune ceilings --db FILE` measures copy bandwidth, FP32 FMA and tensor-core "
-               "rates and launch overhead); the roofline "
-               "column says so.\n\n";
+               "rates and launch overhead); the roofline column says so.\n\n";
+  s += "Measured on the device by `shapetune ceilings`; no datasheet numbers are used. The roofline of a problem is "
+       "min(compute roof, `dram_copy_best` x its intensity). The compute roof is `tensor_<dtype>` for a family that "
+       "does compute-bound work in f16, bf16 or tf32 (tensor cores), else `fp32_fma` (elementwise and reduction kernels "
+       "compute in fp32 whatever they store). `sgemm_fp32` is a reference, not a roof.\n\n";
   std::vector<std::string> head = {"name", "value", "method"};
   if (several_devices) head.insert(head.begin(), "device");
   s += table_head(head);
-  for (const auto& c : ceilings) {
-    std::vector<std::string> row = {code(c.name), ceiling_value_text(c), cell(c.method)};
+  for (const auto& c : db.ceilings) {
+    std::vector<std::string> row = {code(c.name), fmt_quantity(c.value, c.unit), cell(c.method)};
     if (several_devices) row.insert(row.begin(), code(c.device_key));
     s += table_row(row);
   }
-  return s + "\n";
+  s += "\n";
+  std::string raised;
+  for (const auto& [device, r] : roofs) {
+    auto note = [&](const Roof& roof, const char* unit) {
+      if (!roof.raised_by.empty())
+        raised += "- " + code(roof.name) + (several_devices ? " on " + code(device) : "") + ": " +
+                  cell(roof.raised_by) + " ran faster than the ceiling's own kernel, so the roof used is " +
+                  fmt_quantity(roof.value, unit) + ".\n";
+    };
+    if (r.copy) note(*r.copy, "B/s");
+    for (const auto& [name, roof] : r.compute) note(roof, "FLOP/s");
+  }
+  if (!raised.empty())
+    s += "A roof is the best rate measured on the device, so where a library in this database beat a ceiling's kernel "
+         "the library's rate is the roof (no library shows above 100%):\n\n" + raised + "\n";
+  return s;
 }
 
-std::string winners_section(const std::vector<WinnerRecord>& winners, const std::vector<CeilingRecord>& ceilings,
-                            bool several_devices) {
+// The best baseline's cell: "cudnn 773.9 us (library)".
+std::string baseline_text(const WinnerFacts& f) {
+  const WinnerRecord& w = *f.winner;
+  if (w.best_baseline.empty()) return f.lost_baselines.empty() ? "-" : "none ran (see below)";
+  return cell(w.best_baseline) + " " + fmt_us(w.baseline_us) + " (" + report_data::baseline_kind_name(f.baseline_kind) + ")";
+}
+
+// The roof a problem's % is taken against: its compute roof where compute-bound, else the copy roof.
+const Roof* bounding_roof(const WinnerFacts& f, const DeviceRoofs& roofs) {
+  const bool compute = f.winner->cost.flops > 0 && f.intensity() >= kComputeBoundIntensity;
+  if (compute) return roofs.compute_roof(f.family, f.winner->problem.dtype);
+  return roofs.copy ? &*roofs.copy : nullptr;
+}
+
+// Why winners stand above 100% of a roof: the roof is a measured kernel, not the hardware.
+std::string above_roof_note(const Roof& roof, bool copy, const std::vector<std::string>& problems) {
+  std::string s = "above " + code(roof.name) + " (" + fmt_quantity(roof.value, copy ? "B/s" : "FLOP/s") + ", " +
+                  cell(roof.raised_by.empty() ? roof.method : "the rate of " + roof.raised_by) +
+                  "): a roof is the best kernel measured on the device, not the hardware's limit";
+  s += copy ? "; a copy reads and writes equal bytes, and a kernel that reads more than it writes (or finds some of "
+              "its data in L2) streams a little faster: "
+            : ": ";
+  for (std::size_t i = 0; i < problems.size(); ++i) s += (i ? ", " : "") + code(problems[i]);
+  return s + ".";
+}
+
+std::string winners_section(const DbContents& db, const std::map<std::string, DeviceRoofs>& roofs, bool several_devices) {
   std::string s = "## Winners\n\n";
-  s += "Achieved: bandwidth (bytes moved by the cost model over the median time) where the problem does fewer than " +
-       printf_text("%g", kComputeBoundIntensity) +
-       " FLOPs a byte, else the FLOP rate. Roofline: achieved bandwidth over the measured `dram_copy_best` ceiling "
-       "for memory-bound problems; for compute-bound ones, the FLOP rate over the lower of a measured compute "
-       "ceiling (`fp32_fma` for f32, `tensor_<dtype>` for f16, bf16 and tf32) and the copy ceiling times the intensity. No datasheet "
-       "numbers are used. Margin: the runner-up's time over the winner's, minus 1; a tie is within the noise. "
-       "\"-\": not recorded (rows stored before schema 4 have no cost).\n\n";
+  s += "Achieved: bandwidth (bytes the cost model says the problem must move, over the median time) where the "
+       "problem does fewer than " + printf_text("%g", kComputeBoundIntensity) +
+       " FLOPs a byte, else the FLOP rate. % of roof: against the roofline at the problem's intensity (see Ceilings "
+       "and roofs); a mark * is explained under the table. Baseline: the fastest baseline that ran and whether it is a "
+       "library or shapetune's own unfused chain. Margin: the runner-up's time over the winner's, minus 1; a tie is "
+       "within the noise. \"-\": not recorded (rows stored before schema 4 have no cost).\n\n";
   std::vector<std::string> devices;
-  for (const auto& w : winners)
+  for (const auto& w : db.winners)
     if (std::find(devices.begin(), devices.end(), w.device_key) == devices.end()) devices.push_back(w.device_key);
   for (const auto& device : devices) {
     if (several_devices) s += "### Device " + code(device) + "\n\n";
-    const Ceilings device_ceilings = ceilings_of(ceilings, device);
-    std::map<std::string, std::vector<const WinnerRecord*>> families;
-    for (const auto& w : winners)
-      if (w.device_key == device) families[family_of(w.problem.primitive)].push_back(&w);
+    const DeviceRoofs& device_roofs = roofs.at(device);
+    std::map<std::string, std::vector<const WinnerFacts*>> families;
+    for (const auto& f : db.facts)
+      if (f.winner->device_key == device) families[f.family].push_back(&f);
     for (const auto& [family, rows] : families) {
       s += (several_devices ? "#### " : "### ") + cell(family) + "\n\n";
-      s += table_head({"problem", "winner", "median", "achieved", "% of roofline", "best baseline", "speedup",
-                       "runner-up", "margin"});
-      for (const WinnerRecord* w : rows) {
-        const bool has_baseline = !w->best_baseline.empty();
-        const bool has_runner_up = !w->runner_up_variant.empty();
-        s += table_row({code(w->problem.key()), code(variant_text(w->variant, w->config)), fmt_us(w->timing.median_us),
-                        achieved_text(*w), roofline_text(*w, device_ceilings),
-                        has_baseline ? cell(w->best_baseline) + " " + fmt_us(w->baseline_us) : "-",
-                        has_baseline && std::isfinite(w->speedup_vs_baseline)
-                            ? fmt_fixed(w->speedup_vs_baseline, 2) + "x"
-                            : "-",
-                        has_runner_up ? code(variant_text(w->runner_up_variant, w->runner_up_config)) : "-",
-                        has_runner_up && std::isfinite(w->margin_rel)
-                            ? fmt_fixed(100 * w->margin_rel, 1) + "%" + (w->tie ? " (tie)" : "")
+      s += table_head({"problem", "winner", "median", "achieved", "% of roof", "best baseline", "speedup", "runner-up",
+                       "margin"});
+      std::map<const Roof*, std::vector<std::string>> above;  // roof -> problems above it
+      for (const WinnerFacts* f : rows) {
+        const WinnerRecord& w = *f->winner;
+        const auto fraction = device_roofs.fraction_of_roof(*f);
+        std::string roof_cell = "-";
+        if (fraction) {
+          roof_cell = percent(*fraction);
+          // Marked where the printed value exceeds 100.0%.
+          if (*fraction >= 1.0005) {
+            roof_cell += " *";
+            above[bounding_roof(*f, device_roofs)].push_back(w.problem.key());
+          }
+        } else if (f->has_cost()) {
+          roof_cell = device_roofs.copy ? "no compute ceiling measured" : "no copy ceiling measured";
+        }
+        const bool has_baseline = !w.best_baseline.empty();
+        const bool has_runner_up = !w.runner_up_variant.empty();
+        s += table_row({code(w.problem.key()), code(variant_text(w.variant, w.config)), fmt_us(w.timing.median_us),
+                        achieved_text(w), roof_cell, baseline_text(*f),
+                        has_baseline && std::isfinite(w.speedup_vs_baseline) ? times(w.speedup_vs_baseline) : "-",
+                        has_runner_up ? code(variant_text(w.runner_up_variant, w.runner_up_config)) : "-",
+                        has_runner_up && std::isfinite(w.margin_rel)
+                            ? fmt_fixed(100 * w.margin_rel, 1) + "%" + (w.tie ? " (tie)" : "")
                             : "-"});
       }
       s += "\n";
+      for (const auto& [roof, problems] : above)
+        if (roof) s += "\\* " + above_roof_note(*roof, device_roofs.copy && roof == &*device_roofs.copy, problems) + "\n\n";
     }
   }
   return s;
+}
+
+// Baselines the shape matrix asked for that could not give a time: a problem that silently lost
+// its library comparison would make the speedups look better than they are.
+std::string lost_baselines_section(const DbContents& db) {
+  std::string rows;
+  int problems = 0;
+  for (const auto& f : db.facts) {
+    if (f.lost_baselines.empty()) continue;
+    ++problems;
+    std::map<std::string, std::pair<const CandidateRecord*, int>> by_variant;  // first record, configs
+    for (const auto& c : f.lost_baselines) {
+      auto& [first, n] = by_variant[c.variant];
+      if (!first) first = &c;
+      ++n;
+    }
+    for (const auto& [variant, entry] : by_variant)
+      rows += table_row({code(f.winner->problem.key()), code(variant) + (entry.second > 1 ? " (" + plural(entry.second, "config", "configs") + ")" : ""),
+                         cell(candidate_status_name(entry.first->status)), cell(entry.first->reason)});
+  }
+  if (rows.empty()) return "";
+  return "## Baselines that could not run\n\n" + plural(problems, "problem", "problems") +
+         " had a baseline candidate in its sweep that gave no time. Where none of its baselines ran, the winner's "
+         "speedup column is empty and the summary counts it under \"no baseline\".\n\n" +
+         table_head({"problem", "baseline", "status", "why"}) + rows + "\n";
 }
 
 // Candidates that crashed or hung their GPU worker in the winners' sweeps: never winners, but
@@ -506,18 +285,18 @@ std::string winners_section(const std::vector<WinnerRecord>& winners, const std:
 std::string faults_section(const DbContents& db) {
   std::string rows;
   int candidates = 0, problems = 0;
-  for (std::size_t i = 0; i < db.winners.size() && i < db.winner_faults.size(); ++i) {
-    if (db.winner_faults[i].empty()) continue;
+  for (const auto& f : db.facts) {
+    if (f.faults.empty()) continue;
     ++problems;
-    for (const CandidateRecord& c : db.winner_faults[i]) {
+    for (const CandidateRecord& c : f.faults) {
       ++candidates;
-      rows += table_row({code(db.winners[i].problem.key()), code(variant_text(c.variant, c.config)),
+      rows += table_row({code(f.winner->problem.key()), code(variant_text(c.variant, c.config)),
                          cell(candidate_status_name(c.status)), cell(c.reason)});
     }
   }
   if (rows.empty()) return "";
-  return "## Candidates that crashed or hung\n\n" + std::to_string(candidates) + " candidate" +
-         (candidates == 1 ? "" : "s") + " of " + std::to_string(problems) + " problem" + (problems == 1 ? "" : "s") +
+  return "## Candidates that crashed or hung\n\n" + plural(candidates, "candidate", "candidates") + " of " +
+         plural(problems, "problem", "problems") +
          " crashed (a signal, an abort, or a lost CUDA context) or hung past the watchdog's limit; each time the "
          "sweep restarted its GPU worker and went on. None of them can be a winner.\n\n" +
          table_head({"problem", "candidate", "status", "what happened"}) + rows + "\n";
@@ -539,9 +318,9 @@ std::string counters_section(const DbContents& db) {
     return v ? printf_text(format, *v * scale) : std::string("-");
   };
   std::string table;
-  for (std::size_t i = 0; i < db.winners.size(); ++i) {
-    const WinnerRecord& w = db.winners[i];
-    const counters::Values& values = db.winner_counters[i];
+  for (const WinnerFacts& f : db.facts) {
+    const WinnerRecord& w = *f.winner;
+    const counters::Values& values = f.counters;
     if (values.empty()) continue;
     const std::string dram = counters::dram_vs_model_text(values, w.cost.bytes);
     table += table_row({code(w.problem.key()), code(variant_text(w.variant, w.config)),
@@ -570,19 +349,129 @@ std::string counters_section(const DbContents& db) {
   return out;
 }
 
-std::string compare_section(const std::vector<WinnerRecord>& mine, const std::string& other_path,
-                            const std::vector<WinnerRecord>& theirs) {
-  std::string s = "## Compared with " + code(other_path) + "\n\n";
-  s += "Per problem in both databases: this database's winning median against the other's. The noise band is the "
-       "larger of 1% and each median's recorded 95% confidence interval; inside it, \"same\".\n\n";
+std::string summary_section(const DbContents& db, const std::map<std::string, DeviceRoofs>& roofs) {
+  std::string s = "## Summary\n\n";
+  std::set<std::string> families;
+  std::vector<double> table_vs_library, own_vs_library, vs_chain, vs_unknown, fractions;
+  int own_faster = 0, same = 0, library_faster = 0, above = 0;
+  std::vector<const WinnerFacts*> no_baseline, worst;
+  for (const auto& f : db.facts) {
+    const WinnerRecord& w = *f.winner;
+    families.insert(f.family);
+    if (w.best_baseline.empty()) no_baseline.push_back(&f);
+    else if (f.baseline_kind == BaselineKind::library) table_vs_library.push_back(w.speedup_vs_baseline);
+    else if (f.baseline_kind == BaselineKind::own_chain) vs_chain.push_back(w.speedup_vs_baseline);
+    else vs_unknown.push_back(w.speedup_vs_baseline);
+    if (const auto verdict = report_data::own_vs_library(f)) {
+      own_faster += *verdict == "own faster";
+      same += *verdict == "same";
+      library_faster += *verdict == "library faster";
+      own_vs_library.push_back(f.best_library->timing->median_us / f.best_own->timing->median_us);
+      worst.push_back(&f);
+    }
+    if (const auto fraction = roofs.at(w.device_key).fraction_of_roof(f)) {
+      fractions.push_back(*fraction);
+      above += *fraction >= 1.0005;
+    }
+  }
+  std::set<std::string> device_names;
+  for (const auto& d : db.devices) device_names.insert(d.name);
+  s += "- **" + plural(db.winners.size(), "problem", "problems") + "** in " + plural(families.size(), "family", "families");
+  if (!device_names.empty()) {
+    s += ", on ";
+    bool first = true;
+    for (const auto& name : device_names) s += (first ? "" : ", ") + cell(name), first = false;
+  }
+  s += ".\n";
+  if (!table_vs_library.empty()) {
+    s += "- **Against the libraries** (cuBLAS, cuBLASLt, cuDNN; " + plural(table_vs_library.size(), "problem", "problems") +
+         "): the dispatch table is a geomean **" + times(report_data::geomean(table_vs_library)) +
+         "** faster than the best library. It never falls below 1x, since it picks the library where the library wins.";
+    if (!own_vs_library.empty())
+      s += " shapetune's own best variant against the best library: **" + std::to_string(own_faster) + " faster, " +
+           std::to_string(same) + " same within noise, " + std::to_string(library_faster) +
+           " slower**; geomean " + times(report_data::geomean(own_vs_library)) + ".";
+    s += "\n";
+  } else {
+    s += "- **Against the libraries**: no problem here has a library baseline that ran.\n";
+  }
+  if (!vs_chain.empty())
+    s += "- **Against shapetune's own unfused chains** (the reference point of fused primitives that no library "
+         "offers; not a library speedup), " + plural(vs_chain.size(), "problem", "problems") + ": geomean " +
+         times(report_data::geomean(vs_chain)) + ".\n";
+  if (!vs_unknown.empty())
+    s += "- Against baselines this build's catalogue does not know, " + plural(vs_unknown.size(), "problem", "problems") +
+         ": geomean " + times(report_data::geomean(vs_unknown)) + ".\n";
+  if (!no_baseline.empty()) {
+    int lost = 0;
+    for (const WinnerFacts* f : no_baseline) lost += !f->lost_baselines.empty();
+    s += "- **No baseline**: " + plural(no_baseline.size(), "problem", "problems");
+    if (lost) s += ", " + std::to_string(lost) + " of them because every baseline the sweep tried failed to run (see "
+                   "\"Baselines that could not run\")";
+    s += no_baseline.size() > 8 ? "." : ": ";
+    if (no_baseline.size() <= 8)
+      for (std::size_t i = 0; i < no_baseline.size(); ++i)
+        s += (i ? ", " : "") + code(no_baseline[i]->winner->problem.key());
+    s += "\n";
+  }
+  if (!fractions.empty()) {
+    std::sort(fractions.begin(), fractions.end());
+    s += "- **Roofline**: the median winner reaches " + percent(fractions[fractions.size() / 2]) +
+         " of its measured roof (" + plural(fractions.size(), "problem", "problems") + " with a cost and a roof)";
+    if (above) s += "; " + std::to_string(above) + " above 100%, each explained under its table";
+    s += ".\n";
+  }
+  int faults = 0;
+  for (const auto& f : db.facts) faults += static_cast<int>(f.faults.size());
+  if (faults) s += "- **Faults**: " + plural(faults, "candidate", "candidates") + " crashed or hung (see below).\n";
+  s += "\n";
+  if (!worst.empty()) {
+    std::sort(worst.begin(), worst.end(), [](const WinnerFacts* a, const WinnerFacts* b) {
+      return a->best_own->timing->median_us / a->best_library->timing->median_us >
+             b->best_own->timing->median_us / b->best_library->timing->median_us;
+    });
+    if (worst.size() > 5) worst.resize(5);
+    s += "### Worst cases against the libraries\n\nThe problems where shapetune's own best variant is furthest behind "
+         "(or least ahead of) the best library.\n\n";
+    s += table_head({"problem", "own best", "median", "best library", "median", "own time / library time"});
+    for (const WinnerFacts* f : worst)
+      s += table_row({code(f->winner->problem.key()), code(variant_text(f->best_own->variant, f->best_own->config)),
+                      fmt_us(f->best_own->timing->median_us), code(variant_text(f->best_library->variant, f->best_library->config)),
+                      fmt_us(f->best_library->timing->median_us),
+                      times(f->best_own->timing->median_us / f->best_library->timing->median_us)});
+    s += "\n";
+  }
+  return s;
+}
+
+struct Comparison {
+  std::string markdown;
+  std::vector<std::string> regressed;
+};
+
+// This database against another: both winners per problem, the problems only in one, and the
+// regressions --fail-on-regression fails on (slower beyond noise, or lost from the table).
+Comparison compare_section(const DbContents& mine, const DbContents& theirs) {
+  Comparison out;
+  std::string& s = out.markdown;
+  s = "## Compared with " + code(theirs.path) + "\n\n";
+  s += "- This: " + database_by_sweeps(mine) + "\n- Other: " + database_by_sweeps(theirs) + "\n\n";
+  s += "Per problem in both databases (the same device where the other has it): this database's winner and median "
+       "against the other's. The noise band is the larger of 1% and each median's recorded 95% confidence interval; "
+       "inside it, \"same\". A regression is a problem slower here beyond the band, or one the other database has a "
+       "winner for and this one has not.\n\n";
   std::map<std::string, std::vector<const WinnerRecord*>> by_problem;
-  for (const auto& w : theirs) by_problem[w.problem.key()].push_back(&w);
+  for (const auto& w : theirs.winners) by_problem[w.problem.key()].push_back(&w);
   int faster = 0, slower = 0, same = 0, both = 0;
   std::set<std::string> matched;
-  std::string table;
-  for (const auto& w : mine) {
+  std::string table, only_here;
+  for (const auto& w : mine.winners) {
     const auto found = by_problem.find(w.problem.key());
-    if (found == by_problem.end()) continue;
+    if (found == by_problem.end()) {
+      only_here += "- " + code(w.problem.key()) + ": " + code(variant_text(w.variant, w.config)) + " " +
+                   fmt_us(w.timing.median_us) + "\n";
+      continue;
+    }
     const WinnerRecord* other = found->second.front();
     for (const WinnerRecord* o : found->second)
       if (o->device_key == w.device_key) other = o;
@@ -593,21 +482,51 @@ std::string compare_section(const std::vector<WinnerRecord>& mine, const std::st
     faster += verdict == "faster";
     slower += verdict == "slower";
     same += verdict == "same";
+    if (verdict == "slower") out.regressed.push_back(w.problem.key());
     const double change = w.timing.median_us / other->timing.median_us - 1;
-    table += table_row({code(w.problem.key()), fmt_us(w.timing.median_us), fmt_us(other->timing.median_us),
+    const auto ci = [](double v) { return std::isfinite(v) ? v : 0.0; };
+    table += table_row({code(w.problem.key()), code(variant_text(w.variant, w.config)), fmt_us(w.timing.median_us),
+                        code(variant_text(other->variant, other->config)), fmt_us(other->timing.median_us),
                         std::isfinite(change) ? printf_text("%+.1f%%", 100 * change) : "-",
-                        printf_text("%.1f%%", 100 * std::max({0.01, std::isfinite(w.timing.median_ci_rel) ? w.timing.median_ci_rel : 0.0,
-                                                               std::isfinite(other->timing.median_ci_rel) ? other->timing.median_ci_rel : 0.0})),
-                        verdict});
+                        percent(std::max({0.01, ci(w.timing.median_ci_rel), ci(other->timing.median_ci_rel)})),
+                        verdict == "slower" ? "**slower**" : verdict});
   }
-  int only_other = 0;
-  for (const auto& [key, rows] : by_problem) only_other += !matched.count(key);
-  const int only_here = static_cast<int>(mine.size()) - both;
+  std::string only_other;
+  int n_only_other = 0;
+  for (const auto& [key, rows] : by_problem) {
+    if (matched.count(key)) continue;
+    ++n_only_other;
+    out.regressed.push_back(key);
+    only_other += "- " + code(key) + ": " + code(variant_text(rows.front()->variant, rows.front()->config)) + " " +
+                  fmt_us(rows.front()->timing.median_us) + "\n";
+  }
+  const int n_only_here = static_cast<int>(mine.winners.size()) - both;
   s += "Summary: " + std::to_string(both) + " problems in both: " + std::to_string(faster) + " faster, " +
        std::to_string(slower) + " slower, " + std::to_string(same) + " same within noise; " +
-       std::to_string(only_here) + " only here, " + std::to_string(only_other) + " only in the other.\n\n";
-  if (both) s += table_head({"problem", "this", "other", "change", "noise band", "verdict"}) + table + "\n";
-  return s;
+       std::to_string(n_only_here) + " only here, " + std::to_string(n_only_other) + " only in the other. " +
+       (out.regressed.empty() ? std::string("No regressions.")
+                              : plural(out.regressed.size(), "regression", "regressions") + ".") +
+       "\n\n";
+  if (both)
+    s += table_head({"problem", "this winner", "this", "other winner", "other", "change", "noise band", "verdict"}) +
+         table + "\n";
+  if (!only_here.empty()) s += "### Only in this database\n\n" + only_here + "\n";
+  if (!only_other.empty()) s += "### Only in the other database (lost here)\n\n" + only_other + "\n";
+  return out;
+}
+
+// Outputs of an earlier report in this directory, so that every file left is from this run.
+// Only what a report writes is removed; anything else a user put there stays.
+void remove_stale_outputs(const fs::path& dir) {
+  std::error_code ignored;
+  fs::remove(dir / "README.md", ignored);
+  for (const auto& [sub, extensions] : {std::pair<const char*, std::set<std::string>>{"data", {".dat"}},
+                                        {"plots", {".gp", ".svg", ".png", ".log"}}}) {
+    if (!fs::is_directory(dir / sub, ignored)) continue;
+    for (const auto& entry : fs::directory_iterator(dir / sub, ignored))
+      if (entry.is_regular_file(ignored) && extensions.count(entry.path().extension().string()))
+        fs::remove(entry.path(), ignored);
+  }
 }
 
 }  // namespace
@@ -622,12 +541,9 @@ std::string compare_verdict(double this_us, double this_ci_rel, double other_us,
 }
 
 ReportResult write_report(const ReportOptions& options) {
-  const DbContents db = read_db(options.db_path);
-  const auto& devices = db.devices;
-  const auto& winners = db.winners;
-  const auto& ceilings = db.ceilings;
-  std::optional<std::vector<WinnerRecord>> other_winners;
-  if (options.compare_db) other_winners = read_db(*options.compare_db).winners;
+  const DbContents db = report_data::read_db(options.db_path, options.baseline_kind);
+  std::optional<DbContents> other;
+  if (options.compare_db) other = report_data::read_db(*options.compare_db, options.baseline_kind);
 
   const fs::path dir = options.out_dir;
   for (const fs::path& sub : {dir, dir / "data", dir / "plots"}) {
@@ -637,70 +553,66 @@ ReportResult write_report(const ReportOptions& options) {
       throw ReportError("cannot create directory " + sub.string() + ": " +
                         (error ? error.message() : std::string("a file is in the way")));
   }
+  remove_stale_outputs(dir);
 
   std::set<std::string> device_keys;
-  for (const auto& d : devices) device_keys.insert(d.key());
-  for (const auto& w : winners) device_keys.insert(w.device_key);
+  for (const auto& d : db.devices) device_keys.insert(d.key());
+  for (const auto& w : db.winners) device_keys.insert(w.device_key);
   const bool several_devices = device_keys.size() > 1;
+  std::map<std::string, DeviceRoofs> roofs;
+  for (const auto& key : device_keys) roofs[key] = report_data::device_roofs(db.ceilings, key, db.facts);
 
   ReportResult result;
-  result.winners = static_cast<int>(winners.size());
+  result.winners = static_cast<int>(db.winners.size());
   std::string md = "# shapetune report\n\n";
-  md += "Written by `shapetune report` from " + code(options.db_path) + " (schema v" +
-        std::to_string(db.schema_found ? db.schema_found : db.schema_version) +
+  md += "Written " + utc_now() + (options.generator.empty() ? "" : " by " + cell(options.generator)) + " from " +
+        code(options.db_path) + " (schema v" + std::to_string(db.schema_found ? db.schema_found : db.schema_version) +
         (db.schema_found && db.schema_found < db.schema_version
              ? ", read through a temporary copy migrated to v" + std::to_string(db.schema_version)
              : std::string()) +
-        "): " + std::to_string(winners.size()) + " winners, " +
-        std::to_string(ceilings.size()) + " ceilings.\n\n";
-  md += devices_section(devices);
-  md += ceilings_section(ceilings, several_devices);
+        "): " + plural(db.winners.size(), "winner", "winners") + ", " + plural(db.ceilings.size(), "ceiling", "ceilings") +
+        ", " + plural(db.sweeps.size(), "sweep", "sweeps") + ".\n\n";
 
-  Plotter plotter{dir, {}};
-  if (winners.empty()) {
+  report_plots::Plotter plotter{dir, {}};
+  if (db.winners.empty()) {
+    md += provenance_section(db);
+    md += devices_section(db.devices);
+    md += ceilings_section(db, roofs, several_devices);
     md += "## Winners\n\nNo winners in this database yet (run `shapetune sweep FILE.yaml --db " + options.db_path +
           "`); nothing to plot.\n\n";
   } else {
-    md += winners_section(winners, ceilings, several_devices);
+    md += summary_section(db, roofs);
+    md += provenance_section(db);
+    md += devices_section(db.devices);
+    md += ceilings_section(db, roofs, several_devices);
+    md += winners_section(db, roofs, several_devices);
+    md += lost_baselines_section(db);
     md += counters_section(db);
     md += faults_section(db);
-    // Plots: roofline per family (with the first device's ceilings), speedup, winner map.
-    const std::string first_device = winners.front().device_key;
-    std::map<std::string, std::vector<const WinnerRecord*>> families;
-    for (const auto& w : winners)
-      if (w.device_key == first_device) families[family_of(w.problem.primitive)].push_back(&w);
-    const Ceilings plot_ceilings = ceilings_of(ceilings, first_device);
-    for (const auto& [family, rows] : families) roofline_plot(plotter, family, rows, plot_ceilings);
-    speedup_plot(plotter, winners);
-    winner_map_plot(plotter, winners);
+    // Rooflines per family and device; a device's name is its fingerprint's.
+    int device_index = 0;
+    for (const auto& key : device_keys) {
+      std::map<std::string, std::vector<const WinnerFacts*>> families;
+      for (const auto& f : db.facts)
+        if (f.winner->device_key == key) families[f.family].push_back(&f);
+      if (families.empty()) continue;
+      ++device_index;
+      std::string name = key;
+      for (const auto& d : db.devices)
+        if (d.key() == key) name = d.name;
+      for (const auto& [family, rows] : families)
+        report_plots::roofline(plotter, several_devices ? family + "-device" + std::to_string(device_index) : family,
+                               rows, roofs.at(key), name);
+    }
+    report_plots::speedup(plotter, db.facts);
+    report_plots::winner_map(plotter, db.facts);
   }
 
-  // Render: stale SVGs go first, so every image left is from this run.
-  for (const auto& p : plotter.plots) {
-    const fs::path svg = dir / "plots" / (p.name + ".svg");
-    std::error_code ignored;
-    fs::remove(svg, ignored);
-    result.scripts.push_back((dir / "plots" / (p.name + ".gp")).string());
-  }
-  const std::optional<std::string> gnuplot = plotter.plots.empty() ? std::nullopt : find_program(options.gnuplot);
-  result.gnuplot_found = gnuplot.has_value();
-  std::vector<std::string> failed;
-  if (result.gnuplot_found) {
-    const fs::path log = dir / "plots" / "gnuplot.log";
-    std::error_code ignored;
-    fs::remove(log, ignored);
-    for (const auto& p : plotter.plots) {
-      const fs::path script = dir / "plots" / (p.name + ".gp");
-      const fs::path svg = dir / "plots" / (p.name + ".svg");
-      const int status = run_plot_script(*gnuplot, script, log);
-      if (status == 0 && fs::exists(svg, ignored) && fs::file_size(svg, ignored) > 0)
-        result.svgs.push_back(svg.string());
-      else
-        failed.push_back(p.name);
-    }
-    if (fs::exists(log, ignored) && fs::file_size(log, ignored) == 0) fs::remove(log, ignored);
-  }
-  result.plots_failed = static_cast<int>(failed.size());
+  for (const auto& p : plotter.plots) result.scripts.push_back((dir / "plots" / (p.name + ".gp")).string());
+  const report_plots::Rendered rendered = report_plots::render(plotter, options.gnuplot);
+  result.gnuplot_found = rendered.gnuplot_found;
+  result.svgs = rendered.svgs;
+  result.plots_failed = static_cast<int>(rendered.failed.size());
 
   if (!plotter.plots.empty()) {
     md += "## Plots\n\n";
@@ -708,16 +620,25 @@ ReportResult write_report(const ReportOptions& options) {
       md += "gnuplot was not on PATH when this report was written, so the images below are not rendered yet. "
             "The scripts and their data are here; render them with `gnuplot " +
             (dir / "plots").string() + "/*.gp` (Debian: `apt-get install gnuplot-nox`).\n\n";
-    else if (!failed.empty())
-      md += "gnuplot failed on " + std::to_string(failed.size()) + " script(s) (see `plots/gnuplot.log`).\n\n";
-    md += "Data: `data/*.dat`; scripts: `plots/*.gp` (re-render with `gnuplot " + (dir / "plots").string() +
-          "/*.gp`).\n\n";
-    for (const auto& p : plotter.plots) md += "### " + p.title + "\n\n![" + p.title + "](plots/" + p.name + ".svg)\n\n";
+    else if (!rendered.failed.empty())
+      md += "gnuplot failed on " + std::to_string(rendered.failed.size()) + " script(s) (see `plots/gnuplot.log`).\n\n";
+    md += "Each plot is an SVG and a PNG; data: `data/*.dat`; scripts: `plots/*.gp` (re-render with `gnuplot " +
+          (dir / "plots").string() + "/*.gp`). Colours are fixed across plots: f32 blue, tf32 pink, f16 green, bf16 "
+          "vermilion; roofs dashed in the colour of the dtype they bound, the copy roof and `fp32_fma` in black.\n\n";
+    for (const auto& p : plotter.plots) {
+      md += "### " + p.title + "\n\n![" + p.title + "](plots/" + p.name + ".png) ([SVG](plots/" + p.name + ".svg))\n\n";
+      if (!p.note.empty()) md += p.note + "\n\n";
+    }
   }
-  if (other_winners) md += compare_section(winners, *options.compare_db, *other_winners);
+  if (other) {
+    Comparison comparison = compare_section(db, *other);
+    md += comparison.markdown;
+    result.regressed = std::move(comparison.regressed);
+    result.regressions = static_cast<int>(result.regressed.size());
+  }
 
   result.readme_path = (dir / "README.md").string();
-  write_file(result.readme_path, md);
+  report_plots::write_file(result.readme_path, md);
   return result;
 }
 

@@ -238,6 +238,7 @@ void add_forward_variants(Catalogue& cat, const FunctionInfo& f) {
   cudnn.description = "cudnnActivationForward (legacy API)" +
                       std::string(*f.cudnn == CudnnActivation::silu ? ", swish with beta 1" : "");
   cudnn.baseline = true;
+  cudnn.library = true;
   cudnn.supports = [](const Problem& p, const Config&, const DeviceLimits&) { return cudnn_extent(p); };
   cudnn.launch = [mode = *f.cudnn](const LaunchArgs& a) {
     return library_status(cudnn_activation_forward(a.libraries, a.stream, a.problem.dtype, mode,
@@ -280,6 +281,7 @@ void add_backward_variants(Catalogue& cat, const FunctionInfo& f) {
   cudnn.description =
       "cudnnActivationBackward; includes the forward pass cuDNN's backward needs (y = F(x) into the workspace)";
   cudnn.baseline = true;
+  cudnn.library = true;
   cudnn.supports = [](const Problem& p, const Config&, const DeviceLimits&) { return cudnn_extent(p); };
   cudnn.workspace_bytes = [](const Problem& p, const Config&) {
     return static_cast<std::size_t>(p.shape.at("n")) * dtype_size(p.dtype);

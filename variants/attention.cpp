@@ -424,6 +424,7 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   c.name = "cudnn_sdpa";
   c.description = "cuDNN's fused flash attention (graph API, SDPA forward); padded query rows zeroed after it";
   c.baseline = true;
+  c.library = true;
   c.supports = [](const Problem& problem, const Config&, const DeviceLimits&) {
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16) return Support::no("cuDNN SDPA takes f16 or bf16");
     return Support::yes();

@@ -124,7 +124,10 @@ struct Variant {
   std::string primitive;
   std::string name;
   std::string description;  // one line: what it does differently
-  bool baseline = false;    // a library implementation, kept as the bar to beat
+  bool baseline = false;    // the bar to beat: a library call, or the unfused chain a fused primitive replaces
+  // A vendor library (cuBLAS, cuBLASLt, cuDNN) rather than shapetune's own kernels: reports call a
+  // speedup "over a library" only over these.
+  bool library = false;
   ParamSpace params;
   Config default_config;    // used when dispatch falls back to this variant
   std::function<Support(const Problem&, const Config&, const DeviceLimits&)> supports;

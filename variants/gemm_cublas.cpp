@@ -40,6 +40,7 @@ void add_cublas(Catalogue& cat, const std::string& primitive, GemmKind kind) {
   v.description =
       "cuBLAS: cublasSgemm in true fp32 (no TF32) for f32, cublasGemmEx with fp32 accumulation for f16 and bf16";
   v.baseline = true;
+  v.library = true;
   v.supports = [kind](const Problem& p, const Config&, const DeviceLimits&) {
     if (Support s = no_epilogue(kind); !s.ok) return s;
     // A tf32 problem may take TF32 products, so true fp32 would only be a slower answer to it;
@@ -59,6 +60,7 @@ void add_cublas_tf32(Catalogue& cat, const std::string& primitive, GemmKind kind
       "cuBLAS with TF32 tensor-core products (10-bit mantissa), not fp32: cublasGemmEx, "
       "CUBLAS_COMPUTE_32F_FAST_TF32, fp32 accumulation; tf32 problems only";
   v.baseline = true;
+  v.library = true;
   v.supports = [kind](const Problem& p, const Config&, const DeviceLimits&) {
     if (p.dtype != DType::tf32)
       return Support::no("TF32 products are allowed for tf32 problems only, never for " +
@@ -83,6 +85,7 @@ void add_cublaslt(Catalogue& cat, const Primitive* primitive, GemmKind kind) {
       "cuBLASLt: the algorithm its heuristic ranks `algo`-th, bias and bias+ReLU fused in the epilogue (fp32 "
       "and tf32); fp32 accumulation, TF32 products for tf32 problems only";
   v.baseline = true;
+  v.library = true;
   v.params = ParamSpace({{"algo", ranks, "rank of the algorithm in cuBLASLt's heuristic list (0: its first choice)"}});
   v.default_config = Config({{"algo", 0}});
   // Both refusals come from measurements on an H200 (reports/h200/2026-12-01-gemm): they are what

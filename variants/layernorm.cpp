@@ -288,6 +288,7 @@ void add_layernorm_variants(Catalogue& cat) {
 
   Variant cudnn = variant("layernorm", "cudnn", "cuDNN graph API: NORM_FORWARD in layer-norm mode (inference)");
   cudnn.baseline = true;
+  cudnn.library = true;
   cudnn.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
   cudnn.launch = [](const LaunchArgs& a) {
     return library_status(cudnn_layernorm_forward(a.libraries, a.stream, a.problem.dtype, a.problem.shape.at("rows"),

@@ -345,6 +345,7 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
                   "algo: 0 STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, 3 PERSIST_STATIC_SMALL_H; weights copied "
                   "into cuDNN's weight space and the gradients out of it by one copy kernel each";
   c.baseline = true;
+  c.library = true;
   c.params = ParamSpace({{"algo", {0, 1, 2, 3}, "cuDNN's RNN algorithm"}});
   c.default_config = Config({{"algo", 0}});
   c.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };

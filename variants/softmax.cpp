@@ -201,6 +201,7 @@ void add_cudnn_baseline(Catalogue& cat) {
   v.name = "cudnn";
   v.description = "cudnnSoftmaxForward, accurate algorithm, per-row (instance) mode";
   v.baseline = true;
+  v.library = true;
   v.supports = [](const Problem& p, const Config&, const DeviceLimits&) {
     return p.shape.at("rows") <= INT_MAX ? Support::yes() : Support::no("cuDNN extents are 32-bit");
   };

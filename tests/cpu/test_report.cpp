@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.hpp"
 #include "db/store.hpp"
 #include "support/test_support.hpp"
 
@@ -87,13 +88,32 @@ void fill_fixture(const std::string& path, double softmax_us = 4.0, double gemm_
   store->store_winner(winner("gemm.nt", kSmallGemmShape, "tiled", Config({{"tile_m", 64}, {"tile_n", 64}}), 3.0, 0.004));
 }
 
+// As the CLI classifies baselines from the catalogue: cuBLAS and cuDNN are libraries, "unfused"
+// is shapetune's own chain, anything else unknown.
+BaselineKind fixture_kind(const std::string&, const std::string& variant) {
+  if (variant.rfind("cublas", 0) == 0 || variant.rfind("cudnn", 0) == 0) return BaselineKind::library;
+  if (variant == "unfused") return BaselineKind::own_chain;
+  return BaselineKind::unknown;
+}
+
+ReportOptions options(const std::string& db, const fs::path& out, std::optional<std::string> compare = {},
+                      const std::string& gnuplot = "shapetune-no-such-gnuplot") {
+  ReportOptions o;
+  o.db_path = db;
+  o.out_dir = out.string();
+  o.compare_db = std::move(compare);
+  o.gnuplot = gnuplot;
+  o.baseline_kind = fixture_kind;
+  return o;
+}
+
 struct ReportFixture : ::testing::Test {
   test_support::TempDir tmp;
   std::string db = tmp.file("fixture.db");
   fs::path out = tmp.path() / "report";
   void SetUp() override { fill_fixture(db); }
   ReportResult report(const std::string& gnuplot = "gnuplot", std::optional<std::string> compare = {}) {
-    return write_report({db, out.string(), std::move(compare), gnuplot});
+    return write_report(options(db, out, std::move(compare), gnuplot));
   }
 };
 
@@ -101,10 +121,11 @@ TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
   EXPECT_EQ(result.winners, 3);
   const std::string md = test_support::read_file(out / "README.md");
-  EXPECT_CONTAINS(md, "(schema v6): 3 winners, 1 ceilings.");
+  EXPECT_CONTAINS(md, "(schema v6): 3 winners, 1 ceiling, 0 sweeps.\n");
   EXPECT_CONTAINS(md, "| `NVIDIA H200\\|sm_90\\|132SM\\|140GiB` | NVIDIA H200 | 9.0 | 132 | 60 MiB | 140.0 GiB | 580.0 | 13.0 "
                       "| 13.1.0 | 9.14.0 |\n");
   EXPECT_CONTAINS(md, "| name | value | method |\n|---|---|---|\n| `dram_copy_best` | 4.10 TB/s | best of the copies |\n");
+  EXPECT_CONTAINS(md, "## Provenance\n\nNo sweeps recorded in this database.\n");
   // Families: "gemm" (gemm.nn, gemm.nt) before "softmax".
   const auto gemm = md.find("### gemm\n");
   const auto softmax = md.find("### softmax\n");
@@ -112,14 +133,14 @@ TEST_F(ReportFixture, ReadmeTablesHaveExactRows) {
   ASSERT_NE(softmax, std::string::npos);
   EXPECT_LT(gemm, softmax);
   const std::string head =
-      "| problem | winner | median | achieved | % of roofline | best baseline | speedup | runner-up | margin |\n"
+      "| problem | winner | median | achieved | % of roof | best baseline | speedup | runner-up | margin |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   EXPECT_CONTAINS(md, "### softmax\n\n" + head +
                           "| `softmax/f32/rows=1024,cols=1000` | `register_row{block_size=128}` | 4.00 us | 2.05 TB/s | "
-                          "50.0% | cudnn 5.00 us | 1.25x | `warp_row{block_size=64}` | 10.0% |\n\n");
+                          "50.0% | cudnn 5.00 us (library) | 1.25x | `warp_row{block_size=64}` | 10.0% |\n\n");
   EXPECT_CONTAINS(md, "### gemm\n\n" + head +
                           "| `gemm.nn/f32/m=4096,n=4096,k=4096` | `tiled{tile_m=128,tile_n=128}` | 10000.0 us | "
-                          "13.7 TFLOP/s | no compute ceiling measured | cublas 9000.0 us | 0.90x | "
+                          "13.7 TFLOP/s | no compute ceiling measured | cublas 9000.0 us (library) | 0.90x | "
                           "`tiled{tile_m=64,tile_n=128}` | 0.5% (tie) |\n"
                           "| `gemm.nt/f32/m=64,n=64,k=64` | `tiled{tile_m=64,tile_n=64}` | 3.00 us | - | - | - | - | - "
                           "| - |\n\n");
@@ -171,53 +192,59 @@ TEST_F(ReportFixture, ComputeBoundUsesAMeasuredComputeCeilingOnly) {
   test_support::TempDir other;
   const std::string db2 = other.file("fma.db");
   fill_fixture(db2, 4.0, 10000, /*compute_ceiling=*/true);
-  write_report({db2, out.string(), std::nullopt, "shapetune-no-such-gnuplot"});
+  write_report(options(db2, out));
   const std::string md = test_support::read_file(out / "README.md");
   // 13.74 TFLOP/s over min(50 TFLOP/s, 4.096 TB/s * 682.7 FLOP/B) = 27.5%.
-  EXPECT_CONTAINS(md, "| 10000.0 us | 13.7 TFLOP/s | 27.5% | cublas 9000.0 us |");
+  EXPECT_CONTAINS(md, "| 10000.0 us | 13.7 TFLOP/s | 27.5% | cublas 9000.0 us (library) |");
   EXPECT_CONTAINS(md, "| `fp32_fma_peak` | 50.0 TFLOP/s | FMA chain kernel |");
   EXPECT_FALSE(contains(md, "no compute ceiling measured"));
 }
 
 TEST_F(ReportFixture, DataFilesAndScripts) {
   const ReportResult result = report("shapetune-no-such-gnuplot");
-  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_softmax_winners.dat"),
-            "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
-            "0.625 1.28e+12 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
-  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_softmax_baselines.dat"),
-            "# intensity_flops_per_byte achieved_flops_per_s problem baseline\n"
-            "0.625 1.024e+12 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
-  // The NaN-cost gemm.nt has no point.
-  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_gemm_winners.dat"),
-            "# intensity_flops_per_byte achieved_flops_per_s problem variant\n"
-            "682.667 1.37439e+13 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n");
+  const std::string roofline_head =
+      "# intensity_flop_per_byte winner_tflop_per_s best_baseline_tflop_per_s label problem variant label_y\n";
+  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_softmax.dat"),
+            roofline_head + "# dtype f32\n"
+                            "0.625 1.28 1.024 \"f32 1024x1000\" \"softmax/f32/rows=1024,cols=1000\" \"register_row\" 1.28\n\n\n");
+  // The NaN-cost gemm.nt has no point; the point's label names attributes, dtype and extents.
+  EXPECT_EQ(test_support::read_file(out / "data" / "roofline_gemm.dat"),
+            roofline_head + "# dtype f32\n"
+                            "682.667 13.7439 15.271 \"nn f32 4096x4096x4096\" \"gemm.nn/f32/m=4096,n=4096,k=4096\" "
+                            "\"tiled\" 13.7439\n\n\n");
+  // Bars carry their colour: 29362 is 0x0072b2, the library colour.
   EXPECT_EQ(test_support::read_file(out / "data" / "speedup.dat"),
-            "# index speedup problem baseline\n"
-            "0 0.9 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"cublas\"\n"
-            "1 1.25 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\"\n");
+            "# index speedup colour problem baseline kind\n"
+            "0 0.9 29362 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"cublas\" \"library\"\n"
+            "1 1.25 29362 \"softmax/f32/rows=1024,cols=1000\" \"cudnn\" \"library\"\n");
   EXPECT_EQ(test_support::read_file(out / "data" / "winner_map.dat"),
-            "# variant_index problem_index problem variant\n"
-            "0 0 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n"
-            "0 1 \"gemm.nt/f32/m=64,n=64,k=64\" \"tiled\"\n"
-            "1 2 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
+            "# variant_index problem_index colour problem variant\n"
+            "0 0 29362 \"gemm.nn/f32/m=4096,n=4096,k=4096\" \"tiled\"\n"
+            "0 1 29362 \"gemm.nt/f32/m=64,n=64,k=64\" \"tiled\"\n"
+            "1 2 29362 \"softmax/f32/rows=1024,cols=1000\" \"register_row\"\n");
   for (const char* name : {"roofline_gemm", "roofline_softmax", "speedup", "winner_map"}) {
     const fs::path script = out / "plots" / (std::string(name) + ".gp");
     ASSERT_TRUE(fs::exists(script)) << script;
     const std::string text = test_support::read_file(script);
     EXPECT_CONTAINS(text, "set terminal svg");
     EXPECT_CONTAINS(text, std::string("set output here . '") + name + ".svg'");
+    EXPECT_CONTAINS(text, std::string("set output here . '") + name + ".png'");
     EXPECT_FALSE(fs::exists(out / "plots" / (std::string(name) + ".svg")));
   }
-  EXPECT_CONTAINS(test_support::read_file(out / "plots" / "roofline_softmax.gp"), "4.096e+12 * x with lines");
+  // No compute ceiling in this fixture: the copy roof alone, in TFLOP/s per FLOP/byte.
+  const std::string softmax = test_support::read_file(out / "plots" / "roofline_softmax.gp");
+  EXPECT_CONTAINS(softmax, " ? 4.096 * x : NaN) with lines lw 2 lc rgb '#000000' title 'DRAM copy 4.10 TB/s x intensity'");
+  EXPECT_CONTAINS(softmax, "set ylabel 'achieved TFLOP/s'");
+  EXPECT_CONTAINS(softmax, "using 1:7:4 with labels");
   EXPECT_EQ(result.scripts.size(), 4u);
   EXPECT_FALSE(result.gnuplot_found);
   EXPECT_TRUE(result.svgs.empty());
   const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "gnuplot was not on PATH");
   EXPECT_CONTAINS(md, "`gnuplot " + (out / "plots").string() + "/*.gp`");
-  EXPECT_CONTAINS(md, "![Roofline: softmax](plots/roofline_softmax.svg)");
-  EXPECT_CONTAINS(md, "![Speedup over the best baseline](plots/speedup.svg)");
-  EXPECT_CONTAINS(md, "![Winner map](plots/winner_map.svg)");
+  EXPECT_CONTAINS(md, "![Roofline: softmax](plots/roofline_softmax.png) ([SVG](plots/roofline_softmax.svg))");
+  EXPECT_CONTAINS(md, "![Speedup over the best baseline](plots/speedup.png)");
+  EXPECT_CONTAINS(md, "![Winner map](plots/winner_map.png)");
 }
 
 bool gnuplot_on_path() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
@@ -232,6 +259,8 @@ TEST_F(ReportFixture, SvgsWhenGnuplotIsPresent) {
     const fs::path svg = out / "plots" / (std::string(name) + ".svg");
     ASSERT_TRUE(fs::exists(svg)) << svg;
     EXPECT_CONTAINS(test_support::read_file(svg), "<svg");
+    const std::string png = test_support::read_file(out / "plots" / (std::string(name) + ".png"));
+    EXPECT_EQ(png.substr(0, 8), "\x89PNG\r\n\x1a\n") << name;
   }
   EXPECT_FALSE(contains(test_support::read_file(out / "README.md"), "gnuplot was not on PATH"));
   // The scripts find their data relative to themselves: rendering from another directory works.
@@ -306,7 +335,7 @@ TEST(Report, HostileStringsInADatabaseNeverRun) {
     store->store_ceiling({kDevice, "dram_copy_best", 4.096e12, "B/s", payloads[0], payloads[1], "2026-12-01T00:00:00Z"});
   }
   const fs::path out = tmp.path() / "report";
-  const ReportResult result = write_report({db, out.string(), std::nullopt, "gnuplot"});
+  const ReportResult result = write_report(options(db, out.string(), std::nullopt, "gnuplot"));
   ASSERT_FALSE(result.scripts.empty());
   for (const std::string& script_path : result.scripts) {
     const std::string code = outside_literals(test_support::read_file(script_path));
@@ -325,25 +354,79 @@ TEST(Report, HostileStringsInADatabaseNeverRun) {
     EXPECT_FALSE(fs::exists(tmp.path() / ("PWNED" + std::to_string(i)))) << "payload " << i << " ran";
 }
 
-TEST_F(ReportFixture, CompareVerdicts) {
+TEST_F(ReportFixture, CompareShowsBothWinnersAndEveryProblemOnlyInOneSide) {
   const std::string other = tmp.file("other.db");
   {
-    // The other database is 10% faster on softmax (a planted regression here) and 0.3% slower on
-    // the GEMM (inside the 1% band); it lacks gemm.nt and has a problem of its own.
+    // The other database is 10% faster on softmax with another variant (a planted regression
+    // here) and 0.3% slower on the GEMM (inside the 1% band); it lacks gemm.nt and has a problem
+    // of its own, which this one lost.
     auto store = Store::open(other);
     store->upsert_device(h200());
-    store->store_winner(winner("softmax", kSoftmaxShape, "register_row", Config({{"block_size", 128}}), 4.0 / 1.1, 0.004));
+    ASSERT_EQ(store->begin_sweep({kDevice, "shapetune sweep old.yaml", "0ld5ha", "old.yaml", "beef", "l2=cold"}), 1);
+    store->store_winner(winner("softmax", kSoftmaxShape, "warp_row", Config({{"block_size", 64}}), 4.0 / 1.1, 0.004));
     store->store_winner(winner("gemm.nn", kGemmShape, "tiled", Config({{"tile_m", 128}, {"tile_n", 128}}), 10030, 0.002));
     store->store_winner(winner("layernorm", Shape({{"rows", 8}, {"cols", 8}}), "register_row", Config(), 2.0, 0.01));
   }
-  report("shapetune-no-such-gnuplot", other);
+  const ReportResult result = report("shapetune-no-such-gnuplot", other);
   const std::string md = test_support::read_file(out / "README.md");
-  EXPECT_CONTAINS(md, "## Compared with `" + other + "`");
+  EXPECT_CONTAINS(md, "## Compared with `" + other + "`\n\n");
+  EXPECT_CONTAINS(md, "- Other: `" + other + "`: sweep #1 `shapetune sweep old.yaml` at `0ld5ha`, ");
+  EXPECT_CONTAINS(md, "- This: `" + db + "` (no sweep holds a winner)\n");
   EXPECT_CONTAINS(md, "Summary: 2 problems in both: 0 faster, 1 slower, 1 same within noise; 1 only here, 1 only in "
-                      "the other.\n");
-  EXPECT_CONTAINS(md, "| problem | this | other | change | noise band | verdict |\n|---|---|---|---|---|---|\n"
-                      "| `gemm.nn/f32/m=4096,n=4096,k=4096` | 10000.0 us | 10030.0 us | -0.3% | 1.0% | same |\n"
-                      "| `softmax/f32/rows=1024,cols=1000` | 4.00 us | 3.64 us | +10.0% | 1.0% | slower |\n");
+                      "the other. 2 regressions.\n");
+  EXPECT_CONTAINS(md, "| problem | this winner | this | other winner | other | change | noise band | verdict |\n"
+                      "|---|---|---|---|---|---|---|---|\n"
+                      "| `gemm.nn/f32/m=4096,n=4096,k=4096` | `tiled{tile_m=128,tile_n=128}` | 10000.0 us | "
+                      "`tiled{tile_m=128,tile_n=128}` | 10030.0 us | -0.3% | 1.0% | same |\n"
+                      "| `softmax/f32/rows=1024,cols=1000` | `register_row{block_size=128}` | 4.00 us | "
+                      "`warp_row{block_size=64}` | 3.64 us | +10.0% | 1.0% | **slower** |\n");
+  EXPECT_CONTAINS(md, "### Only in this database\n\n- `gemm.nt/f32/m=64,n=64,k=64`: `tiled{tile_m=64,tile_n=64}` 3.00 us\n");
+  EXPECT_CONTAINS(md, "### Only in the other database (lost here)\n\n- `layernorm/f32/rows=8,cols=8`: `register_row` 2.00 us\n");
+  EXPECT_EQ(result.regressions, 2);
+  EXPECT_EQ(result.regressed, (std::vector<std::string>{"softmax/f32/rows=1024,cols=1000", "layernorm/f32/rows=8,cols=8"}));
+
+  // Against itself: nothing to fail on.
+  EXPECT_EQ(report("shapetune-no-such-gnuplot", db).regressions, 0);
+  EXPECT_CONTAINS(test_support::read_file(out / "README.md"), "0 only here, 0 only in the other. No regressions.\n");
+}
+
+// The CLI: --fail-on-regression turns a regression into exit 1 (for CI), and needs --compare.
+TEST_F(ReportFixture, FailOnRegressionExitsOne) {
+  const std::string slower = tmp.file("slower.db");
+  fill_fixture(slower, /*softmax_us=*/5.0);  // softmax 25% slower than the fixture's 4 us
+  auto run = [&](std::vector<std::string> args, std::string* err_text = nullptr) {
+    std::ostringstream out_stream, err_stream;
+    const int code = run_cli(args, out_stream, err_stream);
+    if (err_text) *err_text = err_stream.str();
+    return code;
+  };
+  const std::string dir = (tmp.path() / "cli-report").string();
+  std::string err;
+  EXPECT_EQ(run({"report", "--db", slower, "-o", dir, "--compare", db, "--fail-on-regression"}, &err), 1);
+  EXPECT_CONTAINS(err, "REGRESSION: 1 problem slower than in " + db);
+  EXPECT_CONTAINS(err, "softmax/f32/rows=1024,cols=1000");
+  EXPECT_EQ(run({"report", "--db", slower, "-o", dir, "--compare", db}, &err), 0) << "without the flag, a note only";
+  EXPECT_CONTAINS(err, "note: 1 problem slower");
+  EXPECT_EQ(run({"report", "--db", db, "-o", dir, "--compare", slower, "--fail-on-regression"}), 0) << "faster is fine";
+  EXPECT_EQ(run({"report", "--db", db, "-o", dir, "--fail-on-regression"}, &err), 2);
+  EXPECT_CONTAINS(err, "--fail-on-regression needs --compare");
+}
+
+// A report written into a directory that held an older one leaves none of the old files behind,
+// and nothing a user put there is touched.
+TEST_F(ReportFixture, StaleOutputsAreRemoved) {
+  report("shapetune-no-such-gnuplot");
+  fs::create_directories(out / "plots");
+  std::ofstream(out / "plots" / "roofline_retired_family.gp") << "old";
+  std::ofstream(out / "plots" / "roofline_retired_family.png") << "old";
+  std::ofstream(out / "data" / "roofline_retired_family.dat") << "old";
+  std::ofstream(out / "notes.txt") << "mine";
+  report("shapetune-no-such-gnuplot");
+  EXPECT_FALSE(fs::exists(out / "plots" / "roofline_retired_family.gp"));
+  EXPECT_FALSE(fs::exists(out / "plots" / "roofline_retired_family.png"));
+  EXPECT_FALSE(fs::exists(out / "data" / "roofline_retired_family.dat"));
+  EXPECT_TRUE(fs::exists(out / "plots" / "roofline_softmax.gp"));
+  EXPECT_EQ(test_support::read_file(out / "notes.txt"), "mine");
 }
 
 TEST(ReportVerdict, NoiseBandIsTheLargerOfOnePercentAndEitherCi) {
@@ -360,7 +443,7 @@ TEST(ReportVerdict, NoiseBandIsTheLargerOfOnePercentAndEitherCi) {
 TEST(ReportErrors, MissingDatabase) {
   test_support::TempDir tmp;
   try {
-    write_report({tmp.file("nope.db"), tmp.file("out"), std::nullopt, "gnuplot"});
+    write_report(options(tmp.file("nope.db"), tmp.file("out"), std::nullopt, "gnuplot"));
     FAIL() << "no error";
   } catch (const ReportError& e) {
     EXPECT_CONTAINS(std::string(e.what()), "nope.db does not exist");
@@ -371,7 +454,7 @@ TEST(ReportErrors, MissingDatabase) {
 TEST(ReportErrors, MissingCompareDatabase) {
   test_support::TempDir tmp;
   fill_fixture(tmp.file("a.db"));
-  EXPECT_THROW(write_report({tmp.file("a.db"), tmp.file("out"), tmp.file("nope.db"), "gnuplot"}), ReportError);
+  EXPECT_THROW(write_report(options(tmp.file("a.db"), tmp.file("out"), tmp.file("nope.db"), "gnuplot")), ReportError);
 }
 
 TEST(ReportErrors, UnwritableDirectory) {
@@ -380,7 +463,7 @@ TEST(ReportErrors, UnwritableDirectory) {
   std::ofstream(tmp.file("plain-file")) << "x";
   // A file where a directory must go: fails even as root, unlike a permission bit.
   try {
-    write_report({tmp.file("a.db"), tmp.file("plain-file") + "/report", std::nullopt, "gnuplot"});
+    write_report(options(tmp.file("a.db"), tmp.file("plain-file") + "/report", std::nullopt, "gnuplot"));
     FAIL() << "no error";
   } catch (const ReportError& e) {
     EXPECT_CONTAINS(std::string(e.what()), "cannot create directory");
@@ -393,7 +476,7 @@ TEST(ReportErrors, NoWinnersSaysSo) {
     auto store = Store::open(tmp.file("empty.db"));
     store->upsert_device(h200());
   }
-  const ReportResult result = write_report({tmp.file("empty.db"), tmp.file("out"), std::nullopt, "gnuplot"});
+  const ReportResult result = write_report(options(tmp.file("empty.db"), tmp.file("out"), std::nullopt, "gnuplot"));
   EXPECT_EQ(result.winners, 0);
   EXPECT_TRUE(result.scripts.empty());
   const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
@@ -407,7 +490,7 @@ TEST(ReportSmoke, CommittedMemoryBoundDatabase) {
   const fs::path db = test_support::source_dir() / "reports" / "h200" / "2026-11-30-memory-bound" / "h200.db";
   ASSERT_TRUE(fs::exists(db)) << db;
   test_support::TempDir tmp;
-  const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "gnuplot"});
+  const ReportResult result = write_report(options(db.string(), tmp.file("out"), std::nullopt, "gnuplot"));
   EXPECT_GT(result.winners, 0);
   const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
   EXPECT_CONTAINS(md, "### layernorm\n");
@@ -415,7 +498,7 @@ TEST(ReportSmoke, CommittedMemoryBoundDatabase) {
   EXPECT_CONTAINS(md, "| `dram_copy_best` | 4.26 TB/s |");
   EXPECT_CONTAINS(md, "| `dram_copy_memcpy` | 4.26 TB/s |");
   EXPECT_TRUE(fs::exists(tmp.path() / "out" / "plots" / "roofline_layernorm.gp"));
-  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "data" / "roofline_layernorm_winners.dat"));
+  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "data" / "roofline_layernorm.dat"));
 }
 
 // An older schema is read through a migrated temporary copy; the file itself is not touched,
@@ -425,7 +508,7 @@ TEST(ReportSmoke, OlderSchemaIsReadWithoutChangingTheFile) {
   ASSERT_TRUE(fs::exists(db)) << db;
   const std::string before = test_support::read_file(db);
   test_support::TempDir tmp;
-  const ReportResult result = write_report({db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"});
+  const ReportResult result = write_report(options(db.string(), tmp.file("out"), std::nullopt, "shapetune-no-such-gnuplot"));
   EXPECT_GT(result.winners, 0);
   const std::string md = test_support::read_file(tmp.path() / "out" / "README.md");
   EXPECT_CONTAINS(md, "(schema v2, read through a temporary copy migrated to v6)");

@@ -57,7 +57,11 @@ TEST(ReportCeilings, EveryCeilingListedAndEachDtypeGetsItsOwnRoof) {
     store->store_winner(winner("softmax", DType::f32, Shape({{"rows", 1024}, {"cols", 1000}}), 4.0, Cost{8192000, 5120000}));
   }
   const fs::path out = tmp.path() / "report";
-  write_report({db, out.string(), std::nullopt, "shapetune-no-such-gnuplot"});
+  ReportOptions options;  // no baseline kinds: every baseline's kind is unknown
+  options.db_path = db;
+  options.out_dir = out.string();
+  options.gnuplot = "shapetune-no-such-gnuplot";
+  write_report(options);
   const std::string md = test_support::read_file(out / "README.md");
   EXPECT_CONTAINS(md, "| `fp32_fma` | 60.0 TFLOP/s | how fp32_fma |\n");
   EXPECT_CONTAINS(md, "| `tensor_f16` | 800.0 TFLOP/s | how tensor_f16 |\n");
@@ -66,14 +70,16 @@ TEST(ReportCeilings, EveryCeilingListedAndEachDtypeGetsItsOwnRoof) {
   EXPECT_CONTAINS(md, "| `launch_overhead_stream` | 2.50 us | how launch_overhead_stream |\n");
   EXPECT_CONTAINS(md, "| 400.0 TFLOP/s | 50.0% |");
 
+  // Each compute roof flat from its ridge point (ceiling / 4.096 TB/s), in its dtype's colour.
   const std::string gemm = test_support::read_file(out / "plots" / "roofline_gemm.gp");
-  EXPECT_CONTAINS(gemm, "8e+14 with lines dt 2 title 'tensor_f16 (800.0 TFLOP/s)'");
+  EXPECT_CONTAINS(gemm, "(x >= 195.312 ? 800 : NaN) with lines lw 2 dt 2 lc rgb '#009e73' title 'tensor_f16 800.0 TFLOP/s'");
   EXPECT_FALSE(contains(gemm, "tensor_bf16")) << gemm;
   EXPECT_FALSE(contains(gemm, "fp32_fma")) << gemm;
   EXPECT_FALSE(contains(gemm, "sgemm")) << gemm;
   const std::string softmax = test_support::read_file(out / "plots" / "roofline_softmax.gp");
-  EXPECT_CONTAINS(softmax, "6e+13 with lines dt 2 title 'fp32_fma (60.0 TFLOP/s)'");
-  EXPECT_CONTAINS(softmax, "4.096e+12 * x with lines");
+  EXPECT_CONTAINS(softmax, "(x >= 14.6484 ? 60 : NaN) with lines lw 2 dt 2 lc rgb '#000000' title 'fp32_fma 60.0 TFLOP/s'");
+  // The copy roof stops at the highest ridge drawn (fp32_fma's here): it never climbs past the roofs.
+  EXPECT_CONTAINS(softmax, "(x <= 14.6484 ? 4.096 * x : NaN) with lines");
   EXPECT_FALSE(contains(softmax, "tensor_")) << softmax;
 }
 
