@@ -1,7 +1,9 @@
 #include "core/json_reader.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <limits>
+#include <system_error>
 
 namespace shapetune {
 namespace {
@@ -250,6 +252,78 @@ std::int64_t JsonReader::read_integer() {
     value = -value;
   }
   return value;
+}
+
+// One number as RFC 8259 spells it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+std::string_view JsonReader::scan_number() {
+  expect_kind(JsonKind::number);
+  const std::size_t start = pos_;
+  auto digit = [&] { return pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9'; };
+  auto digits = [&](const char* after) {
+    if (!digit()) fail(std::string("expected a digit after ") + after + " in a number");
+    while (digit()) ++pos_;
+  };
+  if (text_[pos_] == '-') ++pos_;
+  if (!digit()) fail("'-' without digits");
+  if (text_[pos_] == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' && text_[pos_ + 1] <= '9')
+    throw JsonError(start, "a number has a leading zero");
+  while (digit()) ++pos_;
+  if (pos_ < text_.size() && text_[pos_] == '.') {
+    ++pos_;
+    digits("'.'");
+  }
+  if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+    digits("an exponent");
+  }
+  return text_.substr(start, pos_ - start);
+}
+
+double JsonReader::read_number() {
+  skip_whitespace();
+  const std::size_t start = pos_;
+  const std::string_view lexeme = scan_number();
+  double value = 0;
+  const auto [end, ec] = std::from_chars(lexeme.data(), lexeme.data() + lexeme.size(), value);
+  if (ec == std::errc::result_out_of_range) throw JsonError(start, "number " + std::string(lexeme) + " is beyond a double's range");
+  if (ec != std::errc() || end != lexeme.data() + lexeme.size()) throw JsonError(start, "unreadable number " + std::string(lexeme));
+  return value;
+}
+
+void JsonReader::expect_literal(std::string_view literal) {
+  if (text_.substr(pos_, literal.size()) != literal) fail("expected " + std::string(literal));
+  pos_ += literal.size();
+}
+
+bool JsonReader::read_boolean() {
+  expect_kind(JsonKind::boolean);
+  const bool value = text_[pos_] == 't';
+  expect_literal(value ? "true" : "false");
+  return value;
+}
+
+void JsonReader::read_null() {
+  expect_kind(JsonKind::null);
+  expect_literal("null");
+}
+
+void JsonReader::skip_value() {
+  std::string name;
+  switch (peek()) {
+    case JsonKind::object:
+      begin_object();
+      while (next_member(name)) skip_value();
+      return;
+    case JsonKind::array:
+      begin_array();
+      while (next_element()) skip_value();
+      return;
+    case JsonKind::string: read_string(); return;
+    case JsonKind::number: scan_number(); return;
+    case JsonKind::boolean: read_boolean(); return;
+    case JsonKind::null: read_null(); return;
+  }
 }
 
 void JsonReader::expect_end() {

@@ -53,6 +53,14 @@ class JsonReader {
 
   std::string read_string();
   std::int64_t read_integer();
+  // Any number the grammar allows (fraction and exponent included), as the nearest double;
+  // JsonError for one beyond double's range.
+  double read_number();
+  bool read_boolean();
+  void read_null();
+  // Steps over the next value whatever its kind: a member the caller does not know, so a reader
+  // of a format keeps reading documents of a later version that added members.
+  void skip_value();
 
   // Only whitespace may follow the document.
   void expect_end();
@@ -71,6 +79,8 @@ class JsonReader {
   void enter(bool object);
   bool next_in(bool object);
   void append_utf8_sequence(std::string& out);
+  std::string_view scan_number();
+  void expect_literal(std::string_view literal);
   unsigned read_hex4();
 
   std::string_view text_;
