@@ -6,6 +6,7 @@
 #include "core/wire.hpp"
 #include "harness/child_process.hpp"
 #include "harness/cuda_check.hpp"
+#include "harness/nvtx.hpp"
 #include "harness/problem_data.hpp"
 
 namespace shapetune {
@@ -156,6 +157,20 @@ void put_candidate(wire::Writer& w, const Variant& v, const Config& c) {
   w.str(v.primitive).str(v.name).str(c.key());
 }
 
+// "softmax/f32/rows=7,cols=4097 warp_online{block=128} verify": a timeline read without the sweep's log
+// beside it still says what ran.
+std::string range_name(const Problem& problem, const Variant& v, const Config& config, const std::string& phase) {
+  const std::string candidate = config.values().empty() ? v.name : v.name + "{" + config.key() + "}";
+  return problem.key() + " " + candidate + " " + phase;
+}
+
+std::string phase_name(const MeasureSteps& steps) {
+  if (steps.verify && steps.time) return "verify+time";
+  if (steps.verify) return "verify";
+  if (steps.fixed_samples > 0) return "race " + std::to_string(steps.fixed_samples) + " samples";
+  return "time";
+}
+
 // --- the worker's side ------------------------------------------------------------------------
 
 class Worker {
@@ -206,6 +221,10 @@ class Worker {
         const auto seed = static_cast<std::uint64_t>(r.i64());
         r.expect_done();
         data_.reset();  // the last problem's buffers go before the next one's are allocated
+        // The problem's range stays open over its candidates' requests, until the next problem.
+        problem_range_.reset();
+        problem_range_.emplace("problem " + problem.key());
+        const NvtxRange setup("setup " + problem.key() + ": inputs and float64 reference");
         const Primitive* primitive = catalogue().find_primitive(problem.primitive);
         if (!primitive) throw std::runtime_error("primitive " + problem.primitive + " is not in the worker's catalogue");
         if (auto why = cannot_hold(footprint(*primitive, problem), measurer(default_options_).reserved_device_bytes())) {
@@ -225,7 +244,9 @@ class Worker {
         const MeasureSteps steps = get_steps(r);
         const MeasureOptions options = get_options(r);
         r.expect_done();
-        const CandidateOutcome outcome = measurer(options).measure(v, config, problem_data(), tolerance, steps);
+        ProblemData& data = problem_data();
+        const NvtxRange range(range_name(data.problem(), v, config, phase_name(steps)));
+        const CandidateOutcome outcome = measurer(options).measure(v, config, data, tolerance, steps);
         put(ok(out), outcome);
         return;
       }
@@ -252,6 +273,7 @@ class Worker {
         r.expect_done();
         if (!counters_) throw std::runtime_error("no counter session in the worker");
         Measurer& m = measurer(default_options_);
+        const NvtxRange range(range_name(problem_data().problem(), v, config, "counters"));
         CounterProfile profile;
         try {
           profile = counters_->profile(m.single_launch(v, config, problem_data()), m.stream(), [&] { m.flush_l2(); });
@@ -302,6 +324,7 @@ class Worker {
   MeasureOptions default_options_;
   std::map<std::string, std::unique_ptr<Measurer>> measurers_;
   std::unique_ptr<ProblemData> data_;
+  std::optional<NvtxRange> problem_range_;
   std::unique_ptr<CounterSession> counters_;
 };
 
