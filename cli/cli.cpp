@@ -8,10 +8,14 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <random>
 #include <ostream>
 #include <sstream>
+
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "cli/args.hpp"
 #include "cli/measure_options.hpp"
@@ -187,6 +191,21 @@ std::vector<int> parse_devices(const std::string& text) {
   return devices;
 }
 
+// The progress line's form: redrawn where the error stream is this process's terminal, a plain
+// line now and then where it is a file, a pipe or a caller's stream; none with --no-progress or
+// when --json-progress takes the error stream.
+void set_progress(const ParsedArgs& a, std::ostream& err, ProgressStyle& style, std::size_t& columns) {
+  if (a.has("no-progress") || a.value("json-progress") == "-") {
+    style = ProgressStyle::none;
+    return;
+  }
+  style = ProgressStyle::plain;
+  if (&err != &std::cerr || !isatty(STDERR_FILENO)) return;
+  style = ProgressStyle::redraw;
+  winsize size{};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0) columns = size.ws_col;
+}
+
 // --devices: the same sweep as shards over one worker process per listed GPU (tuner/parallel_sweep).
 int sweep_on_devices(const ParsedArgs& a, const SweepOptions& o, const std::string& device_list, std::ostream& out,
                      std::ostream& err) {
@@ -196,18 +215,29 @@ int sweep_on_devices(const ParsedArgs& a, const SweepOptions& o, const std::stri
   p.shape_file = o.shape_file;
   p.db_path = o.db_path;
   p.devices = parse_devices(device_list);
+  ShapeFile file;
   try {
-    p.problem_count = sweep_problems(load_shape_file(o.shape_file, catalogue()), o).size();
+    file = load_shape_file(o.shape_file, catalogue());
   } catch (const ShapeFileError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
   }
+  p.problem_count = sweep_problems(file, o).size();
   if (p.problem_count == 0) {
     err << "error: " << o.shape_file << " has no problems to sweep (with these --primitive options)\n";
     return 2;
   }
+  // Each worker sees only its shard, where nothing to measure is a warning; here it is the whole sweep's.
+  if (const auto why = nothing_to_measure(file, o)) {
+    err << "error: " << *why << "\n";
+    return 2;
+  }
   const int workers = static_cast<int>(p.devices.size());
   p.shard_count = static_cast<int>(std::min<std::size_t>(4 * static_cast<std::size_t>(workers), p.problem_count));
+  p.shard_expected_s = expected_shard_s(file, o, p.shard_count);
+  p.progress = o.progress;
+  p.progress_columns = o.progress_columns;
+  p.json_progress = o.json_progress;
   // Every worker's options but where it runs and stores; the budget is the whole sweep's, so
   // each shard gets its share of the workers' time.
   const std::vector<std::string> values = {"primitive", "variant", "strategy", "counters", "metrics"};
@@ -255,6 +285,11 @@ int cmd_sweep(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   }
   o.fresh = a.has("fresh");
   o.verbose = a.has("verbose");
+  set_progress(a, err, o.progress, o.progress_columns);
+  if (const auto path = a.value("json-progress")) {
+    if (path->empty()) throw UsageError("--json-progress needs a file, or - for the error stream");
+    o.json_progress = *path;
+  }
   o.device = static_cast<int>(a.integer("device", 0, 0, 1024));
   if (a.has("seed")) o.seed = static_cast<std::uint64_t>(a.integer("seed", 0, 0, INT64_MAX));
   if (const auto mode = a.value("counters")) {
@@ -605,6 +640,10 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
           "a test of the path; their timings disturb each other, so tune with one worker per GPU)"},
          {"seed", 0, "N", "seed for the random inputs (default: a fresh one, printed)"},
          {"verbose", 'v', "", "one line per candidate"},
+         {"no-progress", 0, "", "no progress line on the error stream (each problem's line stays)"},
+         {"json-progress", 0, "FILE",
+          "write progress events for tools to FILE (- : the error stream, instead of the progress line), one "
+          "JSON object a line, flushed as each happens"},
          {"counters", 0, "all|winners|none",
           "read hardware counters (CUPTI) of each problem's winner (default), every accurate candidate, or none"},
          {"metrics", 0, "M",
@@ -620,11 +659,25 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "              samples, until at most eta are left, which get the full measurement\n"
         "Constraints prune before any launch: strategies only choose among supported candidates.\n"
         "Progress: one line per problem with its winner, the best baseline, how many of the supported candidates\n"
-        "were fully measured (\"measured 5/312 (halving: raced 300 in 5 rungs)\") and the candidate counts.\n"
+        "were fully measured (\"measured 5/312 (halving: raced 300 in 5 rungs)\") and the candidate counts. Besides,\n"
+        "on the error stream, the whole sweep's progress after each candidate: problems done, the share of the cost\n"
+        "model's expected time done, and the time left, the model's estimate scaled by the rate measured so far\n"
+        "(\"3/31 problems, 42% of the expected work in 40 s, about 55 s left (1.31x the cost model) | [4/31] ...\").\n"
+        "On a terminal it is one line redrawn in place; in a log a \"progress: ...\" line every 10 s at most.\n"
+        "--json-progress FILE writes events for tools as well, one JSON object a line: sweep_start (problems,\n"
+        "expected_s), candidate (problem, variant, config, status, median_us), progress (problems_done, expected_s,\n"
+        "done_s, elapsed_s, eta_s; at most once a second), problem_done (winner, median_us, baseline, speedup,\n"
+        "missing_baselines) and sweep_end (status, exit_code, without_winner, without_baseline); README lists them.\n"
+        "Baselines: when a problem's candidates include baselines and none of them ran (each unsupported, failed\n"
+        "or crashed), \"warning: PROBLEM: no baseline ran, ...\" names each one's reason, and the last line counts\n"
+        "such problems. Filters (--variant, --primitive, the file's variants:) that leave no supported candidate\n"
+        "for any problem stop the sweep before it starts (with --shard, a warning: other shards may have some).\n"
+        "Profiling: NVTX ranges name each problem (setup: inputs and reference), and each candidate's verify, race\n"
+        "and time phases, in the GPU worker where the launches run: nsys profile -t cuda,nvtx build/shapetune sweep ...\n"
         "Counters: after a problem's timing, the chosen candidates are profiled once each with CUPTI's range profiler\n"
         "(kernel replay, L2 flushed first): DRAM bytes read and written, duration, achieved occupancy, L2 hit rate,\n"
         "DRAM and SM throughput %, FP32/FP16 add, mul and fma instructions (FLOPs = add + mul + 2 fma), tensor-pipe\n"
-        "instructions, and --metrics. The progress line shows the winner's DRAM bytes against the cost model's\n"
+        "instructions, and --metrics. Each problem's line shows the winner's DRAM bytes against the cost model's\n"
         "(\"counters: DRAM 1.02x model\"). Where profiling is not possible (no privileges, MIG, another profiler\n"
         "attached) the sweep says \"counters unavailable: REASON\" once, records it, and goes on.\n"
         "Isolation: every launch runs in a GPU worker process. A candidate that faults (illegal address, trap, a\n"
@@ -638,7 +691,9 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
         "merge` combines their databases. --devices runs that on one host: one worker per listed GPU taking shards\n"
         "from a queue; a worker that dies is reported and its shard re-queued; the parts are merged into --db.\n"
         "An interrupted sweep (Ctrl-C, crash) loses at most the candidate in flight: run the same command again and\n"
-        "it resumes. Exit codes: 0 done, 1 failed during the sweep, 2 could not start, 130 interrupted."},
+        "it resumes. Exit codes: 0 done; 1 failed during the sweep, or nothing measured (not one problem got an\n"
+        "accurate candidate); 2 could not start (bad options or shape file, no GPU, unusable database, nothing to\n"
+        "measure); 130 interrupted."},
        [all_args](const ParsedArgs& a, std::ostream& out, std::ostream& err) { return cmd_sweep(a, out, err, all_args); }});
   {  // the shared measurement options, after --strategy in --help
     auto& options = list.back().spec.options;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tuner/progress.hpp"
+
 namespace shapetune {
 
 struct ParallelSweepOptions {
@@ -25,9 +27,23 @@ struct ParallelSweepOptions {
   std::vector<std::string> sweep_args;  // passed to every worker after FILE (--seed, --budget, ...)
   std::string executable;          // the `shapetune` to run; empty: this executable
   int max_attempts = 3;            // per shard
+  // The cost model's seconds of each shard (expected_shard_s with shard_count), for the whole
+  // sweep's expected work before every shard has started; empty: what started shards report.
+  std::vector<double> shard_expected_s;
+  // The progress line (the workers' own are turned off: this one covers them all) and
+  // --json-progress, as for one sweep (SweepOptions).
+  ProgressStyle progress = ProgressStyle::none;
+  double progress_interval_s = ProgressLine::kDefaultPlainIntervalS;
+  std::size_t progress_columns = 0;
+  std::string json_progress;
 };
 
 // Runs the workers, forwards their progress prefixed by worker, merges the parts into db_path.
+// Each worker writes tuner/progress_events.hpp's events on a pipe of its own (its fd 3); the
+// whole sweep's progress (its line, its ETA, and the "progress" events of --json-progress) is
+// counted from them in the cost model's seconds, so it moves within long shards. The workers'
+// other events (each shard's sweep_start and sweep_end, candidates, problems) pass through to
+// --json-progress as they are.
 // Exit codes as `sweep`: 0 every shard done and merged; 1 a shard could not be finished (the
 // others are merged; rerun to resume); 2 could not start; 130 interrupted (rerun to resume).
 int run_parallel_sweep(const ParallelSweepOptions&, std::ostream& out, std::ostream& err);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -21,6 +22,8 @@
 #include "harness/gpu_worker.hpp"
 #include "tuner/budget.hpp"
 #include "tuner/choose.hpp"
+#include "tuner/missing_baseline.hpp"
+#include "tuner/progress_events.hpp"
 #include "tuner/shape_file.hpp"
 #include "variants/catalogue.hpp"
 
@@ -90,47 +93,73 @@ std::string describe(const std::string& variant, const Config& config) {
   return config.values().empty() ? variant : variant + "{" + config.key() + "}";
 }
 
-// What a problem is expected to take on a GPU, for splitting a sweep into shards: its inputs
-// and float64 reference on the host (the budget's setup model), then per supported candidate a
-// fixed overhead (worker round trip, verification) and its samples. A kernel's time comes from
-// the cost model at nominal H200-class rates, samples from the stop rule (typically ~30 before
-// the median converges, never beyond the time cap). Only the relative weights matter, and they
-// are computed from the file and the catalogue alone, so every shard's process agrees on them.
-double expected_problem_s(const PlannedProblem& planned, const std::vector<std::string>& cli_variants,
-                          const MeasureOptions& measure) {
+double expected_problem_s(const PlannedProblem& planned, const SweepOptions& options) {
+  return expected_problem_time(planned, options.variants, options.measure, nominal_device_limits()).total_s();
+}
+
+// The chosen primitives' problems in file order, and how --shard would split them.
+std::vector<const PlannedProblem*> selected_problems(const ShapeFile& file, const SweepOptions& options) {
+  std::vector<const PlannedProblem*> selected;
+  const auto& wanted = options.primitives;
+  for (const auto& p : file.problems)
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), p.problem.primitive) != wanted.end())
+      selected.push_back(&p);
+  return selected;
+}
+
+std::vector<std::vector<std::size_t>> shard_split(const std::vector<const PlannedProblem*>& selected,
+                                                  const SweepOptions& options, int count) {
+  std::vector<double> expected;
+  for (const PlannedProblem* p : selected) expected.push_back(expected_problem_s(*p, options));
+  return partition_by_time(expected, count);
+}
+
+}  // namespace
+
+// A kernel's time comes from the cost model at nominal H200-class rates, samples from the stop
+// rule (typically ~30 before the median converges, never beyond the time cap), and each candidate
+// adds a fixed overhead (worker round trip, verification). Only the relative weights matter for
+// shards, and they come from the file and the catalogue alone, so every shard's process agrees;
+// progress corrects the absolute scale by the rate it measures.
+ExpectedProblemTime expected_problem_time(const PlannedProblem& planned, const std::vector<std::string>& cli_variants,
+                                          const MeasureOptions& measure, const DeviceLimits& limits) {
   constexpr double kNominalBytesPerS = 3e12, kNominalFlopsPerS = 2e14;
   constexpr double kCandidateOverheadS = 0.03, kFlushS = 20e-6, kTypicalSamples = 30;
   const Primitive& primitive = *catalogue().find_primitive(planned.problem.primitive);
   const Cost reference = reference_cost(primitive, planned.problem);
   const Cost cost = primitive.cost(planned.problem);
   auto finite = [](double x) { return std::isfinite(x) && x > 0 ? x : 0.0; };
-  const double setup_s = BudgetPlan::kSetupFloorS + finite(reference.flops) / BudgetPlan::kReferenceFlopsPerS +
-                         finite(reference.bytes) / BudgetPlan::kHostBytesPerS;
+  ExpectedProblemTime expected;
+  expected.setup_s = BudgetPlan::kSetupFloorS + finite(reference.flops) / BudgetPlan::kReferenceFlopsPerS +
+                     finite(reference.bytes) / BudgetPlan::kHostBytesPerS;
   const double kernel_s = finite(cost.bytes) / kNominalBytesPerS + finite(cost.flops) / kNominalFlopsPerS;
   const double sampling_s =
       std::min(measure.stop.time_cap_s, std::max<double>(kTypicalSamples, measure.stop.min_samples) * (kernel_s + kFlushS));
-  const DeviceLimits limits = nominal_device_limits();
-  int supported = 0;
+  expected.per_candidate_s = kCandidateOverheadS + kernel_s + sampling_s;
   for (const auto& c : candidates_for(planned, cli_variants).candidates)
-    supported += c.variant->supports(planned.problem, c.config, limits).ok;
-  return setup_s + supported * (kCandidateOverheadS + kernel_s + sampling_s);
+    expected.supported += c.variant->supports(planned.problem, c.config, limits).ok;
+  return expected;
 }
 
-}  // namespace
-
 std::vector<const PlannedProblem*> sweep_problems(const ShapeFile& file, const SweepOptions& options) {
-  std::vector<const PlannedProblem*> selected;
-  const auto& wanted = options.primitives;
-  for (const auto& p : file.problems)
-    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), p.problem.primitive) != wanted.end())
-      selected.push_back(&p);
+  const std::vector<const PlannedProblem*> selected = selected_problems(file, options);
   if (!options.shard) return selected;
-  std::vector<double> expected;
-  for (const PlannedProblem* p : selected) expected.push_back(expected_problem_s(*p, options.variants, options.measure));
-  const auto shards = partition_by_time(expected, options.shard->count);
+  const auto shards = shard_split(selected, options, options.shard->count);
   std::vector<const PlannedProblem*> mine;
   for (const std::size_t i : shards[static_cast<std::size_t>(options.shard->index - 1)]) mine.push_back(selected[i]);
   return mine;
+}
+
+std::vector<double> expected_shard_s(const ShapeFile& file, const SweepOptions& options, int count) {
+  const std::vector<const PlannedProblem*> selected = selected_problems(file, options);
+  const auto shards = shard_split(selected, options, count);
+  std::vector<double> expected;
+  for (const auto& shard : shards) {
+    double total = 0;
+    for (const std::size_t i : shard) total += expected_problem_s(*selected[i], options);
+    expected.push_back(total);
+  }
+  return expected;
 }
 
 namespace {
@@ -169,23 +198,85 @@ std::string fmt_seconds(double s) {
   return text.str();
 }
 
+// The candidates supports() refuses under `limits` (only the baselines with baselines_only), as
+// the sweep would record them; `accepted` counts the others. What a plan can say before anything runs.
+std::vector<CandidateRecord> refused_candidates(const PlannedProblem& planned, const CandidateList& list,
+                                                const DeviceLimits& limits, int& accepted, bool baselines_only) {
+  std::vector<CandidateRecord> refused;
+  accepted = 0;
+  for (const Candidate& c : list.candidates) {
+    if (baselines_only && !c.variant->baseline) continue;
+    const Support support = c.variant->supports(planned.problem, c.config, limits);
+    if (support.ok) {
+      ++accepted;
+      continue;
+    }
+    CandidateRecord r;
+    r.problem = planned.problem;
+    r.variant = c.variant->name;
+    r.config = c.config;
+    r.baseline = c.variant->baseline;
+    r.status = CandidateStatus::unsupported;
+    r.reason = support.reason;
+    refused.push_back(std::move(r));
+  }
+  return refused;
+}
+
+// The baselines among the candidates when supports() refuses every one of them.
+std::vector<VariantFailure> baselines_refused(const PlannedProblem& planned, const CandidateList& list,
+                                              const DeviceLimits& limits) {
+  int accepted = 0;
+  const auto refused = refused_candidates(planned, list, limits, accepted, true);
+  return accepted ? std::vector<VariantFailure>{} : missing_baselines(refused);
+}
+
+// Why not one of the problems has a candidate that supports() accepts under `limits` (the first
+// few problems' reasons); nullopt when some problem has one. A sweep like that would record only
+// refusals and look finished: it is refused before it starts.
+std::optional<std::string> unmeasurable(const std::vector<const PlannedProblem*>& selected, const SweepOptions& options,
+                                        const DeviceLimits& limits, const std::string& limits_name) {
+  constexpr std::size_t kProblemsNamed = 3;
+  std::vector<std::string> reasons;
+  for (const PlannedProblem* planned : selected) {
+    const CandidateList list = candidates_for(*planned, options.variants);
+    int accepted = 0;
+    const auto refused = refused_candidates(*planned, list, limits, accepted, false);
+    if (accepted) return std::nullopt;
+    if (reasons.size() < kProblemsNamed)
+      reasons.push_back(planned->problem.key() + ": " +
+                        (list.candidates.empty() ? std::string("no variant passes the variant filters")
+                                                 : failures_text(variants_without_measurement(refused))));
+  }
+  if (selected.empty()) return std::nullopt;
+  std::string filters;
+  for (std::size_t i = 0; i < options.variants.size(); ++i) filters += (i ? "," : " with --variant ") + options.variants[i];
+  std::string text = "nothing to measure: no candidate of the " + std::to_string(selected.size()) +
+                     (selected.size() == 1 ? " problem" : " problems") + filters + " is supported (" + limits_name +
+                     "), so no problem could get a winner. ";
+  for (std::size_t i = 0; i < reasons.size(); ++i) text += (i ? " | " : "") + reasons[i];
+  if (selected.size() > reasons.size()) text += " | and " + std::to_string(selected.size() - reasons.size()) + " more";
+  return text + ". `shapetune list PRIMITIVE` shows each primitive's variants.";
+}
+
 int dry_run(const ShapeFile& file, const std::vector<const PlannedProblem*>& selected, const SweepOptions& options,
-            std::ostream& out) {
+            std::ostream& out, std::ostream& err) {
   const DeviceLimits limits = nominal_device_limits();
   std::int64_t total = 0;
   double expected_total_s = 0;
   for (const PlannedProblem* planned : selected) {
     const CandidateList list = candidates_for(*planned, options.variants);
-    int supported = 0;
-    for (const auto& c : list.candidates) supported += c.variant->supports(planned->problem, c.config, limits).ok;
-    const double expected_s = expected_problem_s(*planned, options.variants, options.measure);
-    expected_total_s += expected_s;
-    out << planned->problem.key() << ": " << list.candidates.size() << " candidates, " << supported
+    const ExpectedProblemTime expected = expected_problem_time(*planned, options.variants, options.measure, limits);
+    expected_total_s += expected.total_s();
+    out << planned->problem.key() << ": " << list.candidates.size() << " candidates, " << expected.supported
         << " supported (nominal sm_90 limits), "
-        << pruned_text(list.pruned_by_constraint, static_cast<std::int64_t>(list.candidates.size()) - supported)
-        << "; search: " << search_for(*planned, options).describe() << "; expected ~" << fmt_seconds(expected_s)
+        << pruned_text(list.pruned_by_constraint, static_cast<std::int64_t>(list.candidates.size()) - expected.supported)
+        << "; search: " << search_for(*planned, options).describe() << "; expected ~" << fmt_seconds(expected.total_s())
         << "\n";
-    total += supported;
+    if (const auto refused = baselines_refused(*planned, list, limits); !refused.empty())
+      err << "warning: " << planned->problem.key() << ": no baseline supports it (nominal sm_90 limits), so its "
+          << "winner would be compared with none: " << failures_text(refused) << "\n";
+    total += expected.supported;
   }
   out << selected.size() << " problems, " << total << " supported candidates, expected ~" << fmt_seconds(expected_total_s)
       << " (cost model at nominal H200 rates; exhaustive search; a rough guide).";
@@ -194,13 +285,21 @@ int dry_run(const ShapeFile& file, const std::vector<const PlannedProblem*>& sel
     unsharded.shard.reset();
     const auto all = sweep_problems(file, unsharded);
     double all_s = 0;
-    for (const PlannedProblem* p : all) all_s += expected_problem_s(*p, options.variants, options.measure);
+    for (const PlannedProblem* p : all) all_s += expected_problem_s(*p, options);
     out << "\nShard " << options.shard->text() << ": " << selected.size() << " of " << all.size()
         << " problems, ~" << fmt_seconds(expected_total_s) << " of ~" << fmt_seconds(all_s)
         << " expected for the whole file (shards are split by expected time, so each is near 1/"
         << options.shard->count << " of it).";
   }
   out << " Dry run: nothing measured.\n";
+  if (auto why = unmeasurable(selected, options, limits, "nominal sm_90 limits")) {
+    if (options.shard) {
+      err << "warning: shard " << options.shard->text() << ": " << *why << "\n";
+      return 0;
+    }
+    err << "error: " << *why << "\n";
+    return 2;
+  }
   return 0;
 }
 
@@ -236,7 +335,8 @@ class Sweep {
   ProblemResult tune(const PlannedProblem&, Clock::time_point deadline);
   std::optional<ProblemResult> open_problem(Tuning&);
   bool prune_unsupported(Tuning&);
-  void keep(Tuning&, const Candidate&, const CandidateOutcome&);
+  // announce: a candidate event for --json-progress (not for what supports() refused)
+  void keep(Tuning&, const Candidate&, const CandidateOutcome&, bool announce = true);
   SearchHooks hooks_for(Tuning&, Clock::time_point deadline);
   std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&);
   std::pair<std::string, std::string> summaries(const Tuning&, const std::string& strategy, SearchStrategy,
@@ -249,10 +349,31 @@ class Sweep {
   void report_counters_unavailable();
   bool counters_available() const { return counters_on_ && worker_->counter_status().available; }
   double time_limit(const Tuning&) const;
+  int finish(int exit_code);
+
+  // Progress: the streams with the progress line cleared first (it may share their terminal);
+  // the line and the JSON events brought up to date; a supported candidate's share of the
+  // expected work counted once (work a resumed sweep answers from the store leaves the total).
+  std::ostream& say();
+  std::ostream& warn();
+  void show_progress(bool force = false);
+  void credit(Tuning&, std::size_t i, bool from_store);
+  void show_candidates(const Tuning&);
+  void problem_done(const ProblemDoneEvent&);
+  double seconds_since(Clock::time_point t) const { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
   const SweepOptions& options_;
   std::ostream& out_;
   std::ostream& err_;
+  Clock::time_point start_;           // the budget counts from here, setup included
+  Clock::time_point progress_start_;  // the measured rate counts from the first problem
+  std::optional<ProgressLine> line_;
+  std::ofstream json_file_;
+  std::optional<JsonProgress> json_;
+  ProgressSnapshot progress_;
+  std::vector<ExpectedProblemTime> expected_;  // beside the problems, at this device's limits
+  std::size_t with_results_ = 0;      // problems with a winner, or done earlier in the sweep
+  std::size_t without_winner_ = 0, without_baseline_ = 0;
   std::unique_ptr<Store> store_;
   // Every launch happens in the worker; this process keeps the database.
   std::unique_ptr<GpuWorker> worker_;
@@ -271,7 +392,7 @@ class Sweep {
 
 int Sweep::run() {
   // A budget is the user's wall-clock promise: it counts from here, setup included.
-  const auto start = Clock::now();
+  start_ = Clock::now();
   ShapeFile file;
   try {
     file = load_shape_file(options_.shape_file, catalogue());
@@ -303,7 +424,19 @@ int Sweep::run() {
         err_ << "note: metric names not checked (" << e.what() << ")\n";
       }
     }
-    return dry_run(file, selected, options_, out_);
+    return dry_run(file, selected, options_, out_, err_);
+  }
+  if (!options_.json_progress.empty()) {
+    if (options_.json_progress == "-") {
+      json_.emplace(err_);
+    } else {
+      json_file_.open(options_.json_progress, std::ios::out | std::ios::trunc);
+      if (!json_file_) {
+        err_ << "error: --json-progress: cannot write " << options_.json_progress << "\n";
+        return 2;
+      }
+      json_.emplace(json_file_);
+    }
   }
 
   worker_ = std::make_unique<GpuWorker>(options_.device, options_.measure);
@@ -340,6 +473,16 @@ int Sweep::run() {
         return 2;
       }
     }
+    for (const PlannedProblem* p : selected)
+      expected_.push_back(expected_problem_time(*p, options_.variants, options_.measure, device_->limits));
+    // A shard alone may hold nothing measurable while the others do: it says so and goes on.
+    if (auto why = unmeasurable(selected, options_, device_->limits, device_->fingerprint.name + "'s limits")) {
+      if (!options_.shard) {
+        err_ << "error: " << *why << "\n";
+        return 2;
+      }
+      err_ << "warning: shard " << options_.shard->text() << ": " << *why << "\n";
+    }
     store_->upsert_device(device_->fingerprint);
     const SweepInfo info{device_->fingerprint.key(), options_.command_line, build_git_sha(), options_.shape_file,
                          file.sha256, result_affecting_options(options_)};
@@ -359,6 +502,12 @@ int Sweep::run() {
            << c.passes << " replay passes on " << c.chip << "\n";
     }
     report_counters_unavailable();
+    progress_.problems = selected.size();
+    for (const auto& e : expected_) progress_.expected_total_s += e.total_s();
+    if (json_)
+      json_->write(sweep_start_event({sweep_id_, resumable.has_value(), options_.shape_file, info.device_key,
+                                      options_.shard ? options_.shard->text() : "", selected.size(),
+                                      progress_.expected_total_s}));
   } catch (const std::exception& e) {
     err_ << "error: " << e.what() << "\n";
     return 1;
@@ -380,36 +529,62 @@ int Sweep::run() {
       out_ << note.str();
     }
   }
+  progress_start_ = Clock::now();
+  // JSON on the error stream leaves the progress line out: one stream, one reader.
+  line_.emplace(err_, options_.json_progress == "-" ? ProgressStyle::none : options_.progress, 0.0,
+                options_.progress_interval_s, options_.progress_columns);
   for (index_ = 0; index_ < count_; ++index_) {
     Clock::time_point deadline = Clock::time_point::max();
     if (budget_) {
-      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(budget_->share_s(index_, elapsed)));
+                                    std::chrono::duration<double>(budget_->share_s(index_, seconds_since(start_))));
     }
     ProblemResult result;
     try {
       result = tune(*selected[index_], deadline);
     } catch (const StoreError& e) {
-      err_ << "error: " << e.what() << "\n";
+      warn() << "error: " << e.what() << "\n";
       exit_code = 1;
       break;
     } catch (const WorkerError& e) {
-      err_ << "error: " << e.what() << "; the sweep stops here. Rerun the same command to resume.\n";
+      warn() << "error: " << e.what() << "; the sweep stops here. Rerun the same command to resume.\n";
       exit_code = 1;
       break;
     }
     if (result == ProblemResult::interrupted) {
-      err_ << "interrupted: rerun the same command to resume sweep #" << sweep_id_ << ".\n";
+      warn() << "interrupted: rerun the same command to resume sweep #" << sweep_id_ << ".\n";
       exit_code = 130;
       break;
     }
   }
   std::signal(SIGINT, SIG_DFL);
-  if (exit_code == 0) {
-    store_->finish_sweep(sweep_id_, options_.budget_s > 0 ? "complete (budget)" : "complete");
-    out_ << "Sweep #" << sweep_id_ << " complete in " << std::fixed << std::setprecision(1)
-         << std::chrono::duration<double>(Clock::now() - start).count() << " s";
+  return finish(exit_code);
+}
+
+// The sweep's end: recorded as complete, or as "nothing measured" when not one problem got a
+// winner (filters, a device every candidate refuses or crashes on: a sweep that looks done but
+// holds nothing must not exit 0); the last line, with what the budget cut and the problems whose
+// winners have no baseline; the JSON sweep_end.
+int Sweep::finish(int exit_code) {
+  line_->clear();
+  std::string status = exit_code == 130 ? "interrupted" : "failed";
+  const bool nothing_measured = exit_code == 0 && count_ > 0 && with_results_ == 0;
+  if (nothing_measured && options_.shard)
+    err_ << "warning: shard " << options_.shard->text() << ": not one of its " << count_
+         << (count_ == 1 ? " problem" : " problems") << " got an accurate measurement (see the lines above)\n";
+  if (nothing_measured && !options_.shard) {
+    exit_code = 1;
+    status = "nothing measured";
+    store_->finish_sweep(sweep_id_, status);
+    err_ << "error: nothing was measured: not one of the " << count_
+         << (count_ == 1 ? " problem" : " problems")
+         << " got an accurate measurement (see the lines above); sweep #" << sweep_id_ << " is recorded as '" << status
+         << "'\n";
+  } else if (exit_code == 0) {
+    status = options_.budget_s > 0 ? "complete (budget)" : "complete";
+    store_->finish_sweep(sweep_id_, status);
+    out_ << "Sweep #" << sweep_id_ << " complete in " << std::fixed << std::setprecision(1) << seconds_since(start_)
+         << " s";
     if (options_.budget_s > 0)
       out_ << " (budget " << options_.budget_s << " s: "
            << (budget_cuts_.candidates + budget_cuts_.counters == 0
@@ -419,17 +594,51 @@ int Sweep::run() {
     if (worker_->restarts())
       out_ << " (GPU worker restarted " << worker_->restarts() << (worker_->restarts() == 1 ? " time" : " times")
            << " after crashes or time-outs)";
+    auto problems = [](std::size_t n) { return std::to_string(n) + (n == 1 ? " problem" : " problems"); };
+    if (without_winner_) out_ << "; " << problems(without_winner_) << " without an accurate candidate";
+    if (without_baseline_)
+      out_ << "; " << problems(without_baseline_) << " without a baseline (warnings above)";
     out_ << "; winners in " << options_.db_path
          << " (shapetune winners --db " << options_.db_path << ")\n";
   }
+  if (json_)
+    json_->write(sweep_end_event({status, exit_code, progress_.problems_done, count_, without_winner_, without_baseline_,
+                                  seconds_since(start_)}));
   return exit_code;
+}
+
+std::ostream& Sweep::say() {
+  if (line_) line_->clear();
+  return out_;
+}
+
+std::ostream& Sweep::warn() {
+  if (line_) line_->clear();
+  return err_;
+}
+
+void Sweep::show_progress(bool force) {
+  progress_.elapsed_s = seconds_since(progress_start_);
+  if (budget_) progress_.budget_left_s = options_.budget_s - seconds_since(start_);
+  line_->update(progress_, progress_.elapsed_s);
+  if (json_) json_->progress(progress_, progress_.elapsed_s, force);
+}
+
+void Sweep::problem_done(const ProblemDoneEvent& event) {
+  ++progress_.problems_done;
+  progress_.current.clear();
+  if (json_) json_->write(problem_done_event(event));
+  show_progress(true);
 }
 
 // What tune() keeps for one problem while its candidates are searched.
 struct Sweep::Tuning {
-  explicit Tuning(const PlannedProblem& p) : planned(p), key(p.problem.key()) {}
+  Tuning(const PlannedProblem& p, const ExpectedProblemTime& e) : planned(p), key(p.problem.key()), expected(e) {}
   const PlannedProblem& planned;
   std::string key;
+  const ExpectedProblemTime& expected;
+  std::vector<bool> credited;  // beside `supported`: its share of the expected work counted
+  std::size_t candidates_done = 0;
   CandidateList list;
   double baseline_us = 0;  // the first baseline's full median, for the watchdog
   double time_cap_s = 0;   // > 0: the sampling cap the budget leaves each candidate
@@ -456,9 +665,24 @@ struct Sweep::Tuning {
   }
 };
 
+void Sweep::credit(Tuning& t, std::size_t i, bool from_store) {
+  if (t.credited[i]) return;
+  t.credited[i] = true;
+  ++t.candidates_done;
+  if (from_store) progress_.expected_total_s -= t.expected.per_candidate_s;
+  else progress_.expected_done_s += t.expected.per_candidate_s;
+  show_candidates(t);
+}
+
+void Sweep::show_candidates(const Tuning& t) {
+  progress_.current = "[" + std::to_string(index_ + 1) + "/" + std::to_string(count_) + "] " + t.key + ": " +
+                      std::to_string(t.candidates_done) + "/" + std::to_string(t.supported.size()) + " candidates";
+  show_progress();
+}
+
 Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_point deadline) {
   const auto t0 = Clock::now();
-  Tuning t(planned);
+  Tuning t(planned, expected_[index_]);
   if (const auto ended = open_problem(t)) return *ended;
   if (!prune_unsupported(t)) return ProblemResult::interrupted;
 
@@ -501,8 +725,19 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   }
   budget_cuts_.candidates += static_cast<std::int64_t>(report.skipped_for_budget);
   store_->record_problem(sweep_id_, t.key, "done", summary);
-  report_problem(planned, records, winner, std::chrono::duration<double>(Clock::now() - t0).count(), progress,
-                 report.skipped_for_budget);
+  const double seconds = seconds_since(t0);
+  report_problem(planned, records, winner, seconds, progress, report.skipped_for_budget);
+  const std::vector<VariantFailure> missing = missing_baselines(records);
+  if (!missing.empty()) {
+    warn() << missing_baselines_warning(t.key, missing) << "\n";
+    ++without_baseline_;
+  }
+  ++(winner ? with_results_ : without_winner_);
+  // What the search did not need (halving's losers, what the budget cut) counts as done: the
+  // measured rate then learns how much of the model's work this sweep's strategy really does.
+  for (std::size_t i = 0; i < t.supported.size(); ++i)
+    if (!t.credited[i]) progress_.expected_done_s += t.expected.per_candidate_s;
+  problem_done({t.key, index_ + 1, count_, "done", "", winner, missing, seconds});
   return ProblemResult::done;
 }
 
@@ -511,19 +746,27 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
 std::optional<Sweep::ProblemResult> Sweep::open_problem(Tuning& t) {
   const std::string prefix = "[" + std::to_string(index_ + 1) + "/" + std::to_string(count_) + "] " + t.key + ": ";
   if (auto status = store_->problem_status(sweep_id_, t.key)) {
-    out_ << prefix << *status << " earlier in this sweep\n";
+    say() << prefix << *status << " earlier in this sweep\n";
+    progress_.expected_total_s -= t.expected.total_s();
+    ++with_results_;  // it may have no winner, but the sweep did not come to nothing
+    problem_done({t.key, index_ + 1, count_, *status + " earlier", "", std::nullopt, {}, 0});
     return ProblemResult::done;
   }
   // Whether it fits, its inputs and reference: in the worker, which keeps them for the candidates.
+  progress_.current = prefix + "inputs and reference";
+  show_progress();
   const auto setup_start = Clock::now();
   const auto why = worker_->open_problem(t.planned.problem, seed_);
   t.opened = Clock::now();
   if (budget_) budget_->observed_setup(index_, std::chrono::duration<double>(t.opened - setup_start).count());
   if (why) {
     store_->record_problem(sweep_id_, t.key, "skipped", *why);
-    out_ << prefix << "skipped: " << *why << "\n";
+    say() << prefix << "skipped: " << *why << "\n";
+    progress_.expected_total_s -= t.expected.total_s();
+    problem_done({t.key, index_ + 1, count_, "skipped", *why, std::nullopt, {}, seconds_since(setup_start)});
     return ProblemResult::skipped;
   }
+  progress_.expected_done_s += t.expected.setup_s;
   t.list = candidates_for(t.planned, options_.variants);
   for (auto& r : store_->candidates(sweep_id_, t.key)) {
     auto id = std::make_pair(r.variant, r.config.key());
@@ -548,17 +791,20 @@ bool Sweep::prune_unsupported(Tuning& t) {
     CandidateOutcome unsupported;
     unsupported.status = CandidateStatus::unsupported;
     unsupported.reason = support.reason;
-    keep(t, c, unsupported);
+    keep(t, c, unsupported, false);
   }
   t.accuracy.resize(t.supported.size());
+  t.credited.assign(t.supported.size(), false);
+  show_candidates(t);
   return true;
 }
 
 // Stores one candidate's outcome (its own transaction) and remembers it for the search. One that
 // crashed or hung its worker is always printed: the sweep goes on, but the user should know.
-void Sweep::keep(Tuning& t, const Candidate& c, const CandidateOutcome& outcome) {
+void Sweep::keep(Tuning& t, const Candidate& c, const CandidateOutcome& outcome, bool announce) {
   CandidateRecord record = to_record(sweep_id_, t.planned, c, outcome);
   store_->record_candidate(record);
+  if (json_ && announce) json_->write(candidate_event(record, index_ + 1));
   const bool fault = outcome.status == CandidateStatus::crashed || outcome.status == CandidateStatus::timeout;
   if (options_.verbose || fault) print_candidate(record);
   if (c.variant->baseline && t.baseline_us == 0 && outcome.status == CandidateStatus::ok && outcome.timing &&
@@ -587,6 +833,7 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
     const Candidate& c = *t.supported[i];
     if (const CandidateRecord* earlier = t.stored_for(c)) {
       t.accuracy[i] = earlier->accuracy;
+      if (earlier->status != CandidateStatus::ok) credit(t, i, true);
       return earlier->status == CandidateStatus::ok;
     }
     MeasureSteps verify_only;
@@ -600,6 +847,7 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
       return true;
     }
     keep(t, c, outcome);
+    credit(t, i, false);
     return false;
   };
   hooks.time = [this, &t](std::size_t i, const Rung& rung) -> std::optional<double> {
@@ -610,7 +858,10 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
       // A full measurement answers any request; a race one, a request for its rung or an
       // earlier one (a resumed race replays its rungs with the latest medians it has).
       const std::optional<int> earlier_rung = race_rung_index(earlier->timing->stop_reason);
-      if (!earlier_rung || (!rung.full() && *earlier_rung >= rung.index)) return earlier->timing->median_us;
+      if (!earlier_rung || (!rung.full() && *earlier_rung >= rung.index)) {
+        credit(t, i, true);
+        return earlier->timing->median_us;
+      }
     }
     MeasureSteps time_only;
     time_only.verify = false;
@@ -637,6 +888,7 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
       }
     }
     keep(t, c, outcome);
+    credit(t, i, false);
     if (outcome.status != CandidateStatus::ok || !outcome.timing) return std::nullopt;
     return outcome.timing->median_us;
   };
@@ -657,7 +909,7 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
     try {
       winner->library_algo = worker_->describe_algorithm(*v, winner->config);
     } catch (const std::exception& e) {
-      err_ << "warning: " << planned.problem.key() << ": the winner's algorithm could not be described ("
+      warn() << "warning: " << planned.problem.key() << ": the winner's algorithm could not be described ("
            << e.what() << "); dispatch will replay its rank\n";
     }
   }
@@ -665,7 +917,7 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
   return winner;
 }
 
-// The problem's summary as stored (strategy, counts, pruning, budget cuts) and its progress line.
+// The problem's summary as stored (strategy, counts, pruning, budget cuts) and its line's part.
 // "measured" counts full measurements: what a winner needs, and what exhaustive search gives
 // every accurate candidate.
 std::pair<std::string, std::string> Sweep::summaries(const Tuning& t, const std::string& strategy,
@@ -691,7 +943,7 @@ std::pair<std::string, std::string> Sweep::summaries(const Tuning& t, const std:
 }
 
 // Profiles what --counters asks for, once each, after all of the problem's timing (the
-// profiler is enabled only meanwhile). Returns the progress line's part, e.g.
+// profiler is enabled only meanwhile). Returns the problem line's part, e.g.
 // "counters: DRAM 1.02x model". Runs before the problem is recorded as done, so an interrupted
 // sweep resumes here; what is stored already is not profiled again.
 std::string Sweep::collect_counters(const PlannedProblem& planned, const std::optional<WinnerRecord>& winner,
@@ -745,7 +997,7 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, const std::op
       if (budget_) budget_->observed_profile(std::chrono::duration<double>(Clock::now() - t0).count(), kernel_s);
       if (!counters_available()) break;
       if (!profile.ok()) {
-        if (options_.verbose) out_ << "    " << describe(variant_name, config) << ": no counters: " << profile.error << "\n";
+        if (options_.verbose) say() << "    " << describe(variant_name, config) << ": no counters: " << profile.error << "\n";
         if (first_error.empty()) first_error = profile.error;
         continue;
       }
@@ -781,17 +1033,17 @@ std::string Sweep::collect_counters(const PlannedProblem& planned, const std::op
   return text;
 }
 
-// Once per sweep, on the progress stream and in the database; the sweep goes on without.
+// Once per sweep, on the problems' stream and in the database; the sweep goes on without.
 void Sweep::report_counters_unavailable() {
   if (!counters_on_ || counters_available() || counters_reported_) return;
   counters_reported_ = true;
   const std::string reason = worker_->counter_status().unavailable_reason;
-  out_ << "counters unavailable: " << reason << " (the sweep goes on without them)\n";
+  say() << "counters unavailable: " << reason << " (the sweep goes on without them)\n";
   store_->set_counters_unavailable(sweep_id_, reason);
 }
 
 void Sweep::print_candidate(const CandidateRecord& record) {
-  out_ << "    " << describe(record.variant, record.config) << ": " << candidate_status_name(record.status);
+  say() << "    " << describe(record.variant, record.config) << ": " << candidate_status_name(record.status);
   if (record.timing) {
     out_ << " " << fmt_us(record.timing->median_us) << " (" << timing_mode_name(record.timing->mode) << ")";
     if (is_race_stop_reason(record.timing->stop_reason))
@@ -830,14 +1082,20 @@ void Sweep::report_problem(const PlannedProblem& planned, const std::vector<Cand
     line << ", " << faults << " crashed or hung";
   if (skipped_for_budget) line << ", " << skipped_for_budget << " over budget";
   line << " | " << std::fixed << std::setprecision(1) << seconds << " s";
-  out_ << line.str() << std::endl;
+  say() << line.str() << std::endl;
   for (const auto& r : records)
     if (r.status == CandidateStatus::failed_accuracy && r.baseline)
-      err_ << "warning: baseline " << r.variant << " failed accuracy on " << planned.problem.key() << ": " << r.reason
+      warn() << "warning: baseline " << r.variant << " failed accuracy on " << planned.problem.key() << ": " << r.reason
            << "\n";
 }
 
 }  // namespace
+
+std::optional<std::string> nothing_to_measure(const ShapeFile& file, const SweepOptions& options) {
+  SweepOptions whole = options;
+  whole.shard.reset();
+  return unmeasurable(sweep_problems(file, whole), whole, nominal_device_limits(), "nominal sm_90 limits");
+}
 
 std::optional<CounterMode> parse_counter_mode(const std::string& text) {
   if (text == "none") return CounterMode::none;

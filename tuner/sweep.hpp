@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/measure.hpp"
+#include "tuner/progress.hpp"
 #include "tuner/search.hpp"
 #include "tuner/shard.hpp"
 
@@ -39,14 +40,25 @@ struct SweepOptions {
   bool fresh = false;                   // start a new sweep even if an unfinished one matches
   bool dry_run = false;                 // list problems and candidates; no GPU needed
   bool verbose = false;                 // one line per candidate
+  // The progress line on the error stream (tuner/progress.hpp): redrawn in place on a terminal,
+  // a plain line every progress_interval_s in a log, or none (the default for callers other than
+  // the command line, whose error stream is no terminal).
+  ProgressStyle progress = ProgressStyle::none;
+  double progress_interval_s = ProgressLine::kDefaultPlainIntervalS;
+  std::size_t progress_columns = 0;     // the terminal's width: a redrawn line must not wrap
+  // --json-progress: the events of tuner/progress_events.hpp, to this file ("-": the error stream).
+  std::string json_progress;
   int device = 0;
   std::optional<std::uint64_t> seed;    // input seed; random when absent
   std::string command_line;             // recorded with the sweep
 };
 
-// Runs a sweep, printing progress to `out` and problems to `err`. Returns the exit code:
-// 0 done, 1 a failure during the sweep (lost CUDA context, store error), 2 could not start
-// (bad shape file, no CUDA device, unusable database), 130 interrupted (Ctrl-C; resumable).
+// Runs a sweep, printing each problem's line to `out`, and warnings, errors and the progress line
+// to `err`. Returns the exit code: 0 done; 1 a failure during the sweep (lost CUDA context, store
+// error) or nothing measured at all (every candidate of every problem failed, crashed or was
+// refused); 2 could not start (bad shape file, no CUDA device, unusable database, filters that
+// leave no candidate any problem's variants support on this device); 130 interrupted (Ctrl-C;
+// resumable).
 int run_sweep(const SweepOptions&, std::ostream& out, std::ostream& err);
 
 struct ShapeFile;
@@ -54,6 +66,28 @@ struct PlannedProblem;
 // The problems a sweep with these options measures, in file order: those of the chosen
 // primitives, then, with options.shard, that shard's part of them.
 std::vector<const PlannedProblem*> sweep_problems(const ShapeFile&, const SweepOptions&);
+
+// What the cost model expects a problem to take on a GPU: its inputs and float64 reference on the
+// host, then each candidate supports() accepts under `limits`. Shards are split by it (at nominal
+// limits, so that every process agrees) and progress is counted in it.
+struct ExpectedProblemTime {
+  double setup_s = 0;
+  double per_candidate_s = 0;
+  int supported = 0;
+  double total_s() const { return setup_s + supported * per_candidate_s; }
+};
+ExpectedProblemTime expected_problem_time(const PlannedProblem&, const std::vector<std::string>& cli_variants,
+                                          const MeasureOptions&, const DeviceLimits&);
+
+// Why not one problem of the sweep (every shard of it) has a candidate that supports() accepts at
+// nominal limits, naming the first few problems' reasons; nullopt when one has. A sweep refuses
+// to start on that (exit 2) with its device's limits; --devices checks it before any worker
+// starts, since each worker sees only its shard, where it is a warning.
+std::optional<std::string> nothing_to_measure(const ShapeFile&, const SweepOptions&);
+
+// The expected seconds of each of `count` shards of the sweep (element k-1: shard k/count), split
+// as --shard splits it; options.shard is ignored.
+std::vector<double> expected_shard_s(const ShapeFile&, const SweepOptions&, int count);
 
 // The canonical text of the options that change results (what makes two sweeps the same).
 std::string result_affecting_options(const SweepOptions&);

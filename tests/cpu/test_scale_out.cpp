@@ -85,7 +85,7 @@ std::map<std::string, std::string> winners(const std::string& path) {
 
 void fixture(const std::string& shape_file, const std::string& db, std::optional<ShardSpec> shard = std::nullopt) {
   std::string error;
-  ASSERT_EQ(test_support::run_fixture_sweep(FixtureSweep{shape_file, db, shard, ""}, &error), 0) << error;
+  ASSERT_EQ(test_support::run_fixture_sweep(FixtureSweep{shape_file, db, shard, "", ""}, &error), 0) << error;
 }
 
 TEST(Shard, ParsesKOfN) {

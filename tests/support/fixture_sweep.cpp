@@ -6,6 +6,8 @@
 
 #include "db/store.hpp"
 #include "tuner/choose.hpp"
+#include "tuner/missing_baseline.hpp"
+#include "tuner/progress_events.hpp"
 #include "tuner/shape_file.hpp"
 #include "tuner/sweep.hpp"
 #include "variants/catalogue.hpp"
@@ -48,9 +50,28 @@ int run_fixture_sweep(const FixtureSweep& f, std::string* error) {
                          "fixture", f.shape_file, file.sha256, result_affecting_options(options)};
     const auto resumable = store->find_resumable_sweep(info);
     const std::int64_t sweep = resumable ? *resumable : store->begin_sweep(info);
+    std::ofstream json_file;
+    if (!f.json_progress.empty()) json_file.open(f.json_progress);
+    std::optional<JsonProgress> json;
+    if (json_file) json.emplace(json_file);
+    ProgressSnapshot progress;
+    progress.problems = problems.size();
+    std::vector<double> expected;
     for (const PlannedProblem* planned : problems) {
+      expected.push_back(expected_problem_time(*planned, {}, options.measure, nominal_device_limits()).total_s());
+      progress.expected_total_s += expected.back();
+    }
+    if (json)
+      json->write(sweep_start_event({sweep, resumable.has_value(), f.shape_file, device.key(),
+                                     f.shard ? f.shard->text() : "", problems.size(), progress.expected_total_s}));
+    for (std::size_t index = 0; index < problems.size(); ++index) {
+      const PlannedProblem* planned = problems[index];
       const std::string key = planned->problem.key();
-      if (store->problem_status(sweep, key)) continue;
+      if (store->problem_status(sweep, key)) {
+        progress.expected_total_s -= expected[index];  // a sweep leaves what it resumes out of its work
+        ++progress.problems_done;
+        continue;
+      }
       for (const Variant* v : catalogue().variants(planned->problem.primitive)) {
         CandidateRecord r;
         r.sweep_id = sweep;
@@ -69,20 +90,30 @@ int run_fixture_sweep(const FixtureSweep& f, std::string* error) {
         t.stop_reason = "converged";
         r.timing = t;
         store->record_candidate(r);
+        if (json) json->write(candidate_event(r, index + 1));
       }
-      if (auto winner = choose_winner(store->candidates(sweep, key))) {
+      const auto records = store->candidates(sweep, key);
+      auto winner = choose_winner(records);
+      if (winner) {
         winner->device_key = device.key();
         winner->git_sha = "fixture";
         winner->measured_at = utc_now_iso8601();
         store->store_winner(*winner);
       }
       store->record_problem(sweep, key, "done", "fixture");
+      progress.expected_done_s += expected[index];
+      ++progress.problems_done;
+      if (json) {
+        json->write(problem_done_event({key, index + 1, problems.size(), "done", "", winner, missing_baselines(records), 0}));
+        json->progress(progress, 0, true);
+      }
       if (!f.die_marker.empty() && !std::filesystem::exists(f.die_marker)) {
         std::ofstream(f.die_marker) << "died once\n";
         std::abort();
       }
     }
     store->finish_sweep(sweep, "complete");
+    if (json) json->write(sweep_end_event({"complete", 0, progress.problems_done, problems.size(), 0, 0, 0}));
     return 0;
   } catch (const std::exception& e) {
     if (error) *error = e.what();

@@ -20,6 +20,10 @@ struct FixtureSweep {
   // Testing a worker that dies: abort() after the first problem when `die_marker` names a file
   // that does not exist yet (it is created first, so the rerun of the shard goes through).
   std::string die_marker;
+  // --json-progress: the events a real sweep writes (tuner/progress_events.hpp), counted in the
+  // cost model's expected seconds as a sweep counts them, so the parallel sweep's progress can be
+  // tested end to end.
+  std::string json_progress;
 };
 
 // Returns the exit code, as `shapetune sweep` does (0, or 2 for a bad shape file or database).

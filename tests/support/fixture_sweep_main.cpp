@@ -1,4 +1,4 @@
-// `shapetune_fixture_sweep sweep FILE [--shard K/N] --db DB [any other sweep option]`: the
+// `shapetune_fixture_sweep sweep FILE [--shard K/N] --db DB [--json-progress FILE] [any other sweep option]`: the
 // command-line form of `shapetune sweep` over support/fixture_sweep.hpp, for the parallel sweep
 // and Slurm tests on machines without a GPU. Options it has no use for (--device, --seed, ...)
 // are accepted and ignored. FIXTURE_SWEEP_DIE_MARKER=FILE with FIXTURE_SWEEP_DIE_SHARD=K makes
@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
     if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
-    } else if (arg.rfind("--", 0) == 0 && arg != "--verbose" && arg != "--fresh" && i + 1 < args.size()) {
+    } else if (arg.rfind("--", 0) == 0 && arg != "--verbose" && arg != "--fresh" && arg != "--no-progress" &&
+               i + 1 < args.size()) {
       value = args[++i];
     }
     if (arg == "--shard") {
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--db") {
       f.db_path = value;
+    } else if (arg == "--json-progress") {
+      f.json_progress = value;
     } else if (arg.rfind("--", 0) != 0) {
       f.shape_file = arg;
     }
