@@ -20,7 +20,7 @@ class Store;
 enum class DispatchSource : std::uint8_t {
   exact,    // tuned for exactly this problem
   nearest,  // tuned for the nearest shape (log distance) whose winner supports this one
-  fallback, // nothing tuned applies: the primitive's default variant (or the first that runs it)
+  fallback, // nothing tuned applies: the primitive's default variant, or its next choice that runs it
 };
 std::string_view dispatch_source_name(DispatchSource);
 

@@ -17,16 +17,17 @@ DispatchChoice Dispatcher::lookup(const Problem& problem) const {
     const Variant* v = cat.find_variant(p.primitive, variant);
     return v && v->supports(p, config, limits_).ok;
   };
-  // The primitive's default variant; where it cannot run the problem (GEMM's naive default has
-  // no tf32 kernel), the first registered variant whose default config can.
+  // The primitive's default variant; where it cannot run the problem with its default config
+  // (GEMM's cuBLASLt default has no erf-GELU epilogue), its fallback variants in order, then the
+  // first registered variant that can.
   auto default_for = [&](const Problem& p) -> std::optional<std::pair<std::string, Config>> {
     const Primitive* primitive = cat.find_primitive(p.primitive);
     if (!primitive) return std::nullopt;
-    if (const Variant* v = cat.find_variant(p.primitive, primitive->default_variant);
-        v && v->supports(p, v->default_config, limits_).ok)
-      return std::make_pair(v->name, v->default_config);
-    for (const Variant* v : cat.variants(p.primitive))
-      if (v->supports(p, v->default_config, limits_).ok) return std::make_pair(v->name, v->default_config);
+    std::vector<const Variant*> choices{cat.find_variant(p.primitive, primitive->default_variant)};
+    for (const std::string& name : primitive->fallback_variants) choices.push_back(cat.find_variant(p.primitive, name));
+    for (const Variant* v : cat.variants(p.primitive)) choices.push_back(v);
+    for (const Variant* v : choices)
+      if (v && v->supports(p, v->default_config, limits_).ok) return std::make_pair(v->name, v->default_config);
     return std::nullopt;
   };
   return table_.lookup(problem, supports, default_for);

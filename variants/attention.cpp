@@ -194,6 +194,10 @@ Primitive attention_primitive(ka::Mask mask, bool packed, bool padded) {
   };
   p.tolerance = attention_tolerance;
   p.default_variant = "flash_mma";
+  // flash_mma has no code for hd 8 or 256 (and needs sm_80). At those head dims cuDNN's fused
+  // attention won every 16-bit problem on the H200 (naive never won one), and tf32, which cuDNN
+  // lacks, has only naive (reports/h200/2026-12-03-attention-rnn-backward).
+  p.fallback_variants = {"cudnn_sdpa", "naive"};
   p.validate_shape = validate_attention_shape;
   return p;
 }

@@ -69,6 +69,9 @@ struct Primitive {
   // tolerance_for() prefers it over `tolerance`.
   std::function<Tolerance(const Problem&)> problem_tolerance;
   std::string default_variant;     // what dispatch falls back to when nothing is tuned
+  // Where default_variant cannot run a problem (a dtype or an epilogue it lacks, an older device),
+  // what dispatch tries next, in order, before the first registered variant that can.
+  std::vector<std::string> fallback_variants;
   // Where a float64 reference of every output element would take too long (attention at
   // S = 100,000 costs about 1e13 FLOPs), the ranges of each output that the reference computes
   // and the check compares, sorted and disjoint; the reference leaves the rest alone. Unset, or

@@ -156,9 +156,15 @@ Primitive gemm_primitive(const std::string& name, GemmKind kind) {
   };
   p.problem_tolerance = [](const Problem& problem) { return gemm_tolerance(problem.dtype, problem.shape.at("k")); };
   p.tolerance = [](DType dtype) { return gemm_tolerance(dtype, kTypicalDepth); };
-  // Every shape of f32, f16 and bf16; tf32 problems fall back to the first variant that runs
-  // them (models/dispatcher.cpp).
-  p.default_variant = "naive";
+  // Untuned, the library's own first choice: cuBLASLt's algo 0 runs every shape and dtype of the
+  // plain GEMMs and the f32 and tf32 ones with a bias or bias+ReLU, where the plainest kernel was
+  // a cliff (the MLP's f32 512x256x784 on the H200: naive 119.6 us, cuBLASLt algo 0 16.1 us,
+  // reports/h200/2026-12-01-gemm). It has no erf GELU and misses the 16-bit bias tolerance; there
+  // the tensor-core kernel of the dtype (sm_80+), else the fastest CUDA-core one (warp_tiled_async:
+  // f32 on sm_80+; warp_tiled_broadcast). wgmma is not among them: it refuses operands off a
+  // 16-byte boundary at launch, which supports() cannot see, and a fallback must not fail there.
+  p.default_variant = "cublaslt";
+  p.fallback_variants = {"mma_sync", "mma_sync_tf32", "warp_tiled_async", "warp_tiled_broadcast"};
   p.validate_shape = validate_gemm_shape;
   return p;
 }

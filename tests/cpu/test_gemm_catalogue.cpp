@@ -310,25 +310,6 @@ TEST(GemmVariants, EveryPrimitiveHasTheLadderInOrder) {
   }
 }
 
-TEST(GemmVariants, DefaultVariantSupportsEveryValidShapeOfEveryNonTf32Type) {
-  const DeviceLimits limits = nominal_device_limits();
-  const std::int64_t big = INT_MAX, two24 = std::int64_t{1} << 24;
-  const std::int64_t shapes[][3] = {{1, 1, 1},   {17, 33, 65}, {127, 129, 31}, {1, 4096, 4096}, {4096, 1, 4096},
-                                    {4096, 4096, 1}, {big, 1, 1}, {1, big, 1},    {1, 1, big},    {two24, two24, 1}};
-  for (const std::string& name : gemm_primitive_names()) {
-    const Primitive& p = primitive(name);
-    EXPECT_EQ(p.default_variant, "naive") << name;
-    const Variant& fallback = *catalogue().find_variant(name, p.default_variant);
-    for (const auto& s : shapes) {
-      ASSERT_TRUE(p.validate_shape(Shape({{"m", s[0]}, {"n", s[1]}, {"k", s[2]}})).ok);
-      for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-        const Problem pr = problem(name, dtype, s[0], s[1], s[2]);
-        EXPECT_TRUE(fallback.supports(pr, fallback.default_config, limits).ok) << pr.key();
-      }
-    }
-  }
-}
-
 TEST(GemmVariants, NoneTakesTf32) {
   const DeviceLimits limits = nominal_device_limits();
   const Problem tf32 = problem("gemm.nn", DType::tf32, 256, 256, 256);
@@ -565,19 +546,70 @@ TEST(GemmVariants, SplitKOnlyWhereSlicesAreWholeAndTheGridIsSmall) {
             100u * 30 * 8 * 4);
 }
 
-// An untuned tf32 problem: the default (naive) has no tf32 kernel, so dispatch falls back to the
-// first variant whose default config runs it, never to a refusal.
-TEST(GemmDispatch, UntunedTf32ProblemsFallBackToAVariantThatRunsThem) {
-  const Dispatcher dispatcher(nominal_device_limits());
-  for (const std::string& name : gemm_primitive_names()) {
-    const Problem tf32{name, DType::tf32, Shape({{"m", 128}, {"n", 64}, {"k", 32}})};
-    const DispatchChoice choice = dispatcher.lookup(tf32);
-    EXPECT_EQ(choice.source, DispatchSource::fallback) << name;
-    const Variant& v = *catalogue().find_variant(name, choice.variant);
-    EXPECT_TRUE(v.supports(tf32, choice.config, nominal_device_limits()).ok) << name << " " << choice.variant;
-    const Problem f32{name, DType::f32, tf32.shape};
-    EXPECT_EQ(dispatcher.lookup(f32).variant, "naive") << name;
+// A T4's limits: sm_75 has neither cp.async nor the tensor-core kernels' instructions.
+DeviceLimits t4_limits() {
+  DeviceLimits t4 = nominal_device_limits();
+  t4.compute_capability = 75;
+  t4.sm_count = 40;
+  t4.shared_memory_per_block_optin = 64 * 1024;
+  t4.l2_bytes = 4 << 20;
+  t4.global_memory_bytes = std::int64_t{15} << 30;
+  return t4;
+}
+
+// Untuned, a GEMM problem goes to the library where cuBLASLt computes it, else to the tensor-core
+// kernel of its dtype, else to the fastest CUDA-core kernel that runs it; never to a plainer rung.
+// Every layout, epilogue and dtype, shapes from 1x1x1 to 4096^3, on an H200's limits and a T4's.
+TEST(GemmDispatch, UntunedProblemsTakeTheLibraryElseTheBestKernelThatRunsThem) {
+  const auto expected = [](GemmKind kind, DType dtype, bool sm_80) -> std::string {
+    const bool fp32_storage = dtype == DType::f32 || dtype == DType::tf32;
+    if (kind.epilogue == Epilogue::none || (kind.epilogue != Epilogue::bias_gelu && fp32_storage)) return "cublaslt";
+    if (dtype == DType::tf32) return sm_80 ? "mma_sync_tf32" : "";  // before sm_80 nothing takes it
+    if (!sm_80) return "warp_tiled_broadcast";
+    return dtype == DType::f32 ? "warp_tiled_async" : "mma_sync";
+  };
+  const std::int64_t shapes[][3] = {{1, 1, 1},       {17, 33, 65},    {127, 129, 31},    {1, 4096, 4096},
+                                    {4096, 1, 4096}, {4096, 4096, 1}, {4096, 4096, 4096}};
+  for (const DeviceLimits& limits : {nominal_device_limits(), t4_limits()}) {
+    const Dispatcher untuned(limits);
+    for (const std::string& name : gemm_primitive_names()) {
+      EXPECT_EQ(primitive(name).default_variant, "cublaslt") << name;
+      for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32})
+        for (const auto& s : shapes) {
+          const Problem pr = problem(name, dtype, s[0], s[1], s[2]);
+          const std::string where = pr.key() + " on sm_" + std::to_string(limits.compute_capability);
+          const std::string want = expected(*parse_gemm_primitive(name), dtype, limits.compute_capability >= 80);
+          if (want.empty()) {
+            EXPECT_THROW(untuned.lookup(pr), std::runtime_error) << where;
+            continue;
+          }
+          const DispatchChoice choice = untuned.lookup(pr);
+          EXPECT_EQ(choice.source, DispatchSource::fallback) << where;
+          EXPECT_EQ(choice.variant, want) << where;
+          const Variant& v = *catalogue().find_variant(name, choice.variant);
+          EXPECT_EQ(choice.config, v.default_config) << where;
+          EXPECT_TRUE(v.supports(pr, choice.config, limits).ok) << where;
+        }
+    }
   }
+}
+
+// Every valid shape of every non-tf32 dtype, up to the extents' limits, resolves untuned to a
+// variant that runs it (past the declared choices' limits, to the first registered that can).
+TEST(GemmDispatch, UntunedExtremeShapesStillResolveToAVariantThatRunsThem) {
+  const DeviceLimits limits = nominal_device_limits();
+  const Dispatcher untuned(limits);
+  const std::int64_t big = INT_MAX, two24 = std::int64_t{1} << 24;
+  const std::int64_t shapes[][3] = {{big, 1, 1}, {1, big, 1}, {1, 1, big}, {two24, two24, 1}};
+  for (const std::string& name : gemm_primitive_names())
+    for (const auto& s : shapes) {
+      ASSERT_TRUE(primitive(name).validate_shape(Shape({{"m", s[0]}, {"n", s[1]}, {"k", s[2]}})).ok);
+      for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+        const Problem pr = problem(name, dtype, s[0], s[1], s[2]);
+        const DispatchChoice choice = untuned.lookup(pr);
+        EXPECT_TRUE(catalogue().find_variant(name, choice.variant)->supports(pr, choice.config, limits).ok) << pr.key();
+      }
+    }
 }
 
 }  // namespace
