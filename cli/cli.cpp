@@ -140,8 +140,9 @@ int cmd_list(const ParsedArgs& a, std::ostream& out, std::ostream&) {
   }
   const Primitive* p = cat.find_primitive(a.positional[0]);
   if (!p) throw UsageError("unknown primitive '" + a.positional[0] + "'; known: " + cat.primitive_names());
-  out << p->name << ": " << p->description << "\n  " << p->signature << "\n  default variant: " << p->default_variant
-      << "\n  tolerances:";
+  out << p->name << ": " << p->description << "\n  " << p->signature << "\n  default variant: " << p->default_variant;
+  for (const std::string& next : p->fallback_variants) out << ", then " << next;
+  out << "\n  tolerances:";
   for (DType t : p->dtypes) {
     const Tolerance tol = p->tolerance(t);
     out << " " << dtype_name(t) << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
@@ -711,7 +712,7 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                   cmd_winners});
   list.push_back({{"export",
                    "Write the dispatch table as JSON, CSV or a self-contained C++17 header (header: for model "
-                   "runners that cannot link SQLite; constexpr shapetune_dispatch::find()).",
+                   "runners that cannot link SQLite; constexpr shapetune_dispatch::find() and find_nearest()).",
                    "", 0, 0,
                    {kDbOption,
                     {"format", 0, "json|csv|header", "output format (required)"},
