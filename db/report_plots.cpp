@@ -134,6 +134,21 @@ std::string gp_png(const std::string& name, int width, int height) {
          "unset output\n";
 }
 
+// Tick marks for a log axis over [lo, hi]: every 1, 2 and 5 of each decade where the range is short
+// (gnuplot would label one tick or none), the decades alone where it is long.
+std::string log_tics(double lo, double hi) {
+  const bool long_range = std::log10(hi / lo) > 3;
+  std::string list;
+  for (int decade = static_cast<int>(std::floor(std::log10(lo))); decade <= static_cast<int>(std::ceil(std::log10(hi)));
+       ++decade)
+    for (const double step : {1.0, 2.0, 5.0}) {
+      if (long_range && step != 1.0) continue;
+      const double tick = step * std::pow(10.0, decade);
+      if (tick >= lo && tick <= hi) list += (list.empty() ? "" : ", ") + num(tick);
+    }
+  return "(" + list + ")";
+}
+
 void add_plot(Plotter& plotter, const std::string& name, const std::string& title, const std::string& script,
               const std::string& note = "") {
   write_file(plotter.dir / "plots" / (name + ".gp"), script);
@@ -179,38 +194,29 @@ void roofline(Plotter& plotter, const std::string& family, const std::vector<con
       dtypes.push_back(f->winner->problem.dtype);
   if (dtypes.empty()) return;
   std::sort(dtypes.begin(), dtypes.end());
-  std::string data =
-      "# intensity_flop_per_byte winner_tflop_per_s best_baseline_tflop_per_s label problem variant label_y\n";
+  struct Point {
+    DType dtype;
+    double x, y, yb;  // FLOP/byte, TFLOP/s, the best baseline's TFLOP/s (NaN: none)
+    std::string label, problem, variant;
+    double label_y = 0;
+  };
+  std::vector<Point> points;
   double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0;
   std::set<std::string> compute_names;
   std::set<DType> with_baseline;
-  std::vector<std::pair<double, double>> placed;  // labels so far, log10 (x, y)
-  for (const DType dtype : dtypes) {
-    data += "# dtype " + std::string(dtype_name(dtype)) + "\n";
+  for (const DType dtype : dtypes)
     for (const WinnerFacts* f : facts) {
       const WinnerRecord& w = *f->winner;
       if (w.problem.dtype != dtype || !f->has_cost() || w.cost.flops <= 0) continue;
-      const double x = f->intensity();
-      const double y = f->flops_per_s() * 1e-12;
       const double yb = positive(w.baseline_us) && !w.best_baseline.empty() ? w.cost.flops / w.baseline_us * 1e-6 : NAN;
-      // A label that would sit on an earlier one moves up a line (points of one size often share a spot).
-      // A line is 0.035 decades here; the step is a little more, so that a moved label is clear of
-      // the one it moved past and the search ends.
-      double label_y = std::log10(y);
-      for (bool moved = true; moved;) {
-        moved = false;
-        for (const auto& [px, py] : placed)
-          if (std::fabs(px - std::log10(x)) < 0.3 && std::fabs(py - label_y) < 0.035) label_y = py + 0.036, moved = true;
-      }
-      placed.emplace_back(std::log10(x), label_y);
-      data += num(x) + " " + num(y) + " " + num(yb) + " " + dat_field(point_label(w, family)) + " " +
-              dat_field(w.problem.key()) + " " + dat_field(w.variant) + " " + num(std::pow(10.0, label_y)) + "\n";
-      xlo = std::min(xlo, x), xhi = std::max(xhi, x), ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+      points.push_back({dtype, f->intensity(), f->flops_per_s() * 1e-12, yb, point_label(w, family), w.problem.key(),
+                        w.variant});
+      xlo = std::min(xlo, points.back().x), xhi = std::max(xhi, points.back().x);
+      ylo = std::min(ylo, points.back().y), yhi = std::max(yhi, points.back().y);
       if (std::isfinite(yb)) ylo = std::min(ylo, yb), yhi = std::max(yhi, yb), with_baseline.insert(dtype);
-      if (const Roof* r = roofs.compute_roof(family, dtype)) compute_names.insert(r->name.rfind("fp32_fma", 0) == 0 ? "fp32_fma" : r->name);
+      if (const Roof* r = roofs.compute_roof(family, dtype))
+        compute_names.insert(r->name.rfind("fp32_fma", 0) == 0 ? "fp32_fma" : r->name);
     }
-    data += "\n\n";
-  }
   // The range takes in every ridge point (where the copy roof meets a compute roof), so the bend shows.
   std::vector<const Roof*> compute;
   for (const auto& name : compute_names) compute.push_back(&roofs.compute.at(name));
@@ -225,9 +231,41 @@ void roofline(Plotter& plotter, const std::string& family, const std::vector<con
   xlo /= 3, xhi *= 6, ylo /= 3, yhi *= 2;  // room on the right for the last point's label
   if (roofs.copy) ylo = std::min(ylo, copy_tb * xlo);
 
+  // Labels that would overlap an earlier one move up, a text line at a time, so that a cluster of
+  // points (one size in several dtypes, say) reads as a list beside it. Sizes in decades of the
+  // axes, from the plot's pixel size: a line of 8-point text is about 12 px, a character 5.5 px.
+  const int width = 1000, height = 720;
+  const double line = std::log10(yhi / ylo) * 12.0 / (height - 190);
+  const double per_char = std::log10(xhi / xlo) * 5.5 / (width - 110);
+  struct Placed { double x0, x1, y; };
+  std::vector<Placed> placed;
+  for (Point& p : points) {
+    const double x0 = std::log10(p.x) + per_char * 1.5;  // the label starts a little right of its point
+    const double x1 = x0 + per_char * static_cast<double>(p.label.size());
+    p.label_y = std::log10(p.y);
+    // Each move takes the label above the one it hit, so it only climbs and the search ends.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Placed& q : placed)
+        if (x0 < q.x1 && q.x0 < x1 && std::fabs(q.y - p.label_y) < line) p.label_y = q.y + line * 1.02, moved = true;
+    }
+    placed.push_back({x0, x1, p.label_y});
+  }
+  std::string data =
+      "# intensity_flop_per_byte winner_tflop_per_s best_baseline_tflop_per_s label problem variant label_y\n";
+  for (const DType dtype : dtypes) {
+    data += "# dtype " + std::string(dtype_name(dtype)) + "\n";
+    for (const Point& p : points)
+      if (p.dtype == dtype)
+        data += num(p.x) + " " + num(p.y) + " " + num(p.yb) + " " + dat_field(p.label) + " " + dat_field(p.problem) +
+                " " + dat_field(p.variant) + " " + num(std::pow(10.0, p.label_y)) + "\n";
+    data += "\n\n";
+  }
+  // The top label may have climbed past the range.
+  for (const Placed& q : placed) yhi = std::max(yhi, std::pow(10.0, q.y + 2 * line));
+
   const std::string stem = "roofline_" + file_stem(family);
   write_file(plotter.dir / "data" / (stem + ".dat"), data);
-  const int width = 1000, height = 720;
   std::string s = gp_preamble(stem, width, height);
   s += "set title " + gp_literal("Roofline: " + family + " on " + device_name + " (measured roofs)") + "\n";
   s += "set logscale xy\nset format x '%g'\nset format y '%g'\n";
@@ -236,6 +274,7 @@ void roofline(Plotter& plotter, const std::string& family, const std::vector<con
   s += "set key outside below center horizontal Left reverse samplen 2 spacing 1.1 maxrows 3\n";
   s += "set samples 2000\n";
   s += "set xrange [" + num(xlo) + ":" + num(xhi) + "]\nset yrange [" + num(ylo) + ":" + num(yhi) + "]\n";
+  s += "set xtics " + log_tics(xlo, xhi) + "\nset ytics " + log_tics(ylo, yhi) + "\n";
   std::vector<std::string> items;
   if (roofs.copy)
     // Up to the highest ridge only: above it the compute roofs bound every dtype drawn.

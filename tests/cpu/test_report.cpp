@@ -247,6 +247,36 @@ TEST_F(ReportFixture, DataFilesAndScripts) {
   EXPECT_CONTAINS(md, "![Winner map](plots/winner_map.png)");
 }
 
+// Two problems at one spot (same intensity and rate, as a size swept in two dtypes often is):
+// the second label climbs above the first instead of printing over it, and a short log range
+// gets 1-2-5 ticks rather than a single decade label.
+TEST(ReportPlots, CoincidentPointsGetSeparateLabelLinesAndShortRangesGetTicks) {
+  test_support::TempDir tmp;
+  const std::string db = tmp.file("two.db");
+  {
+    auto store = Store::open(db);
+    store->upsert_device(h200());
+    store->store_ceiling({kDevice, "dram_copy_best", 4.096e12, "B/s", "copy", "abc1234", "2026-12-01T00:00:00Z"});
+    for (const char* primitive : {"softmax", "softmax.other"}) {
+      WinnerRecord w = winner(primitive, kSoftmaxShape, "register_row", Config(), 4.0, 0.01);
+      w.cost = Cost{8192000, 5120000};
+      store->store_winner(w);
+    }
+  }
+  const fs::path out = tmp.path() / "report";
+  write_report(options(db, out));
+  const std::string data = test_support::read_file(out / "data" / "roofline_softmax.dat");
+  std::vector<double> label_y;
+  std::istringstream lines(data);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#') label_y.push_back(std::stod(line.substr(line.rfind(' ') + 1)));
+  ASSERT_EQ(label_y.size(), 2u) << data;
+  EXPECT_EQ(label_y[0], 1.28);
+  EXPECT_GT(label_y[1], label_y[0] * 1.01) << "the second label must sit on its own line";
+  const std::string script = test_support::read_file(out / "plots" / "roofline_softmax.gp");
+  EXPECT_CONTAINS(script, "set ytics (0.5, 1, 2)");
+}
+
 bool gnuplot_on_path() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 TEST_F(ReportFixture, SvgsWhenGnuplotIsPresent) {
