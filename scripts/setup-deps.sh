@@ -42,6 +42,10 @@ fi
 [ -d /usr/share/datasets/fashion-mnist ] ||
   echo "setup-deps: optional: apt-get install dataset-fashion-mnist for \`shapetune train mlp\` (or its --data DIR)" >&2
 
+# Optional: the Jargon File (0.6 MB gzipped), the default text of `shapetune train lstm|gru`; the test that reads it skips without it.
+[ -f /usr/share/doc/jargon-text/jargon.txt.gz ] ||
+  echo "setup-deps: optional: apt-get install jargon-text for \`shapetune train lstm|gru\` (or its --data FILE)" >&2
+
 nvcc_path=$(command -v nvcc || true)
 [ -n "$nvcc_path" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc_path=/usr/local/cuda/bin/nvcc
 if [ -z "$nvcc_path" ]; then
