@@ -25,17 +25,8 @@ namespace {
 
 using test_support::contains;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test_support::CliResult;
+constexpr auto run = &test_support::run_shapetune;
 
 const char* kKey = "NVIDIA H200|sm_90|132SM|140GiB";
 

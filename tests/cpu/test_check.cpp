@@ -178,16 +178,8 @@ TEST(Check, MeasureOptionsRoundTripThroughTheSweepRecord) {
   EXPECT_EQ(defaults.stop.min_samples, StopRule{}.min_samples);
 }
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using test_support::CliResult;
+constexpr auto run = &test_support::run_shapetune;
 
 TEST_F(CheckFixture, CliSetupFailuresExitTwo) {
   const CliResult help = run({"check", "--help"});

@@ -15,17 +15,8 @@
 namespace shapetune {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test_support::CliResult;
+constexpr auto run = &test_support::run_shapetune;
 
 using test_support::contains;
 

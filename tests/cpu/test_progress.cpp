@@ -356,16 +356,8 @@ TEST(MissingBaselines, CrashesAndRaceOnlyTimingsAreNotABaseline) {
 
 // ---- the command line without a GPU ------------------------------------------------------------
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test_support::CliResult;
+constexpr auto cli = &test_support::run_shapetune;
 
 TEST(SweepFilters, LeavingNoSupportedCandidateIsAnErrorNotASilentSuccess) {
   // quick.yaml's bf16 GEMM with bias+GELU: plain cuBLAS cannot fuse the epilogue, cuBLASLt's GELU

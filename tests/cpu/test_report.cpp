@@ -425,10 +425,9 @@ TEST_F(ReportFixture, FailOnRegressionExitsOne) {
   const std::string slower = tmp.file("slower.db");
   fill_fixture(slower, /*softmax_us=*/5.0);  // softmax 25% slower than the fixture's 4 us
   auto run = [&](std::vector<std::string> args, std::string* err_text = nullptr) {
-    std::ostringstream out_stream, err_stream;
-    const int code = run_cli(args, out_stream, err_stream);
-    if (err_text) *err_text = err_stream.str();
-    return code;
+    const auto result = test_support::run_shapetune(args);
+    if (err_text) *err_text = result.err;
+    return result.code;
   };
   const std::string dir = (tmp.path() / "cli-report").string();
   std::string err;

@@ -30,16 +30,8 @@ using test_support::TempDir;
 
 std::string shapes(const std::string& name) { return (test_support::source_dir() / "shapes" / name).string(); }
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test_support::CliResult;
+constexpr auto cli = &test_support::run_shapetune;
 
 // Every row of every table, in a fixed order: "changes nothing" means this is equal.
 std::string dump(const std::string& path) {

@@ -598,9 +598,8 @@ TEST(StoreMigration, MigrateCommandUpgradesInPlaceKeepingABackup) {
   const std::string path = dir.file("old.db");
   build_version_database(path, 4);
   auto cli = [](std::vector<std::string> args) {
-    std::ostringstream out, err;
-    const int code = run_cli(args, out, err);
-    return std::make_tuple(code, out.str(), err.str());
+    auto [code, out, err] = test_support::run_shapetune(args);
+    return std::make_tuple(code, out, err);
   };
   const auto [code, out, err] = cli({"migrate", path});
   ASSERT_EQ(code, 0) << err;

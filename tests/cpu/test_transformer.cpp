@@ -99,9 +99,8 @@ TEST(Transformer, TheFloat64ForwardIsCausal) {
 
 TEST(Transformer, CommandLineRefusalsNeedNoGpu) {
   auto run = [](std::vector<std::string> args) {
-    std::ostringstream out, err;
-    const int code = run_cli(args, out, err);
-    return std::make_pair(code, err.str());
+    const auto result = test_support::run_shapetune(args);
+    return std::make_pair(result.code, result.err);
   };
   EXPECT_EQ(run({"run", "transformer"}).first, 2);
   EXPECT_TRUE(contains(run({"run", "transformer"}).second, "give --case N"));

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "cli/cli.hpp"
 #include "core/types.hpp"
 #include "harness/device.hpp"
 
@@ -59,6 +61,18 @@ inline std::string read_file(const std::filesystem::path& path) {
 }
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The `shapetune` command run in this process: its exit code and what it wrote to each stream.
+struct CliResult {
+  int code = 0;
+  std::string out, err;
+};
+
+inline CliResult run_shapetune(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
 
 }  // namespace shapetune::test_support
 
