@@ -186,12 +186,12 @@ CharCorpus load_char_corpus(const std::string& path) {
   std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) throw DataError(path + ": cannot open: " + (errno ? std::strerror(errno) : "out of memory"));
 
+  // Pieces of 64 KiB doubling to 16 MiB: a short file costs a short buffer.
   std::string bytes;
-  constexpr std::size_t kPiece = std::size_t{1} << 20;
-  for (;;) {
+  for (std::size_t piece = std::size_t{1} << 16;; piece = std::min(2 * piece, std::size_t{1} << 24)) {
     const std::size_t done = bytes.size();
-    bytes.resize(done + kPiece);
-    const int got = gzread(file.get(), bytes.data() + done, static_cast<unsigned>(kPiece));
+    bytes.resize(done + piece);
+    const int got = gzread(file.get(), bytes.data() + done, static_cast<unsigned>(piece));
     int code = Z_OK;
     const char* message = gzerror(file.get(), &code);
     if (got < 0 || (code != Z_OK && code != Z_STREAM_END))

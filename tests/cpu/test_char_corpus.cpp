@@ -103,6 +103,15 @@ TEST(CharCorpusLoad, PlainAndGzippedFilesReadTheSame) {
   EXPECT_EQ(gzipped.source, dir.file("t.txt.gz"));
 }
 
+TEST(CharCorpusLoad, AFileOfManyReadPiecesReadsWhole) {
+  TempDir dir;
+  std::string text;
+  while (text.size() < 300'000) text += "\xC3\xA9t\xC3\xA9 " + std::to_string(text.size()) + "\n";
+  EXPECT_EQ(load_char_corpus(write_file(dir, "long.txt", text)).vocabulary.decode(
+                load_char_corpus(write_gzip(dir, "long.txt.gz", text)).tokens),
+            text);
+}
+
 TEST(CharCorpusLoad, ErrorsInAGzipFileCountUncompressedBytes) {
   TempDir dir;
   const std::string path = write_gzip(dir, "bad.txt.gz", "line one\nline \xFF");
