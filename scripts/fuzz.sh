@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside data with libFuzzer under ASan and UBSan: shape files, databases
-# (read, and merged into another), IDX files, safetensors files, command lines.
+# (read, and merged into another), IDX files, text corpora, safetensors files, command lines.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (CI's fixed budget); each target first replays the inputs in
 #                       tests/fuzz/regressions/TARGET (every crash found so far), then fuzzes.
-#   TARGET              shape_file, database, merge, idx, safetensors, cli_args (default: all six)
+#   TARGET              shape_file, database, merge, idx, char_corpus, safetensors, cli_args (default: all seven)
 # Installs clang and its fuzzer runtime from Debian if missing. Builds into build-fuzz/ (or
 # $FUZZ_BUILD_DIR). A crash, leak, sanitizer error or time-out stops with exit 1 and leaves the
 # input in build-fuzz/crashes/TARGET/; add it to tests/fuzz/regressions/TARGET with a test.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(shape_file database merge idx safetensors cli_args)
+((${#targets[@]})) || targets=(shape_file database merge idx char_corpus safetensors cli_args)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
 scripts/setup-deps.sh  # yaml-cpp, SQLite, zlib: the readers link them
@@ -43,6 +43,7 @@ for target in "${targets[@]}"; do
   seeds=("$build/seeds/$target")
   [ "$target" = shape_file ] && seeds=(shapes)
   [ "$target" = merge ] && seeds=("$build/seeds/database")
+  [ "$target" = char_corpus ] && seeds=(docs)  # UTF-8 prose with tables and code
   regressions=tests/fuzz/regressions/$target
   if compgen -G "$regressions/*" >/dev/null; then
     echo "fuzz: $target: replaying $(ls "$regressions" | wc -l) regression inputs"
