@@ -159,7 +159,9 @@ std::string ceilings_section(const DbContents& db, const std::map<std::string, D
   }
   s += "\n";
   std::string raised;
-  for (const auto& [device, r] : roofs) {
+  for (const auto& entry : roofs) {
+    const std::string& device = entry.first;  // clang before 16 cannot capture a structured binding (CI fuzzes with clang 14)
+    const DeviceRoofs& r = entry.second;
     auto note = [&](const Roof& roof, const char* unit) {
       if (!roof.raised_by.empty())
         raised += "- " + code(roof.name) + (several_devices ? " on " + code(device) : "") + ": " +
