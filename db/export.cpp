@@ -35,6 +35,10 @@ std::string device_json(const DeviceFingerprint& device) {
       .inline_text();
 }
 
+// A winner without a baseline has no baseline time or speedup. The database stores 0 for both,
+// which an export must not pass on as if it had been measured.
+bool has_baseline(const WinnerRecord& winner) { return !winner.best_baseline.empty(); }
+
 std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
   return JsonObject()
       .add("device_key", json_string(winner.device_key))
@@ -52,8 +56,8 @@ std::string winner_json(const WinnerRecord& winner, const std::string& indent) {
       .add("timing_mode", json_string(timing_mode_name(winner.timing.mode)))
       .add("state_restored", json_bool(winner.timing.state_restored))
       .add("best_baseline", json_string(winner.best_baseline))
-      .add("baseline_us", json_number(winner.baseline_us))
-      .add("speedup_vs_baseline", json_number(winner.speedup_vs_baseline))
+      .add("baseline_us", has_baseline(winner) ? json_number(winner.baseline_us) : "null")
+      .add("speedup_vs_baseline", has_baseline(winner) ? json_number(winner.speedup_vs_baseline) : "null")
       .add("runner_up_variant", json_string(winner.runner_up_variant))
       .add("runner_up_config", json_string(winner.runner_up_config.key()))
       .add("runner_up_us", json_number(winner.runner_up_us))
@@ -116,9 +120,9 @@ std::vector<std::string> csv_values(const WinnerRecord& winner) {
       csv_number(winner.timing.p90_us),
       std::to_string(winner.timing.samples),
       std::string(timing_mode_name(winner.timing.mode)),
-      csv_number(winner.speedup_vs_baseline),
+      has_baseline(winner) ? csv_number(winner.speedup_vs_baseline) : "",
       winner.best_baseline,
-      csv_number(winner.baseline_us),
+      has_baseline(winner) ? csv_number(winner.baseline_us) : "",
       winner.runner_up_variant,
       winner.runner_up_config.key(),
       csv_number(winner.runner_up_us),
@@ -207,7 +211,8 @@ std::string cpp_entry(const WinnerRecord& winner) {
   return "{" + cpp_string(winner.device_key) + ", " + cpp_string(winner.problem.primitive) + ", " +
          cpp_string(dtype_name(winner.problem.dtype)) + ", " + cpp_string(winner.problem.shape.key()) + ", " +
          cpp_string(winner.variant) + ", " + cpp_string(winner.config.key()) + ", " +
-         cpp_string(winner.library_algo) + ", " + cpp_double(winner.timing.median_us) + ", " + cpp_double(winner.speedup_vs_baseline) + "}";
+         cpp_string(winner.library_algo) + ", " + cpp_double(winner.timing.median_us) + ", " +
+         (has_baseline(winner) ? cpp_double(winner.speedup_vs_baseline) : std::string("-1.0")) + "}";
 }
 
 // The header's detail:: functions behind find_nearest(), C++17 constexpr and free of <cmath>
@@ -371,7 +376,8 @@ std::string export_header(const std::vector<WinnerRecord>& winners, const Header
   out += "//\n";
   out += "// C++17, no library to link. median_us is the winner's median time in microseconds;\n";
   out += "// speedup_vs_baseline is the best baseline's time over the winner's. Both are -1 where the\n";
-  out += "// database holds no finite value (NaN or infinity). find() matches device_key (as\n";
+  out += "// database holds no finite value (NaN or infinity); speedup_vs_baseline is -1 too where no\n";
+  out += "// baseline ran for the problem. find() matches device_key (as\n";
   out += "// `shapetune devices` prints it), primitive, dtype (\"f32\") and shape (\"rows=4096,cols=1000\")\n";
   out += "// exactly and returns the first match, or nullptr. library_algo is the library algorithm\n";
   out += "// recorded with a cuBLASLt winner (replay it rather than the heuristic's first), else \"\".\n";

@@ -372,6 +372,24 @@ TEST(ExportHeader, IntegralAndNonFiniteNumbers) {
       << "NaN is -1";
 }
 
+// A problem no baseline ran for: the database holds 0 for the baseline's time and the speedup;
+// every format says "none" instead of passing 0 on as a measurement.
+TEST(ExportFormats, NoBaselineIsNoneNotZero) {
+  WinnerRecord winner = sample_winner();
+  winner.best_baseline.clear();
+  winner.baseline_us = 0;
+  winner.speedup_vs_baseline = 0;
+  const std::string json = export_json({}, {winner});
+  EXPECT_EQ(json_value_of(json, "best_baseline"), "\"\"");
+  EXPECT_EQ(json_value_of(json, "baseline_us"), "null");
+  EXPECT_EQ(json_value_of(json, "speedup_vs_baseline"), "null");
+  const auto rows = parse_csv(export_csv({winner}));
+  ASSERT_EQ(rows.size(), 2u);
+  for (std::size_t i = 0; i < rows[0].size(); ++i)
+    if (rows[0][i] == "baseline_us" || rows[0][i] == "speedup_vs_baseline") EXPECT_EQ(rows[1][i], "") << rows[0][i];
+  EXPECT_NE(line_with(export_header({winner}, header_source()), "\"softmax\"").find(", -1.0},"), std::string::npos);
+}
+
 TEST(ExportHeader, EmptyTableHasASentinelAndCountZero) {
   const std::string header = export_header({}, header_source());
   expect_contains(header,
