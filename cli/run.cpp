@@ -56,10 +56,17 @@ CommandSpec run_spec() {
            {"dispatch", 0, "tuned|library", "tuned: the dispatch table (default); library: the library baselines"},
            {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
            {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
-           {"input", 0, "FILE", "read the input x [B, S, D] (tensor \"x\") from this safetensors file"},
+           {"input", 0, "FILE",
+            "read the input x [B, S, D] (tensor \"x\") and, where the file has them, the valid lengths (tensor "
+            "\"valid_lengths\", I32 [B], each in [1, S]) from this safetensors file"},
+           {"padding-ratio", 0, "R",
+            "a valid-token mask with a fraction R (0 <= R < 1) of the positions padding on average: per batch row a "
+            "valid prefix of length L_b drawn from --seed (default 0: no mask)"},
            {"save-weights", 0, "FILE", "write the parameters used (generated or read) as safetensors"},
-           {"save-input", 0, "FILE", "write the input used as safetensors (tensor \"x\")"},
-           {"output", 'o', "FILE", "write the output [B, S, D] as safetensors (tensor \"y\")"},
+           {"save-input", 0, "FILE",
+            "write the input used as safetensors (tensor \"x\", and \"valid_lengths\" with a mask)"},
+           {"output", 'o', "FILE",
+            "write the output [B, S, D] as safetensors (tensor \"y\", and \"valid_lengths\" with a mask)"},
            {"warmup", 0, "N", "forwards before timing (default 10)"},
            {"iterations", 0, "N", "timed forwards (default 50)"},
            {"device", 0, "N", "CUDA device ordinal (default 0)"}},
@@ -67,8 +74,9 @@ CommandSpec run_spec() {
           "median time (CUDA events around one replay of the forward's CUDA graph) with p10/p90.\n"
           "Weight names follow bench/peers/transformer_torch.py's module, which reads --save-weights, --save-input\n"
           "and --output to run the same model in PyTorch and compare under the TechJam rule.\n"
-          "Not done yet: the valid-token (padding) mask. Exit codes: 0 ran; 1 failed on the GPU; 2 bad usage or\n"
-          "input, or no CUDA device."};
+          "With a valid-token mask (--padding-ratio, or valid_lengths in --input) keys past a row's length are\n"
+          "masked and the output there is 0, as techjam-cases.md defines; lengths all equal to S run the unmasked\n"
+          "forward. Exit codes: 0 ran; 1 failed on the GPU; 2 bad usage or input, or no CUDA device."};
 }
 
 int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::string& command_line) {
@@ -87,26 +95,27 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
   const int iterations = static_cast<int>(a.integer("iterations", 50, 1, 100000));
+  const double padding_ratio = a.number("padding-ratio", 0, 0, 1);
+  if (padding_ratio >= 1) throw UsageError("--padding-ratio must be below 1 (every row keeps a valid position)");
 
   // Inputs first: a bad file is a usage error before any GPU work.
   TransformerWeights weights;
-  TensorValues input;
+  TransformerInput input;
   try {
     weights = a.has("weights") ? read_tensor_values(*a.value("weights")) : generate_transformer_weights(shape, *dtype, seed);
-    if (a.has("input")) {
-      auto tensors = read_tensor_values(*a.value("input"));
-      const auto x = tensors.find("x");
-      if (x == tensors.end()) throw DataError(*a.value("input") + " has no tensor \"x\"");
-      input = std::move(x->second);
-    } else {
-      input = generate_transformer_input(shape, *dtype, seed);
-    }
-    if (input.shape != std::vector<std::int64_t>{shape.batch, shape.seq, shape.dim})
-      throw DataError("the input is not [B, S, D] = [" + std::to_string(shape.batch) + ", " + std::to_string(shape.seq) +
-                      ", " + std::to_string(shape.dim) + "]");
+    if (a.has("input"))
+      input = read_transformer_input(*a.value("input"), shape);
+    else
+      input.x = generate_transformer_input(shape, *dtype, seed);
   } catch (const DataError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
+  }
+  if (a.has("padding-ratio")) {
+    if (!input.valid_lengths.empty())
+      throw UsageError("--padding-ratio draws valid lengths, and " + *a.value("input") +
+                       " has its own (tensor valid_lengths): give one or the other");
+    if (padding_ratio > 0) input.valid_lengths = generate_valid_lengths(shape, padding_ratio, seed);
   }
   if (auto why = cuda_unavailable_reason()) {
     err << "error: `shapetune run` needs a CUDA device: " << *why << "\n";
@@ -116,7 +125,8 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
                                                     {"command", command_line}, {"git_sha", build_git_sha()}};
   try {
     if (auto path = a.value("save-weights")) write_tensor_values(*path, weights, *dtype, metadata);
-    if (auto path = a.value("save-input")) write_tensor_values(*path, {{"x", input}}, *dtype, metadata);
+    if (auto path = a.value("save-input"))
+      write_transformer_tensor(*path, "x", input.x, input.valid_lengths, *dtype, metadata);
   } catch (const DataError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
@@ -126,14 +136,21 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   out << "Transformer " << shape.describe() << ", " << dtype_text << ", on " << core.device().fingerprint.name
       << ", dispatch " << dispatch_mode_name(options.dispatch)
       << (options.db_path.empty() ? std::string(" (no database: defaults)") : " from " + options.db_path) << "\n";
-  TransformerRunner runner(core, shape, *dtype, weights);
+  if (has_padding(shape, input.valid_lengths)) {
+    std::int64_t valid = 0;
+    for (const std::int32_t l : input.valid_lengths) valid += l;
+    out << "valid-token mask: " << valid << " of " << shape.rows() << " positions valid ("
+        << std::fixed << std::setprecision(3) << 1 - static_cast<double>(valid) / static_cast<double>(shape.rows())
+        << " padding)\n" << std::defaultfloat;
+  }
+  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths);
   print_resolutions(core.resolutions(), out);
-  runner.set_input(input);
+  runner.set_input(input.x);
   runner.forward();
   const TensorValues y = runner.output();
   if (auto path = a.value("output")) {
     try {
-      write_tensor_values(*path, {{"y", y}}, *dtype, metadata);
+      write_transformer_tensor(*path, "y", y, input.valid_lengths, *dtype, metadata);
     } catch (const DataError& e) {
       err << "error: " << e.what() << "\n";
       return 2;

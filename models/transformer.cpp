@@ -162,24 +162,61 @@ std::optional<TransformerTypes> transformer_types(DType model_dtype) {
   }
 }
 
-std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype) {
+std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype, bool padded) {
   const TransformerTypes t = *transformer_types(model_dtype);
   const Shape rows_dim({{"rows", s.rows()}, {"cols", s.dim}});
   const auto gemm = [&](const std::string& op, std::int64_t n, std::int64_t k) {
     return Problem{op + ".nt", t.product, Shape({{"m", s.rows()}, {"n", n}, {"k", k}})};
   };
-  return {
+  std::vector<ModelOp> ops{
       {"first LayerNorm", Problem{"layernorm", t.norm, rows_dim}},
       {"QKV projection", Problem{"qkv_projection", t.product,
                                  Shape({{"B", s.batch}, {"S", s.seq}, {"H", s.heads}, {"hd", s.head_dim()}})}},
-      {"causal attention", Problem{"attention.causal.split", t.product,
+      {padded ? "causal attention, padded keys masked" : "causal attention",
+       Problem{padded ? "attention.causal.split.padded" : "attention.causal.split", t.product,
                                    Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}},
       {"output projection + bias", gemm("gemm_bias", s.dim, s.dim)},
       {"residual + LayerNorm", Problem{"residual_layernorm", t.norm, rows_dim}},
       {"FFN in + bias + GELU", gemm("gemm_bias_gelu", s.ffn, s.dim)},
       {"FFN out + bias", gemm("gemm_bias", s.dim, s.ffn)},
   };
+  if (padded)
+    ops.push_back({"output zeroed at padded positions",
+                   Problem{"activation_backward.relu", t.norm, Shape({{"n", s.rows() * s.dim}})}});
+  return ops;
 }
+
+std::string valid_lengths_error(const TransformerShape& s, const ValidLengths& lengths) {
+  if (lengths.empty()) return "";
+  if (static_cast<std::int64_t>(lengths.size()) != s.batch)
+    return std::to_string(lengths.size()) + " valid lengths where the batch is " + std::to_string(s.batch);
+  for (std::size_t b = 0; b < lengths.size(); ++b)
+    if (lengths[b] < 1 || lengths[b] > s.seq)
+      return "valid length " + std::to_string(lengths[b]) + " of batch row " + std::to_string(b) +
+             " is outside [1, S] = [1, " + std::to_string(s.seq) + "]";
+  return "";
+}
+
+bool has_padding(const TransformerShape& s, const ValidLengths& lengths) {
+  return std::any_of(lengths.begin(), lengths.end(), [&](std::int32_t l) { return l < s.seq; });
+}
+
+ValidLengths generate_valid_lengths(const TransformerShape& s, double padding_ratio, std::uint64_t seed) {
+  if (!(padding_ratio >= 0 && padding_ratio < 1)) throw std::invalid_argument("the padding ratio must be in [0, 1)");
+  const double last = static_cast<double>(s.seq - 1);  // the most padding a row can have
+  const double mean = std::min(padding_ratio * static_cast<double>(s.seq), last);
+  const double spread = std::min(mean, last - mean);
+  // The raw 64-bit draws, not a std:: distribution: the values must not depend on the C++ library.
+  std::mt19937_64 rng(seed ^ 0x9add1e5ULL);
+  ValidLengths lengths(static_cast<std::size_t>(s.batch));
+  for (std::int32_t& length : lengths) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1p-53;
+    const auto padding = static_cast<std::int64_t>(std::llround(mean + spread * (2 * u - 1)));
+    length = static_cast<std::int32_t>(s.seq - std::clamp<std::int64_t>(padding, 0, s.seq - 1));
+  }
+  return lengths;
+}
+
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> transformer_parameter_shapes(const TransformerShape& s) {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
@@ -238,7 +275,8 @@ TensorValues generate_transformer_input(const TransformerShape& s, DType dtype, 
 }
 
 std::vector<double> transformer_reference(const TransformerShape& s, DType model_dtype, const TransformerWeights& w,
-                                          const TensorValues& input) {
+                                          const TensorValues& input, const ValidLengths& valid_lengths) {
+  if (const std::string why = valid_lengths_error(s, valid_lengths); !why.empty()) throw std::invalid_argument(why);
   const TransformerTypes t = *transformer_types(model_dtype);
   const Rounding norm_round = reference::rounding_for(t.norm);
   const Rounding product_round = reference::rounding_for(storage_of(t.product));
@@ -246,6 +284,14 @@ std::vector<double> transformer_reference(const TransformerShape& s, DType model
   std::vector<double> x(input.values.begin(), input.values.end()), a, qkv, ctx(static_cast<std::size_t>(M * D)), o, b, f, g;
   const auto p = [&](std::int64_t l, const std::string& name) -> const TensorValues& {
     return w.at("layers." + std::to_string(l) + "." + name);
+  };
+  const auto length = [&](std::int64_t b) {
+    return valid_lengths.empty() ? S : std::int64_t{valid_lengths[static_cast<std::size_t>(b)]};
+  };
+  // Rows [B S, D] at positions past their batch row's length set to 0.
+  const auto zero_invalid = [&](std::vector<double>& rows) {
+    for (std::int64_t bi = 0; bi < s.batch; ++bi)
+      std::fill(rows.begin() + (bi * S + length(bi)) * D, rows.begin() + (bi + 1) * S * D, 0.0);
   };
   layer_norm(x, M, D, p(0, "ln1.weight"), p(0, "ln1.bias"), norm_round, a);
   const double scale = 1 / std::sqrt(static_cast<double>(hd));
@@ -255,9 +301,16 @@ std::vector<double> transformer_reference(const TransformerShape& s, DType model
     for (std::int64_t bi = 0; bi < s.batch; ++bi)
       for (std::int64_t h = 0; h < H; ++h)
         for (std::int64_t i = 0; i < S; ++i) {
+          // Keys j <= i below the row's length; a query past it has none and gives 0, as the
+          // padded attention primitive defines (zeroed again with the projection below).
+          const std::int64_t keys = i < length(bi) ? i + 1 : 0;
+          if (keys == 0) {
+            std::fill_n(&ctx[static_cast<std::size_t>((bi * S + i) * D + h * hd)], hd, 0.0);
+            continue;
+          }
           const double* qi = &qkv[static_cast<std::size_t>(((bi * S + i) * 3 * D) + h * hd)];
           double top = -INFINITY;
-          for (std::int64_t j = 0; j <= i; ++j) {
+          for (std::int64_t j = 0; j < keys; ++j) {
             const double* kj = &qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + D + h * hd)];
             double dot = 0;
             for (std::int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
@@ -265,24 +318,27 @@ std::vector<double> transformer_reference(const TransformerShape& s, DType model
             top = std::max(top, dot * scale);
           }
           double sum = 0;
-          for (std::int64_t j = 0; j <= i; ++j) sum += (scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top));
+          for (std::int64_t j = 0; j < keys; ++j) sum += (scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top));
           for (std::int64_t d = 0; d < hd; ++d) {
             double acc = 0;
-            for (std::int64_t j = 0; j <= i; ++j)
+            for (std::int64_t j = 0; j < keys; ++j)
               acc += scores[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + 2 * D + h * hd + d)];
             ctx[static_cast<std::size_t>((bi * S + i) * D + h * hd + d)] = product_round(acc / sum);
           }
         }
     linear(ctx, M, D, p(l, "attn.out.weight"), p(l, "attn.out.bias"), false, product_round, o);
+    zero_invalid(o);
     for (std::size_t e = 0; e < x.size(); ++e) x[e] = norm_round(x[e] + o[e]);
     layer_norm(x, M, D, p(l, "ln2.weight"), p(l, "ln2.bias"), norm_round, b);
     linear(b, M, D, p(l, "ffn.fc1.weight"), p(l, "ffn.fc1.bias"), true, product_round, f);
     linear(f, M, s.ffn, p(l, "ffn.fc2.weight"), p(l, "ffn.fc2.bias"), false, product_round, g);
     for (std::size_t e = 0; e < x.size(); ++e) x[e] = norm_round(x[e] + g[e]);
+    zero_invalid(x);
     const bool last = l + 1 == s.layers;
     layer_norm(x, M, D, last ? w.at("ln_f.weight") : p(l + 1, "ln1.weight"), last ? w.at("ln_f.bias") : p(l + 1, "ln1.bias"),
                norm_round, a);
   }
+  zero_invalid(a);
   return a;
 }
 
@@ -319,6 +375,47 @@ void write_tensor_values(const std::string& path, const std::map<std::string, Te
   write_safetensors(path, list, metadata);
 }
 
+TransformerInput read_transformer_input(const std::string& path, const TransformerShape& shape) {
+  const SafetensorsFile file = read_safetensors(path);
+  TransformerInput in;
+  in.x = tensor_values(file.tensor("x"), path);
+  if (in.x.shape != std::vector<std::int64_t>{shape.batch, shape.seq, shape.dim})
+    throw DataError(path + ": tensor x is [" + dims(in.x.shape) + "] where the model's input is [B, S, D] = [" +
+                    dims({shape.batch, shape.seq, shape.dim}) + "]");
+  const SafetensorsTensor* lengths = file.find(kValidLengthsTensor);
+  if (!lengths) return in;
+  const std::string what = path + ": tensor " + kValidLengthsTensor;
+  if (lengths->dtype != "I32") throw DataError(what + " is " + lengths->dtype + "; valid lengths are I32 [B]");
+  if (lengths->shape != std::vector<std::int64_t>{shape.batch})
+    throw DataError(what + " is [" + dims(lengths->shape) + "]; valid lengths are I32 [B] = [" +
+                    std::to_string(shape.batch) + "]");
+  in.valid_lengths.resize(static_cast<std::size_t>(shape.batch));
+  std::memcpy(in.valid_lengths.data(), lengths->bytes.data(), lengths->bytes.size());
+  if (const std::string why = valid_lengths_error(shape, in.valid_lengths); !why.empty())
+    throw DataError(what + ": " + why);
+  return in;
+}
+
+void write_transformer_tensor(const std::string& path, const std::string& name, const TensorValues& values,
+                              const ValidLengths& valid_lengths, DType dtype,
+                              const std::map<std::string, std::string>& metadata) {
+  const std::vector<std::byte> bytes = to_bytes(dtype, values.values);
+  std::vector<SafetensorsTensor> list(1);
+  list[0].name = name;
+  list[0].dtype = std::string(safetensors_dtype(storage_of(dtype)));
+  list[0].shape = values.shape;
+  list[0].bytes = std::span<const std::byte>(bytes.data(), bytes.size());
+  if (!valid_lengths.empty()) {
+    SafetensorsTensor t;
+    t.name = kValidLengthsTensor;
+    t.dtype = std::string(safetensors_dtype(DType::i32));
+    t.shape = {static_cast<std::int64_t>(valid_lengths.size())};
+    t.bytes = std::as_bytes(std::span<const std::int32_t>(valid_lengths));
+    list.push_back(std::move(t));
+  }
+  write_safetensors(path, list, metadata);
+}
+
 // ---- the runner ---------------------------------------------------------------------------------
 
 struct TransformerRunner::State {
@@ -328,6 +425,7 @@ struct TransformerRunner::State {
   TransformerTypes types;
   std::map<std::string, DeviceBuffer> weights;
   DeviceBuffer input, residual[2], normed, q, k, v, ctx, projected, hidden, output;
+  DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and 1/0 per element of [B, S, D]
   std::vector<BoundOp> ops;
   GraphExec graph;
 
@@ -338,8 +436,9 @@ struct TransformerRunner::State {
 };
 
 TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& shape, DType model_dtype,
-                                     const TransformerWeights& weights) {
+                                     const TransformerWeights& weights, const ValidLengths& valid_lengths) {
   if (const std::string why = transformer_shape_error(shape); !why.empty()) throw std::runtime_error(why);
+  if (const std::string why = valid_lengths_error(shape, valid_lengths); !why.empty()) throw std::runtime_error(why);
   if (!transformer_types(model_dtype))
     throw std::runtime_error("the Transformer runs in f32, f16 or bf16, not " + std::string(dtype_name(model_dtype)));
   state_ = std::make_unique<State>(core, shape, model_dtype);
@@ -362,9 +461,21 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   st.q = DeviceBuffer(activations), st.k = DeviceBuffer(activations), st.v = DeviceBuffer(activations);
   st.ctx = DeviceBuffer(activations), st.projected = DeviceBuffer(activations), st.output = DeviceBuffer(activations);
   st.hidden = DeviceBuffer(static_cast<std::size_t>(M * shape.ffn) * element);
+  const bool padded = has_padding(shape, valid_lengths);
+  if (padded) {
+    st.lengths = DeviceBuffer(valid_lengths.size() * sizeof(std::int32_t));
+    SHAPETUNE_CUDA_CHECK(cudaMemcpy(st.lengths.get(), valid_lengths.data(), valid_lengths.size() * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice));
+    std::vector<float> mask(static_cast<std::size_t>(M * D), 0.f);
+    for (std::int64_t b = 0; b < shape.batch; ++b) {
+      const std::int64_t valid = valid_lengths[static_cast<std::size_t>(b)];
+      std::fill(mask.begin() + b * shape.seq * D, mask.begin() + (b * shape.seq + valid) * D, 1.f);
+    }
+    st.valid_mask = upload_values(st.types.norm, mask);
+  }
 
   // Each distinct problem's resolution is recorded once (its first op), for the table the CLI prints.
-  const std::vector<ModelOp> kinds = transformer_ops(shape, model_dtype);
+  const std::vector<ModelOp> kinds = transformer_ops(shape, model_dtype, padded);
   std::set<std::string> recorded;
   const auto bind = [&](const ModelOp& op, std::vector<void*> tensors, std::vector<double> scalars) {
     const bool first = recorded.insert(op.problem.key()).second;
@@ -378,7 +489,10 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   for (std::int64_t l = 0; l < shape.layers; ++l) {
     bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q.get(), st.k.get(),
                     st.v.get()}, {});
-    bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx.get()}, {});
+    if (padded)
+      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.lengths.get(), st.ctx.get()}, {});
+    else
+      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx.get()}, {});
     bind(kinds[3], {st.ctx.get(), st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected.get()}, plain);
     void* after_attention = st.residual[next].get();
     next ^= 1;
@@ -390,11 +504,13 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
     void* after_ffn = st.residual[next].get();
     next ^= 1;
     const bool last = l + 1 == shape.layers;
+    // With padding the final LayerNorm writes `normed`, and the mask product moves it to the output.
     bind(kinds[4], {current, st.projected.get(), last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight"),
                     last ? st.weight(-1, "ln_f.bias") : st.weight(l + 1, "ln1.bias"), after_ffn,
-                    last ? st.output.get() : st.normed.get()}, eps);
+                    last && !padded ? st.output.get() : st.normed.get()}, eps);
     current = after_ffn;
   }
+  if (padded) bind(kinds[7], {st.valid_mask.get(), st.normed.get(), st.output.get()}, {});
   // One eager pass first, so that libraries do their lazy set-up (handles, workspaces, plans)
   // outside the capture, where cublasCreate and friends are not allowed.
   for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());

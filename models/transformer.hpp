@@ -9,7 +9,18 @@
 //
 // f16 and bf16 models run every op in that type (fp32 accumulation and softmax inside); an f32
 // model runs its LayerNorms in f32 and its products in TF32, as PyTorch's "high" matmul precision
-// does. One forward is one CUDA graph, replayed. Not done yet: the valid-token (padding) mask.
+// does. One forward is one CUDA graph, replayed.
+//
+// The valid-token mask: batch row b has a valid prefix of L_b positions (1 <= L_b <= S). The
+// TechJam model masks keys j >= L_b, zeroes the attention output, each layer's output and the
+// final output at positions i >= L_b. With a mask the runner's attention is
+// attention.causal.split.padded (masked keys; its invalid queries give 0), and one last op zeroes
+// the output at invalid positions: activation_backward.relu with x the 0/1 valid mask, dx = dy [x > 0],
+// which is dy at valid positions and 0 elsewhere (the catalogue's elementwise product with a mask).
+// The intermediate zeroings are left out on the GPU: they change only invalid positions, which no
+// valid position reads (their keys are masked, every other op works per position) and the last
+// zeroing clears; the float64 forward does all of them, so the GPU test checks that claim. Lengths
+// all equal to S take the unpadded ops, as a model without a mask does.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +56,23 @@ struct TransformerTypes {
 std::optional<TransformerTypes> transformer_types(DType model_dtype);
 
 // Every distinct operation of the forward, in the order it first runs (what shapes/transformer.yaml
-// must list for the dispatch table to hold every one).
-std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype);
+// must list for the dispatch table to hold every one); `padded`: the forward with a valid-token mask.
+std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded = false);
+
+// Valid lengths, one per batch row, each in [1, S]; empty: every position valid.
+using ValidLengths = std::vector<std::int32_t>;
+
+// Empty when `lengths` is empty or B values in [1, S]; otherwise why not.
+std::string valid_lengths_error(const TransformerShape&, const ValidLengths& lengths);
+// Whether some position is padding (a length below S).
+bool has_padding(const TransformerShape&, const ValidLengths& lengths);
+
+// Lengths for a padding ratio R in [0, 1): row b pads P_b = round(p + w (2 u_b - 1)) positions,
+// L_b = S - P_b, where p = min(R S, S - 1), w = min(p, S - 1 - p) and u_b = (r >> 11) 2^-53 for the
+// b-th 64-bit draw r of mt19937_64(seed ^ 0x9add1e5): spread evenly around p, so the expected
+// fraction of padding is R (up to rounding, and where R S > S - 1 every row keeps one position).
+// R = 0 gives S everywhere.
+ValidLengths generate_valid_lengths(const TransformerShape&, double padding_ratio, std::uint64_t seed);
 
 // Parameters by name, as a PyTorch module of the model names them (bench/peers/transformer_torch.py):
 // layers.L.ln1.{weight,bias}, layers.L.attn.qkv.{weight,bias} ([3 D, D]: Q's, K's, V's rows),
@@ -68,9 +94,11 @@ TransformerWeights generate_transformer_weights(const TransformerShape&, DType d
 TensorValues generate_transformer_input(const TransformerShape&, DType dtype, std::uint64_t seed);
 
 // The float64 forward of the same model on the host, with every op's output rounded to its stored
-// type as the GPU stores it: what the runner's GPU test compares with at small shapes.
+// type as the GPU stores it: what the runner's GPU test compares with at small shapes. With
+// `valid_lengths`, the TechJam mask in every place techjam-cases.md puts it (masked keys; attention
+// output, each layer's output and the final output zero at invalid positions).
 std::vector<double> transformer_reference(const TransformerShape&, DType model_dtype, const TransformerWeights&,
-                                          const TensorValues& input);
+                                          const TensorValues& input, const ValidLengths& valid_lengths = {});
 
 // Tensors of a safetensors file (F32, F16 or BF16) as floats by name; DataError naming the file
 // for anything else. And the writer: every tensor stored as `dtype`.
@@ -78,13 +106,32 @@ std::map<std::string, TensorValues> read_tensor_values(const std::string& path);
 void write_tensor_values(const std::string& path, const std::map<std::string, TensorValues>&, DType dtype,
                          const std::map<std::string, std::string>& metadata = {});
 
+// The name of the valid lengths (I32 [B]) in input and output files.
+inline constexpr const char* kValidLengthsTensor = "valid_lengths";
+
+// An input file: x [B, S, D] (F32, F16 or BF16) and, where the file has it, valid_lengths (I32 [B],
+// each in [1, S]). DataError naming the file and the tensor for a missing x, a wrong dtype or
+// shape, or a length out of range.
+struct TransformerInput {
+  TensorValues x;
+  ValidLengths valid_lengths;  // empty where the file has none
+};
+TransformerInput read_transformer_input(const std::string& path, const TransformerShape&);
+
+// One activation tensor (`name`, stored as `dtype`) and, when `valid_lengths` is not empty, the
+// lengths as I32 beside it: what --save-input and --output write.
+void write_transformer_tensor(const std::string& path, const std::string& name, const TensorValues&,
+                              const ValidLengths& valid_lengths, DType dtype,
+                              const std::map<std::string, std::string>& metadata = {});
+
 // The model on the GPU: weights uploaded once, every op bound through the core, one forward
 // captured as a graph.
 class TransformerRunner {
  public:
-  // Throws std::runtime_error for a bad shape or weights that do not match it, and when an op's
-  // resolved variant cannot run.
-  TransformerRunner(RunnerCore&, const TransformerShape&, DType model_dtype, const TransformerWeights&);
+  // Throws std::runtime_error for a bad shape, weights that do not match it or lengths outside
+  // [1, S], and when an op's resolved variant cannot run. Lengths with padding bind the masked ops.
+  TransformerRunner(RunnerCore&, const TransformerShape&, DType model_dtype, const TransformerWeights&,
+                    const ValidLengths& valid_lengths = {});
   ~TransformerRunner();
   TransformerRunner(const TransformerRunner&) = delete;
   TransformerRunner& operator=(const TransformerRunner&) = delete;

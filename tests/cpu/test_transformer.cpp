@@ -1,12 +1,16 @@
 // The Transformer runner's host side: the TechJam cases, its problems (and shapes/transformer.yaml
-// kept equal to them), its parameters, the float64 forward's causality, the safetensors round
-// trip of weights, and the command line's refusals.
+// kept equal to them), its parameters, the float64 forward's causality and its valid-token mask,
+// the drawn valid lengths, the safetensors round trip of weights, inputs and lengths, and the
+// command line's refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <set>
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "models/safetensors.hpp"
 #include "models/transformer.hpp"
 #include "support/test_support.hpp"
 #include "tuner/shape_file.hpp"
@@ -31,24 +35,34 @@ TEST(Transformer, TheFourteenTechJamCases) {
 TEST(Transformer, EveryOpIsAValidProblemOfTheCatalogue) {
   for (int n = 1; n <= kTechJamCases; ++n)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype)) {
-        const Primitive* p = catalogue().find_primitive(op.problem.primitive);
-        ASSERT_NE(p, nullptr) << op.problem.key();
-        EXPECT_TRUE(std::find(p->dtypes.begin(), p->dtypes.end(), op.problem.dtype) != p->dtypes.end())
-            << op.problem.key();
-        EXPECT_TRUE(p->validate_shape(op.problem.shape).ok) << op.problem.key();
-      }
+      for (const bool padded : {false, true})
+        for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded)) {
+          const Primitive* p = catalogue().find_primitive(op.problem.primitive);
+          ASSERT_NE(p, nullptr) << op.problem.key();
+          EXPECT_TRUE(std::find(p->dtypes.begin(), p->dtypes.end(), op.problem.dtype) != p->dtypes.end())
+              << op.problem.key();
+          EXPECT_TRUE(p->validate_shape(op.problem.shape).ok) << op.problem.key();
+        }
   const auto f32 = transformer_ops(*techjam_case(1), DType::f32);
   EXPECT_EQ(f32[0].problem.dtype, DType::f32) << "LayerNorms in f32";
   EXPECT_EQ(f32[1].problem.dtype, DType::tf32) << "products in TF32";
+  const auto padded = transformer_ops(*techjam_case(1), DType::f16, true);
+  ASSERT_EQ(padded.size(), f32.size() + 1);
+  EXPECT_EQ(padded[2].problem.primitive, "attention.causal.split.padded");
+  EXPECT_EQ(padded.back().problem.primitive, "activation_backward.relu") << "the output's mask product";
+  EXPECT_EQ(padded.back().problem.dtype, DType::f16);
+  EXPECT_EQ(padded.back().problem.shape.at("n"), 64 * 128 * 128);
+  EXPECT_EQ(transformer_ops(*techjam_case(1), DType::f16)[2].problem.primitive, "attention.causal.split");
 }
 
-// shapes/transformer.yaml holds exactly the problems of cases 1-13 in f32, f16 and bf16.
+// shapes/transformer.yaml holds exactly the problems of cases 1-13 in f32, f16 and bf16, with and
+// without a mask.
 TEST(Transformer, ShapeFileHoldsExactlyTheRunnersProblems) {
   std::set<std::string> wanted;
   for (int n = 1; n <= 13; ++n)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype)) wanted.insert(op.problem.key());
+      for (const bool padded : {false, true})
+        for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded)) wanted.insert(op.problem.key());
   std::set<std::string> in_file;
   const ShapeFile file = load_shape_file((test_support::source_dir() / "shapes" / "transformer.yaml").string(), catalogue());
   for (const auto& p : file.problems) EXPECT_TRUE(in_file.insert(p.problem.key()).second) << "twice: " << p.problem.key();
@@ -97,6 +111,110 @@ TEST(Transformer, TheFloat64ForwardIsCausal) {
   for (double v : before) EXPECT_TRUE(std::isfinite(v));
 }
 
+// Lengths 1, S and between in one batch: the output is exactly 0 past each row's length and, at
+// valid positions, the unmasked forward's bit for bit (a causal query reads no later key, so the
+// masked keys are only ever later ones; the zeroings change invalid positions alone).
+TEST(Transformer, TheFloat64ForwardZeroesPaddedPositionsAndKeepsValidOnes) {
+  const TransformerShape s{3, 7, 8, 2, 12, 2};
+  const ValidLengths lengths{1, 7, 4};
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const auto w = generate_transformer_weights(s, dtype, 5);
+    TensorValues x = generate_transformer_input(s, dtype, 5);
+    const std::vector<double> plain = transformer_reference(s, dtype, w, x);
+    const std::vector<double> masked = transformer_reference(s, dtype, w, x, lengths);
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t i = 0; i < s.seq; ++i)
+        for (std::int64_t d = 0; d < s.dim; ++d) {
+          const std::size_t e = static_cast<std::size_t>((b * s.seq + i) * s.dim + d);
+          if (i < lengths[static_cast<std::size_t>(b)])
+            ASSERT_EQ(masked[e], plain[e]) << "batch " << b << " position " << i;
+          else
+            ASSERT_EQ(masked[e], 0.0) << "batch " << b << " position " << i;
+        }
+    // The inputs (and with them every hidden state) at invalid positions changed: the output is the same.
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t i = lengths[static_cast<std::size_t>(b)]; i < s.seq; ++i)
+        for (std::int64_t d = 0; d < s.dim; ++d)
+          x.values[static_cast<std::size_t>((b * s.seq + i) * s.dim + d)] *= -3.f;
+    EXPECT_EQ(transformer_reference(s, dtype, w, x, lengths), masked);
+    EXPECT_NE(transformer_reference(s, dtype, w, x), plain) << "the change reaches the unmasked output";
+    // Every row at full length is the unmasked forward.
+    EXPECT_EQ(transformer_reference(s, dtype, w, x, ValidLengths(3, 7)), transformer_reference(s, dtype, w, x));
+  }
+  const auto w = generate_transformer_weights(s, DType::f32, 5);
+  const TensorValues x = generate_transformer_input(s, DType::f32, 5);
+  EXPECT_THROW(transformer_reference(s, DType::f32, w, x, {1, 0, 7}), std::invalid_argument);
+  EXPECT_THROW(transformer_reference(s, DType::f32, w, x, {1, 8, 7}), std::invalid_argument);
+  EXPECT_THROW(transformer_reference(s, DType::f32, w, x, {1, 7}), std::invalid_argument);
+}
+
+TEST(Transformer, ValidLengthsAreCheckedAndDrawnFromTheSeed) {
+  const TransformerShape s{4000, 100, 8, 2, 8, 1};
+  EXPECT_EQ(valid_lengths_error(s, {}), "");
+  EXPECT_TRUE(contains(valid_lengths_error({2, 5, 8, 2, 8, 1}, {1, 6}), "outside [1, S] = [1, 5]"));
+  EXPECT_TRUE(contains(valid_lengths_error({2, 5, 8, 2, 8, 1}, {0, 5}), "batch row 0"));
+  EXPECT_TRUE(contains(valid_lengths_error({2, 5, 8, 2, 8, 1}, {5}), "1 valid lengths where the batch is 2"));
+  EXPECT_FALSE(has_padding({2, 5, 8, 2, 8, 1}, {5, 5}));
+  EXPECT_TRUE(has_padding({2, 5, 8, 2, 8, 1}, {5, 4}));
+
+  EXPECT_EQ(generate_valid_lengths(s, 0, 1), ValidLengths(4000, 100));
+  for (const double ratio : {0.1, 0.25, 0.5, 0.9}) {
+    const ValidLengths a = generate_valid_lengths(s, ratio, 3);
+    EXPECT_EQ(a, generate_valid_lengths(s, ratio, 3));
+    EXPECT_NE(a, generate_valid_lengths(s, ratio, 4));
+    EXPECT_EQ(valid_lengths_error(s, a), "");
+    double padding = 0;
+    for (const std::int32_t l : a) padding += 100 - l;
+    EXPECT_NEAR(padding / (4000 * 100), ratio, 0.01) << ratio;
+    EXPECT_GT(*std::max_element(a.begin(), a.end()) - *std::min_element(a.begin(), a.end()), 10) << "lengths vary";
+  }
+  EXPECT_EQ(generate_valid_lengths(s, 0.999, 1), ValidLengths(4000, 1)) << "every row keeps one position";
+  EXPECT_EQ(generate_valid_lengths({5, 1, 8, 2, 8, 1}, 0.5, 1), ValidLengths(5, 1)) << "S 1: nothing to pad";
+  EXPECT_THROW(generate_valid_lengths(s, 1, 1), std::invalid_argument);
+  EXPECT_THROW(generate_valid_lengths(s, -0.5, 1), std::invalid_argument);
+}
+
+TEST(Transformer, InputFilesCarryValidLengths) {
+  const TransformerShape s{2, 5, 4, 2, 8, 1};
+  const TensorValues x = generate_transformer_input(s, DType::f16, 2);
+  test_support::TempDir dir;
+  write_transformer_tensor(dir.file("x.st"), "x", x, {3, 5}, DType::f16);
+  const TransformerInput in = read_transformer_input(dir.file("x.st"), s);
+  EXPECT_EQ(in.x.values, x.values);
+  EXPECT_EQ(in.valid_lengths, (ValidLengths{3, 5}));
+  write_transformer_tensor(dir.file("plain.st"), "x", x, {}, DType::f32);
+  EXPECT_TRUE(read_transformer_input(dir.file("plain.st"), s).valid_lengths.empty());
+  EXPECT_EQ(read_safetensors(dir.file("plain.st")).tensors().size(), 1u) << "no lengths written without a mask";
+
+  const auto refusal = [&](const std::string& dtype, std::vector<std::int64_t> shape, std::vector<std::byte> bytes) {
+    const std::vector<std::byte> x_bytes(static_cast<std::size_t>(2 * 5 * 4 * 4));
+    std::vector<SafetensorsTensor> tensors(2);
+    tensors[0] = {"x", "F32", {2, 5, 4}, std::span<const std::byte>(x_bytes)};
+    tensors[1] = {kValidLengthsTensor, dtype, std::move(shape), std::span<const std::byte>(bytes)};
+    write_safetensors(dir.file("bad.st"), tensors);
+    try {
+      read_transformer_input(dir.file("bad.st"), s);
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto i32 = [](std::vector<std::int32_t> v) {
+    std::vector<std::byte> out(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  const std::string f32 = refusal("F32", {2}, std::vector<std::byte>(8));
+  EXPECT_TRUE(contains(f32, dir.file("bad.st")) && contains(f32, "tensor valid_lengths is F32")) << f32;
+  EXPECT_TRUE(contains(refusal("I32", {1, 2}, i32({3, 5})), "tensor valid_lengths is [1x2]"));
+  EXPECT_TRUE(contains(refusal("I32", {3}, i32({3, 5, 5})), "valid lengths are I32 [B] = [2]"));
+  const std::string zero = refusal("I32", {2}, i32({0, 5}));
+  EXPECT_TRUE(contains(zero, dir.file("bad.st")) && contains(zero, "valid_lengths: valid length 0 of batch row 0"))
+      << zero;
+  EXPECT_TRUE(contains(refusal("I32", {2}, i32({3, 6})), "outside [1, S] = [1, 5]"));
+  EXPECT_TRUE(contains(refusal("I32", {2}, i32({3, 5})), "no error"));
+}
+
 TEST(Transformer, CommandLineRefusalsNeedNoGpu) {
   auto run = [](std::vector<std::string> args) {
     const auto result = test_support::run_shapetune(args);
@@ -113,6 +231,36 @@ TEST(Transformer, CommandLineRefusalsNeedNoGpu) {
   const auto bad = run({"run", "transformer", "--case", "1", "--weights", dir.file("bad.safetensors")});
   EXPECT_EQ(bad.first, 2);
   EXPECT_TRUE(contains(bad.second, dir.file("bad.safetensors"))) << bad.second;
+
+  EXPECT_TRUE(contains(run({"run", "transformer", "--case", "2", "--padding-ratio", "1"}).second, "below 1"));
+  EXPECT_TRUE(contains(run({"run", "transformer", "--case", "2", "--padding-ratio", "-0.1"}).second,
+                       "--padding-ratio must be between 0 and 1"));
+  EXPECT_TRUE(
+      contains(run({"run", "transformer", "--case", "2", "--padding-ratio", "half"}).second, "expects a number"));
+  const TransformerShape two{2, 5, 4, 2, 8, 1};
+  const std::vector<std::string> small{"run", "transformer", "--batch", "2", "--seq", "5", "--dim", "4", "--heads", "2",
+                                       "--ffn", "8", "--layers", "1", "--input"};
+  const auto with_input = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = small;
+    args.push_back(dir.file("x.st"));
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  write_transformer_tensor(dir.file("x.st"), "x", generate_transformer_input(two, DType::f16, 1), {1, 5}, DType::f16);
+  const auto both = with_input({"--padding-ratio", "0.5"});
+  EXPECT_EQ(both.first, 2);
+  EXPECT_TRUE(contains(both.second, "give one or the other")) << both.second;
+  // A length out of range, written as I32 by hand: refused naming the file and the tensor.
+  const std::vector<std::byte> x_bytes(2 * 5 * 4 * 4);
+  const std::int32_t lengths[2] = {5, 9};
+  const std::vector<SafetensorsTensor> tensors{
+      {"x", "F32", {2, 5, 4}, std::span<const std::byte>(x_bytes)},
+      {kValidLengthsTensor, "I32", {2}, std::as_bytes(std::span<const std::int32_t>(lengths))}};
+  write_safetensors(dir.file("x.st"), tensors);
+  const auto out_of_range = with_input({});
+  EXPECT_EQ(out_of_range.first, 2);
+  EXPECT_TRUE(contains(out_of_range.second, dir.file("x.st") + ": tensor valid_lengths: valid length 9 of batch row 1"))
+      << out_of_range.second;
 }
 
 }  // namespace
