@@ -425,7 +425,7 @@ struct TransformerRunner::State {
   TransformerTypes types;
   std::map<std::string, DeviceBuffer> weights;
   DeviceBuffer input, residual[2], normed, q, k, v, ctx, projected, hidden, output;
-  DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and 1/0 per element of [B, S, D]
+  DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and +1/-1 per element of [B, S, D]
   std::vector<BoundOp> ops;
   GraphExec graph;
 
@@ -466,7 +466,9 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
     st.lengths = DeviceBuffer(valid_lengths.size() * sizeof(std::int32_t));
     SHAPETUNE_CUDA_CHECK(cudaMemcpy(st.lengths.get(), valid_lengths.data(), valid_lengths.size() * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice));
-    std::vector<float> mask(static_cast<std::size_t>(M * D), 0.f);
+    // -1, not 0, at invalid positions: relu's derivative is 0 there whatever convention a variant
+    // (cuDNN's included) has at x = 0 exactly.
+    std::vector<float> mask(static_cast<std::size_t>(M * D), -1.f);
     for (std::int64_t b = 0; b < shape.batch; ++b) {
       const std::int64_t valid = valid_lengths[static_cast<std::size_t>(b)];
       std::fill(mask.begin() + b * shape.seq * D, mask.begin() + (b * shape.seq + valid) * D, 1.f);

@@ -15,8 +15,8 @@
 // TechJam model masks keys j >= L_b, zeroes the attention output, each layer's output and the
 // final output at positions i >= L_b. With a mask the runner's attention is
 // attention.causal.split.padded (masked keys; its invalid queries give 0), and one last op zeroes
-// the output at invalid positions: activation_backward.relu with x the 0/1 valid mask, dx = dy [x > 0],
-// which is dy at valid positions and 0 elsewhere (the catalogue's elementwise product with a mask).
+// the output at invalid positions: activation_backward.relu, dx = dy [x > 0], with x +1 at valid
+// positions and -1 elsewhere: dy where valid, 0 elsewhere (the catalogue's product with a mask).
 // The intermediate zeroings are left out on the GPU: they change only invalid positions, which no
 // valid position reads (their keys are masked, every other op works per position) and the last
 // zeroing clears; the float64 forward does all of them, so the GPU test checks that claim. Lengths

@@ -1,8 +1,10 @@
 // The Transformer runner on the GPU against its float64 forward, at small awkward sizes (odd
 // sequence lengths, a head dim the flash kernels do not take, more than one layer), in f32 (TF32
-// products), f16 and bf16, with each problem's default variant and with the library baselines.
+// products), f16 and bf16, with each problem's default variant and with the library baselines;
+// and the same with a valid-token mask (lengths 1, S and between in one batch).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "models/transformer.hpp"
@@ -68,6 +70,88 @@ TEST_P(TransformerRunnerTest, MatchesTheFloat64ForwardWithDefaultsAndLibraries) 
       runner.forward();
       EXPECT_EQ(runner.output().values, y.values) << c.shape.describe();
     }
+  }
+}
+
+// The masked forward: the float64 forward's valid positions under the same rule, and exactly 0 at
+// every invalid one. In a causal model with a valid prefix no valid query reads a masked key, so
+// the valid outputs equal the unmasked model's and a runner that ignored the mask altogether would
+// fail only the zeros; the resolutions show that the masked ops were bound.
+TEST_P(TransformerRunnerTest, WithPaddingMatchesTheFloat64ForwardAndZeroesInvalidPositions) {
+  const DType dtype = GetParam();
+  struct PaddedCase {
+    TransformerShape shape;
+    ValidLengths lengths;
+    const char* why;
+  };
+  const PaddedCase cases[] = {
+      {{3, 17, 64, 2, 96, 2}, {1, 17, 9}, "hd 32, lengths 1, S and between"},
+      {{2, 9, 48, 3, 40, 1}, {4, 8}, "hd 16 (naive attention)"},
+      {{2, 70, 64, 1, 64, 2}, {5, 66}, "hd 64, S over a flash tile, a length inside the last tile"},
+  };
+  for (const DispatchMode mode : {DispatchMode::tuned, DispatchMode::library}) {
+    RunnerOptions options;
+    options.dispatch = mode;
+    RunnerCore core(options);
+    if (core.device().limits.compute_capability < 80) GTEST_SKIP() << "the tensor-core defaults need sm_80+";
+    for (const PaddedCase& c : cases) {
+      const auto weights = generate_transformer_weights(c.shape, dtype, 13);
+      const TensorValues x = generate_transformer_input(c.shape, dtype, 13);
+      TransformerRunner runner(core, c.shape, dtype, weights, c.lengths);
+      runner.set_input(x);
+      runner.forward();
+      const TensorValues y = runner.output();
+      const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths);
+      ASSERT_EQ(y.values.size(), want.size());
+      const Tolerance tol = tolerance(dtype);
+      int bad = 0, nonzero = 0;
+      for (std::int64_t b = 0; b < c.shape.batch; ++b)
+        for (std::int64_t i = 0; i < c.shape.seq; ++i)
+          for (std::int64_t d = 0; d < c.shape.dim; ++d) {
+            const std::size_t e = static_cast<std::size_t>((b * c.shape.seq + i) * c.shape.dim + d);
+            if (i >= c.lengths[static_cast<std::size_t>(b)]) {
+              if (y.values[e] != 0.f && ++nonzero <= 3)
+                ADD_FAILURE() << c.shape.describe() << ", " << dispatch_mode_name(mode) << ": batch " << b
+                              << " position " << i << " is past length " << c.lengths[static_cast<std::size_t>(b)]
+                              << " but y = " << y.values[e];
+              continue;
+            }
+            const double err = std::abs(y.values[e] - want[e]);
+            if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[e])) && ++bad <= 3)
+              ADD_FAILURE() << c.shape.describe() << " (" << c.why << "), " << dispatch_mode_name(mode) << ": y[" << e
+                            << "] = " << y.values[e] << ", want " << want[e];
+          }
+      EXPECT_EQ(bad, 0) << c.shape.describe() << ", " << dispatch_mode_name(mode);
+      EXPECT_EQ(nonzero, 0) << c.shape.describe() << ", " << dispatch_mode_name(mode);
+      runner.forward();
+      EXPECT_EQ(runner.output().values, y.values) << c.shape.describe();
+    }
+    const auto bound = [&](const std::string& primitive) {
+      return std::any_of(core.resolutions().begin(), core.resolutions().end(),
+                         [&](const OpResolution& r) { return r.op.problem.primitive == primitive; });
+    };
+    EXPECT_TRUE(bound("attention.causal.split.padded"));
+    EXPECT_TRUE(bound("activation_backward.relu"));
+    EXPECT_FALSE(bound("attention.causal.split")) << "a mask with padding binds the masked attention only";
+  }
+}
+
+// Lengths all equal to S take the unmasked ops, and give the unmasked output bit for bit.
+TEST_P(TransformerRunnerTest, FullLengthsRunTheUnmaskedForward) {
+  const DType dtype = GetParam();
+  RunnerCore core(RunnerOptions{});
+  if (core.device().limits.compute_capability < 80) GTEST_SKIP() << "the tensor-core defaults need sm_80+";
+  const TransformerShape shape{2, 17, 64, 2, 96, 2};
+  const auto weights = generate_transformer_weights(shape, dtype, 17);
+  const TensorValues x = generate_transformer_input(shape, dtype, 17);
+  TransformerRunner plain(core, shape, dtype, weights);
+  TransformerRunner full(core, shape, dtype, weights, ValidLengths(2, 17));
+  plain.set_input(x), full.set_input(x);
+  plain.forward(), full.forward();
+  EXPECT_EQ(full.output().values, plain.output().values);
+  for (const OpResolution& r : core.resolutions()) {
+    EXPECT_NE(r.op.problem.primitive, "attention.causal.split.padded");
+    EXPECT_NE(r.op.problem.primitive, "activation_backward.relu");
   }
 }
 
