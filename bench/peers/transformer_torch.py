@@ -10,6 +10,12 @@ so the runner's safetensors load with load_state_dict. Attention is
 F.scaled_dot_product_attention(is_causal=True), what a PyTorch user reaches for (its backends
 materialise no S x S scores). An f32 model uses TF32 products (matmul precision "high").
 
+Where the input file holds valid_lengths (I32 [B], what the runner writes with --padding-ratio),
+the valid-token mask of techjam-cases.md applies: keys at positions >= L_b get -inf (a boolean
+attn_mask, causal and key padding together, in place of is_causal), and the attention output,
+each layer's output and the final output are zeroed at those positions. The check then also
+requires the runner's output to be exactly 0 there.
+
 Prints the eager (and, with --compile, torch.compile) forward's median time over CUDA events, and
 with --compare the runner's output checked under the TechJam rule: every element within 0.002
 absolute or 2% relative of PyTorch's, both finite. Exit 1 if that check fails.
@@ -24,11 +30,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-FILE_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+FILE_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I32": torch.int32}
 
 
 def read_safetensors(path):
-    """The tensors of a safetensors file (F32, F16, BF16), on the CPU."""
+    """The tensors of a safetensors file (F32, F16, BF16, I32), on the CPU."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -44,6 +50,16 @@ def read_safetensors(path):
     return out
 
 
+def zero_invalid(x, valid):
+    """x [B, S, D] with the positions where valid [B, S] is False set to 0 (x itself without a mask)."""
+    return x if valid is None else x.masked_fill(~valid[..., None], 0)
+
+
+def valid_mask(lengths, seq):
+    """[B, S] booleans, True at positions below each row's valid length."""
+    return torch.arange(seq, device=lengths.device)[None, :] < lengths[:, None]
+
+
 class Attention(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
@@ -51,11 +67,18 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def forward(self, x):
+    def forward(self, x, valid=None):
         B, S, D = x.shape
         q, k, v = self.qkv(x).view(B, S, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(o.transpose(1, 2).reshape(B, S, D))
+        if valid is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(o.transpose(1, 2).reshape(B, S, D))
+        # True where query i may read key j: j <= i and j valid. Key 0 is always valid (L_b >= 1),
+        # so no row is all -inf.
+        causal = torch.ones(S, S, dtype=torch.bool, device=x.device).tril()
+        allowed = causal & valid[:, None, None, :]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        return zero_invalid(self.out(o.transpose(1, 2).reshape(B, S, D)), valid)
 
 
 class FeedForward(nn.Module):
@@ -76,9 +99,9 @@ class Layer(nn.Module):
         self.ln2 = nn.LayerNorm(dim, eps=1e-5)
         self.ffn = FeedForward(dim, ffn)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.ffn(self.ln2(x))
+    def forward(self, x, valid=None):
+        x = x + self.attn(self.ln1(x), valid)
+        return zero_invalid(x + self.ffn(self.ln2(x)), valid)
 
 
 class Transformer(nn.Module):
@@ -87,21 +110,21 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList([Layer(dim, heads, ffn) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim, eps=1e-5)
 
-    def forward(self, x):
+    def forward(self, x, valid=None):
         for layer in self.layers:
-            x = layer(x)
-        return self.ln_f(x)
+            x = layer(x, valid)
+        return zero_invalid(self.ln_f(x), valid)
 
 
-def median_us(fn, x, warmup, iterations):
+def median_us(fn, args, warmup, iterations):
     for _ in range(warmup):
-        fn(x)
+        fn(*args)
     torch.cuda.synchronize()
     times = []
     for _ in range(iterations):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(x)
+        fn(*args)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
@@ -126,7 +149,15 @@ def main():
     torch.set_float32_matmul_precision("high")
     dtype = DTYPES[args.dtype]
     state = read_safetensors(args.weights)
-    x = read_safetensors(args.input)["x"].to("cuda", dtype)
+    inputs = read_safetensors(args.input)
+    x = inputs["x"].to("cuda", dtype)
+    lengths = inputs.get("valid_lengths")
+    if lengths is not None:
+        lengths = lengths.to("cuda", torch.int64)
+        if lengths.shape != (x.shape[0],) or int(lengths.min()) < 1 or int(lengths.max()) > x.shape[1]:
+            sys.exit(f"{args.input}: valid_lengths must be I32 [B] with values in [1, S]")
+    # Lengths all S are no mask, as the runner takes them (its unmasked forward).
+    valid = None if lengths is None or bool((lengths == x.shape[1]).all()) else valid_mask(lengths, x.shape[1])
     layers = 1 + max(int(k.split(".")[1]) for k in state if k.startswith("layers."))
     dim = state["ln_f.weight"].shape[0]
     ffn = state["layers.0.ffn.fc1.weight"].shape[0]
@@ -134,23 +165,32 @@ def main():
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
 
     result = {"label": args.label, "dtype": args.dtype, "shape": list(x.shape), "heads": args.heads,
-              "layers": layers, "ffn": ffn}
+              "layers": layers, "ffn": ffn,
+              "padding": 0.0 if valid is None else 1 - float(valid.float().mean())}
     with torch.inference_mode():
-        y = model(x)
-        result["eager_us"] = median_us(model, x, args.warmup, args.iterations)
+        y = model(x, valid)
+        result["eager_us"] = median_us(model, (x, valid), args.warmup, args.iterations)
         if args.compile:
             compiled = torch.compile(model)
-            result["compiled_us"] = median_us(compiled, x, args.warmup, args.iterations)
+            result["compiled_us"] = median_us(compiled, (x, valid), args.warmup, args.iterations)
     ok = True
     if args.compare:
-        ours = read_safetensors(args.compare)["y"].to("cuda", torch.float32)
+        compared = read_safetensors(args.compare)
+        ours = compared["y"].to("cuda", torch.float32)
+        theirs_lengths = compared.get("valid_lengths")
+        if (theirs_lengths is None) != (lengths is None) or (
+                lengths is not None and not torch.equal(theirs_lengths.to("cuda", torch.int64), lengths)):
+            sys.exit(f"{args.compare} and {args.input} disagree on valid_lengths")
         ref = y.float()
         err = (ours - ref).abs()
         within = (err <= 0.002) | (err <= 0.02 * ref.abs())
         within &= torch.isfinite(ours) & torch.isfinite(ref)
         failing = int((~within).sum())
-        result.update({"max_abs_error": float(err.max()), "elements": ours.numel(), "failing": failing})
-        ok = failing == 0
+        # Past each row's length the output is exactly 0, not merely within the rule of it.
+        nonzero_padding = 0 if valid is None else int((ours[~valid] != 0).sum())
+        result.update({"max_abs_error": float(err.max()), "elements": ours.numel(), "failing": failing,
+                       "nonzero_padding": nonzero_padding})
+        ok = failing == 0 and nonzero_padding == 0
     print(json.dumps(result))
     if args.json:
         try:
