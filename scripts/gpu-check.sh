@@ -139,7 +139,15 @@ if [ $tests = 1 ]; then
   run_step cpu-tests 120 "$build/tests/shapetune_cpu_tests" --gtest_output=xml:"$work/cpu-tests.xml"
 fi
 run_step ceilings 120 "$build/shapetune" ceilings --db "$db"
-[ $quick = 1 ] && run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db"
+# The progress line (plain, in the log) and the events a tool reads come with it.
+[ $quick = 1 ] && run_step sweep-quick 240 "$build/shapetune" sweep shapes/quick.yaml --db "$db" \
+  --json-progress "$work/quick-events.jsonl"
+# NVTX: Nsight Systems is not on the GPU box, so Nsight Compute shows the ranges around the kernels
+# it profiles (two kernels of one problem, in the sweep's GPU worker).
+if [ $quick = 1 ] && command -v ncu >/dev/null; then
+  run_step nvtx 180 ncu --nvtx --target-processes all --clock-control none -c 2 --metrics gpu__time_duration.sum \
+    "$build/shapetune" sweep shapes/quick.yaml --primitive softmax --db "$work/nvtx.db" --no-progress
+fi
 # What a user's CI would run next: the quick sweep's winners verified and timed again.
 [ $quick = 1 ] && run_step check-quick 240 "$build/shapetune" check shapes/quick.yaml --db "$db"
 for extra in "${files[@]}"; do
@@ -195,6 +203,13 @@ python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM IN
   echo "== ceilings"
   tail -n +2 "$work/ceilings.log"
   [ -f "$work/check-quick.log" ] && { echo "== check (quick)"; tail -n 1 "$work/check-quick.log"; }
+  if [ -f "$work/quick-events.jsonl" ]; then
+    echo "== progress (quick): events by kind, the last progress event, warnings"
+    grep -o '"event": "[a-z_]*"' "$work/quick-events.jsonl" | sort | uniq -c
+    grep '"event": "progress"' "$work/quick-events.jsonl" | tail -n 1
+    grep -E '^(progress|warning):' "$work/sweep-quick.log" | tail -n 6
+  fi
+  [ -f "$work/nvtx.log" ] && { echo "== nvtx (ncu)"; grep -i -E 'nvtx|shapetune' "$work/nvtx.log" | head -n 12; }
   echo "== winners"
   cat "$work/winners.log"
   for log in "$work"/peers-*.log; do
