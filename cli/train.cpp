@@ -13,7 +13,9 @@
 #include "core/json.hpp"
 #include "db/store.hpp"
 #include "harness/device.hpp"
+#include "models/char_lm.hpp"
 #include "models/mlp.hpp"
+#include "models/safetensors.hpp"
 #include "models/runner.hpp"
 
 namespace shapetune::cli {
@@ -33,6 +35,8 @@ struct TrainRunner {
   std::string summary;
   std::vector<OptionSpec> options;
   std::function<int(const ParsedArgs&, const TrainCommon&, std::ostream& out, std::ostream& err)> run;
+  // Validates the runner's options before anything needs a device (UsageError); may be empty.
+  std::function<void(const ParsedArgs&)> check;
 };
 
 // The opening of every runner's results JSON: what ran, where, and how each operation resolved.
@@ -139,6 +143,207 @@ int run_mlp(const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::o
   return write_results(*c.results_path, results, err);
 }
 
+// ---- lstm, gru --------------------------------------------------------------------------------
+
+struct CharLmRun {
+  CharLmOptions trainer;
+  int layers = 2, hidden = 256, embed = 0;  // embed 0: the hidden size
+  int epochs = 5;
+  std::int64_t steps = 0;  // > 0: this many steps in all, instead of --epochs
+  int sample = 200;
+  double temperature = 0.8;
+  std::string data = kDefaultCharCorpus;
+  std::optional<std::string> weights, save_weights, save_trained, save_batches;
+};
+
+CharLmRun char_lm_run(const ParsedArgs& a) {
+  CharLmRun r;
+  r.layers = static_cast<int>(a.integer("layers", 2, 1, 2));
+  r.hidden = static_cast<int>(a.integer("hidden", 256, 1, 8192));
+  r.embed = static_cast<int>(a.integer("embed", r.hidden, 1, 8192));
+  r.trainer.seq_len = static_cast<int>(a.integer("seq-len", 128, 1, 1 << 16));
+  r.trainer.batch = static_cast<int>(a.integer("batch", 64, 1, 1 << 16));
+  if (std::int64_t{r.trainer.seq_len} * r.trainer.batch > (std::int64_t{1} << 24))
+    throw UsageError("--seq-len x --batch must be at most 2^24 (a step's predictions)");
+  if (a.has("epochs") && a.has("steps")) throw UsageError("give --epochs or --steps, not both");
+  r.epochs = static_cast<int>(a.integer("epochs", 5, 1, 100000));
+  r.steps = a.integer("steps", 0, 1, INT64_MAX);
+  r.trainer.lr = a.number("lr", 2e-3, 1e-12, 10);
+  const std::string dtype = a.value("dtype").value_or("f32");
+  if (dtype != "f32")
+    throw UsageError("--dtype " + dtype + ": the character models train in f32 only (16-bit training is not built)");
+  r.sample = static_cast<int>(a.integer("sample", 200, 0, 1000000));
+  r.temperature = a.number("temperature", 0.8, 0, 100);
+  r.data = a.value("data").value_or(kDefaultCharCorpus);
+  r.weights = a.value("weights");
+  r.save_weights = a.value("save-weights");
+  r.save_trained = a.value("save-trained");
+  r.save_batches = a.value("save-batches");
+  return r;
+}
+
+// The first epoch's training batches as safetensors, I32 [batches, T, B]: what the PyTorch peer
+// trains on, so it needs no copy of the batching.
+void save_batches(const std::string& path, const TbpttBatches& batches) {
+  const std::size_t R = static_cast<std::size_t>(batches.seq_len()) * static_cast<std::size_t>(batches.batch());
+  std::vector<std::int32_t> inputs(R * static_cast<std::size_t>(batches.batches())), targets(inputs.size());
+  for (std::int64_t i = 0; i < batches.batches(); ++i)
+    batches.fill(i, std::span(inputs).subspan(static_cast<std::size_t>(i) * R, R),
+                 std::span(targets).subspan(static_cast<std::size_t>(i) * R, R));
+  const std::vector<std::int64_t> shape = {batches.batches(), batches.seq_len(), batches.batch()};
+  const std::vector<SafetensorsTensor> tensors = {
+      {"inputs", "I32", shape, std::as_bytes(std::span<const std::int32_t>(inputs))},
+      {"targets", "I32", shape, std::as_bytes(std::span<const std::int32_t>(targets))}};
+  write_safetensors(path, tensors);
+}
+
+int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::ostream& err) {
+  const CharLmRun o = char_lm_run(a);
+  CharLmOptions options = o.trainer;
+  options.db_path = c.runner.db_path;
+  options.dispatch = c.runner.dispatch;
+  options.device = c.runner.device;
+  CharCorpus corpus;
+  std::optional<CharCorpusSplit> split;
+  CharLmShape shape;
+  std::vector<float> initial;
+  try {
+    corpus = load_char_corpus(o.data);
+    split.emplace(split_char_corpus(corpus, CharSplitOptions{options.seq_len, options.batch, 0.1}));
+    shape = CharLmShape{cell, static_cast<int>(corpus.vocabulary.size()), o.embed, o.hidden, o.layers};
+    validate(shape);
+    initial = o.weights ? load_char_lm_weights(*o.weights, shape) : char_lm_initial_parameters(shape, c.seed);
+    const std::vector<std::int32_t> all_ids = [&] {
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(shape.vocab));
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
+      return ids;
+    }();
+    if (o.save_weights) save_char_lm_weights(*o.save_weights, shape, initial, corpus.vocabulary.decode(all_ids));
+    if (o.save_batches) save_batches(*o.save_batches, split->train);
+  } catch (const DataError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  std::unique_ptr<CharLmTrainer> trainer;
+  try {
+    trainer = std::make_unique<CharLmTrainer>(options, shape, initial, split->train, split->validation);
+  } catch (const StoreError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string name(recurrent_cell_name(cell));
+  const std::int64_t per_epoch = split->train.batches();
+  const int epochs = o.steps > 0 ? static_cast<int>((o.steps + per_epoch - 1) / per_epoch) : o.epochs;
+  const DeviceInfo& device = trainer->device();
+  out << name << " character model on " << device.fingerprint.name << ": " << corpus.source << ", " << shape.vocab
+      << " characters, embedding " << shape.embed << ", " << shape.layers << " x " << name << " " << shape.hidden
+      << ", seq-len " << options.seq_len << ", batch " << options.batch << ", " << per_epoch << " steps an epoch, "
+      << (o.steps > 0 ? std::to_string(o.steps) + " steps" : std::to_string(epochs) + " epochs") << ", lr "
+      << options.lr << ", dispatch " << dispatch_mode_name(options.dispatch)
+      << (options.db_path.empty() ? " (no --db: defaults)" : " from " + options.db_path) << ", seed " << c.seed
+      << (o.weights ? ", weights from " + *o.weights : std::string(", PyTorch-default initialisation")) << "\n";
+  print_resolutions(trainer->resolutions(), out);
+  out << "(the embedding's gather and gradient are plain kernels of models/training_kernels.cu, deterministic: "
+         "no atomics)\n";
+  out << "\nepoch  steps  train loss  valid loss  valid bpc  median step ms   chars/s\n" << std::flush;
+  std::vector<std::string> epoch_json;
+  std::vector<double> first_losses;
+  std::int64_t remaining = o.steps > 0 ? o.steps : per_epoch * epochs;
+  for (int e = 1; e <= epochs; ++e) {
+    const CharLmEpoch r = trainer->train_epoch(std::min(remaining, per_epoch));
+    remaining -= static_cast<std::int64_t>(r.step_losses.size());
+    for (double l : r.step_losses)
+      if (first_losses.size() < 100) first_losses.push_back(l);
+    const double valid = trainer->validation_loss();
+    const double median_ms = r.median_step_ms();
+    const double chars_per_s = static_cast<double>(options.seq_len) * options.batch / (median_ms / 1000);
+    out << std::right << std::setw(5) << e << "  " << std::setw(5) << r.step_losses.size() << "  " << std::fixed
+        << std::setprecision(4) << std::setw(10) << r.mean_loss() << "  " << std::setw(10) << valid << "  "
+        << std::setw(9) << bits_per_character(valid) << "  " << std::setprecision(3) << std::setw(14) << median_ms
+        << "  " << std::setprecision(0) << std::setw(8) << chars_per_s << "\n"
+        << std::defaultfloat << std::flush;
+    epoch_json.push_back(JsonObject()
+                             .add("epoch", json_integer(e))
+                             .add("steps", json_integer(static_cast<std::int64_t>(r.step_losses.size())))
+                             .add("train_loss", json_number(r.mean_loss()))
+                             .add("validation_loss", json_number(valid))
+                             .add("validation_bits_per_character", json_number(bits_per_character(valid)))
+                             .add("median_step_ms", json_number(median_ms))
+                             .inline_text());
+    if (!std::isfinite(r.mean_loss()) || !std::isfinite(valid)) {
+      err << "error: the loss is not finite at epoch " << e << "\n";
+      return 1;
+    }
+  }
+  out << "loss after step 1: " << first_losses.front();
+  if (first_losses.size() >= 100) out << ", after step 100: " << first_losses[99];
+  out << "\n";
+  const std::vector<float> trained = trainer->parameters();
+  if (o.save_trained) {
+    try {
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(shape.vocab));
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
+      save_char_lm_weights(*o.save_trained, shape, trained, corpus.vocabulary.decode(ids));
+    } catch (const DataError& e) {
+      err << "error: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  std::string sample_text;
+  if (o.sample > 0) {
+    // The first character of the corpus primes the state; the forward is float64 on the CPU from
+    // the trained weights, one character at a time.
+    const std::vector<std::int32_t> ids =
+        char_lm_sample(shape, trained, {corpus.tokens.front()}, o.sample, o.temperature, c.seed);
+    sample_text = corpus.vocabulary.decode(ids);
+    out << "\nsample (" << o.sample << " characters, "
+        << (o.temperature > 0 ? "temperature " + std::to_string(o.temperature) : std::string("greedy"))
+        << ", float64 CPU forward of the trained weights, primed with the corpus' first character):\n"
+        << sample_text << "\n";
+  }
+  if (!c.results_path) return 0;
+  std::string losses;  // one line, where a block array would spend a line on each of 100 numbers
+  for (double l : first_losses) losses.append(losses.empty() ? "[" : ", ").append(json_number(l));
+  losses.append(losses.empty() ? "[]" : "]");
+  JsonObject results = run_json(name, c, device, trainer->resolutions());
+  results.add("data", json_string(corpus.source))
+      .add("vocab", json_integer(shape.vocab))
+      .add("embed", json_integer(shape.embed))
+      .add("hidden", json_integer(shape.hidden))
+      .add("layers", json_integer(shape.layers))
+      .add("seq_len", json_integer(options.seq_len))
+      .add("batch", json_integer(options.batch))
+      .add("lr", json_number(options.lr))
+      .add("first_step_losses", losses)
+      .add("epochs", json_block_array(epoch_json, "  "))
+      .add("sample", json_string(sample_text));
+  return write_results(*c.results_path, results, err);
+}
+
+std::vector<OptionSpec> char_lm_options() {
+  return {
+      {"data", 0, "FILE", std::string("UTF-8 text, gzipped or not (default ") + kDefaultCharCorpus + ")"},
+      {"layers", 0, "N", "recurrent layers, 1 or 2 (default 2)"},
+      {"hidden", 0, "H", "hidden units a layer (default 256)"},
+      {"embed", 0, "E", "embedding width (default: --hidden)"},
+      {"seq-len", 0, "T", "steps of truncated backpropagation through time (default 128)"},
+      {"batch", 0, "B", "streams a batch (default 64)"},
+      {"epochs", 0, "N", "training epochs (default 5)"},
+      {"steps", 0, "N", "training steps in all instead of --epochs (an epoch cut short ends the run)"},
+      {"lr", 0, "X", "Adam's learning rate (default 0.002)"},
+      {"dtype", 0, "f32", "parameter and activation type; f32 only for now"},
+      {"weights", 0, "FILE", "start from these weights (safetensors, PyTorch's names) instead of the seed's"},
+      {"save-weights", 0, "FILE", "write the initial weights as safetensors (bench/peers/char_lm_torch.py reads them)"},
+      {"save-trained", 0, "FILE", "write the trained weights as safetensors"},
+      {"save-batches", 0, "FILE", "write the first epoch's training batches as safetensors (I32 [steps, T, B])"},
+      {"sample", 0, "N", "characters to generate at the end (default 200; 0: none)"},
+      {"temperature", 0, "X", "sampling temperature (default 0.8; 0: always the most likely character)"},
+  };
+}
+
 // ---- the table --------------------------------------------------------------------------------
 
 const std::vector<TrainRunner>& runners() {
@@ -153,7 +358,21 @@ const std::vector<TrainRunner>& runners() {
         {"train-limit", 0, "N", "train on the first N images only (default: all 60000)"},
         {"adam-after-graph", 0, "",
          "launch Adam after each graph replay instead of as a child graph swapped into it (for comparison)"}},
-       run_mlp},
+       run_mlp,
+       {}},
+      {"lstm",
+       "character-level language model: embedding, 1-2 LSTM layers, linear head, softmax cross-entropy, Adam, "
+       "truncated BPTT with the state carried; a step is one CUDA graph, replayed",
+       char_lm_options(),
+       [](const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::ostream& err) {
+         return run_char_lm(RecurrentCell::lstm, a, c, out, err);
+       },
+       [](const ParsedArgs& a) { char_lm_run(a); }},
+      {"gru", "the same with GRU layers", char_lm_options(),
+       [](const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::ostream& err) {
+         return run_char_lm(RecurrentCell::gru, a, c, out, err);
+       },
+       [](const ParsedArgs& a) { char_lm_run(a); }},
   };
   return table;
 }
@@ -179,11 +398,29 @@ CommandSpec train_spec() {
       {"device", 0, "N", "CUDA device ordinal (default 0)"},
       {"results", 0, "FILE", "also write the run (resolutions, every epoch) as JSON here"},
   };
+  // An option several runners take is listed once: the runners that share a help text are named
+  // together before it ("lstm, gru: ..."), different texts follow each other.
+  const std::size_t common = options.size();
+  std::vector<std::vector<std::pair<std::string, std::string>>> helps;  // per runner option: (runners, help)
   for (const auto& r : runners())
-    for (OptionSpec o : r.options) {
-      o.help = r.name + ": " + o.help;
-      options.push_back(std::move(o));
+    for (const OptionSpec& o : r.options) {
+      const auto same = std::find_if(options.begin() + static_cast<std::ptrdiff_t>(common), options.end(),
+                                     [&](const OptionSpec& listed) { return listed.name == o.name; });
+      if (same == options.end()) {
+        options.push_back(o);
+        helps.push_back({{r.name, o.help}});
+        continue;
+      }
+      auto& texts = helps[static_cast<std::size_t>(same - options.begin()) - common];
+      const auto text = std::find_if(texts.begin(), texts.end(), [&](const auto& t) { return t.second == o.help; });
+      if (text == texts.end()) texts.push_back({r.name, o.help});
+      else text->first += ", " + r.name;
     }
+  for (std::size_t i = 0; i < helps.size(); ++i) {
+    std::string help;
+    for (const auto& [names, text] : helps[i]) help += (help.empty() ? "" : "; ") + names + ": " + text;
+    options[common + i].help = help;
+  }
   return {"train",
           summary,
           "MODEL",
@@ -194,10 +431,14 @@ CommandSpec train_spec() {
               ". Options marked with a model's name belong to that model alone.\n"
               "At start it prints which variant each operation of the step resolved to and why: exact (tuned for this\n"
               "problem), nearest (the nearest tuned shape), default (nothing tuned applies), or the library baseline.\n"
-              "Per epoch: training loss (mean over the epoch's steps), test accuracy, training time and images/s (the\n"
+              "mlp, per epoch: training loss (mean over the epoch's steps), test accuracy, training time and images/s (the\n"
               "epoch's graph replays, shuffle included, evaluation excluded). The last partial batch is dropped.\n"
               "Deterministic for a seed on one device and dispatch table (no variant uses atomics).\n"
-              "mlp data: Debian's dataset-fashion-mnist package (gzipped IDX files), or --data DIR."};
+              "mlp data: Debian's dataset-fashion-mnist package (gzipped IDX files), or --data DIR.\n"
+              "lstm, gru: per epoch the training loss, the validation loss from the zero state and its bits per\n"
+              "character (loss / ln 2), the median step time (CUDA events around each replay) and characters/s; then\n"
+              "the losses after steps 1 and 100 and --sample characters drawn by a float64 CPU forward of the\n"
+              "trained weights. Data: Debian's jargon-text package, or --data FILE (90% training, 10% validation)."};
 }
 
 int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::string& command_line) {
@@ -223,6 +464,7 @@ int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   c.seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   c.results_path = a.value("results");
   c.command_line = command_line;
+  if (runner->check) runner->check(a);
 
   if (auto why = cuda_unavailable_reason()) {
     err << "error: `shapetune train` needs a CUDA device: " << *why << "\n";

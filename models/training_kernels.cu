@@ -20,6 +20,35 @@ __global__ void finish_step_kernel(std::int32_t* step, const float* loss, double
   *step += 1;
 }
 
+__global__ void gather_embedding_kernel(const float* table, const std::int32_t* inputs, const std::int32_t* targets,
+                                        const std::int32_t* step, int rows, int embed, float* x,
+                                        std::int32_t* labels) {
+  const int r = blockIdx.x;
+  const std::int64_t at = static_cast<std::int64_t>(*step) * rows + r;
+  const float* src = table + static_cast<std::int64_t>(inputs[at]) * embed;
+  float* dst = x + static_cast<std::int64_t>(r) * embed;
+  for (int c = threadIdx.x; c < embed; c += blockDim.x) dst[c] = src[c];
+  if (threadIdx.x == 0) labels[r] = targets[at];
+}
+
+__global__ void embedding_backward_kernel(const float* dx, const std::int32_t* rows_by_token,
+                                          const std::int32_t* token_starts, const std::int32_t* step, int rows,
+                                          int vocab, int embed, float* dtable) {
+  const int v = blockIdx.x;
+  const std::int32_t* order = rows_by_token + static_cast<std::int64_t>(*step) * rows;
+  const std::int32_t* starts = token_starts + static_cast<std::int64_t>(*step) * (vocab + 1);
+  const int begin = starts[v], end = starts[v + 1];
+  for (int c = threadIdx.x; c < embed; c += blockDim.x) {
+    float sum = 0.f;
+    for (int i = begin; i < end; ++i) sum += dx[static_cast<std::int64_t>(order[i]) * embed + c];
+    dtable[static_cast<std::int64_t>(v) * embed + c] = sum;
+  }
+}
+
+__global__ void record_loss_kernel(const std::int32_t* step, const float* loss, float* history) {
+  history[*step] = *loss;
+}
+
 }  // namespace
 
 cudaError_t gather_batch(const std::uint8_t* pixels, const std::uint8_t* labels, const std::int32_t* order,
@@ -32,6 +61,28 @@ cudaError_t gather_batch(const std::uint8_t* pixels, const std::uint8_t* labels,
 
 cudaError_t finish_step(std::int32_t* step, const float* loss, double* loss_sum, cudaStream_t stream) {
   finish_step_kernel<<<1, 1, 0, stream>>>(step, loss, loss_sum);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_embedding(const float* table, const std::int32_t* inputs, const std::int32_t* targets,
+                             const std::int32_t* step, int rows, int embed, float* x, std::int32_t* labels,
+                             cudaStream_t stream) {
+  if (rows < 1 || embed < 1) return cudaErrorInvalidValue;
+  gather_embedding_kernel<<<rows, 128, 0, stream>>>(table, inputs, targets, step, rows, embed, x, labels);
+  return cudaGetLastError();
+}
+
+cudaError_t embedding_backward(const float* dx, const std::int32_t* rows_by_token, const std::int32_t* token_starts,
+                               const std::int32_t* step, int rows, int vocab, int embed, float* dtable,
+                               cudaStream_t stream) {
+  if (rows < 1 || vocab < 1 || embed < 1) return cudaErrorInvalidValue;
+  embedding_backward_kernel<<<vocab, 128, 0, stream>>>(dx, rows_by_token, token_starts, step, rows, vocab, embed,
+                                                       dtable);
+  return cudaGetLastError();
+}
+
+cudaError_t record_loss(const std::int32_t* step, const float* loss, float* history, cudaStream_t stream) {
+  record_loss_kernel<<<1, 1, 0, stream>>>(step, loss, history);
   return cudaGetLastError();
 }
 

@@ -18,4 +18,22 @@ cudaError_t gather_batch(const std::uint8_t* pixels, const std::uint8_t* labels,
 // *loss_sum += *loss; ++*step. One thread: the end of a training step.
 cudaError_t finish_step(std::int32_t* step, const float* loss, double* loss_sum, cudaStream_t);
 
+// The character models' embedding, not dispatched (an indexed copy and its transpose, no
+// arithmetic to tune). The batch of step `*step` is rows = T B tokens at tokens[*step * rows].
+
+// x[r, :] = table[inputs[*step * rows + r], :] and labels[r] = targets[same].
+cudaError_t gather_embedding(const float* table, const std::int32_t* inputs, const std::int32_t* targets,
+                             const std::int32_t* step, int rows, int embed, float* x, std::int32_t* labels,
+                             cudaStream_t);
+
+// dtable[v, :] = sum of dx[r, :] over the rows r whose token is v, for every v (zero where none):
+// rows_by_token[*step * rows + ...] lists the batch's rows grouped by token, ascending within a
+// token, and token_starts[*step * (vocab + 1) + v] where token v's rows begin. One block per
+// token sums its rows in that order: no atomics, so the result is the same bits every run.
+cudaError_t embedding_backward(const float* dx, const std::int32_t* rows_by_token, const std::int32_t* token_starts,
+                               const std::int32_t* step, int rows, int vocab, int embed, float* dtable, cudaStream_t);
+
+// history[*step] = *loss. One thread; before finish_step, which advances *step.
+cudaError_t record_loss(const std::int32_t* step, const float* loss, float* history, cudaStream_t);
+
 }  // namespace shapetune::training_kernels
