@@ -28,6 +28,13 @@ void residual_layernorm(std::int64_t rows, std::int64_t cols, const double* x, c
 void softmax_xent(std::int64_t rows, std::int64_t classes, const double* logits, const double* labels, double* loss,
                   double* dlogits);
 
+// Binary logistic regression over x [rows, features], w [features], scalar b and labels (0/1, as
+// doubles; anything else is clamped to 0 or 1): z = x w + b, p = sigmoid(z),
+// loss[0] = mean max(z,0) - z y + log1p(exp(-|z|)), dw = x^T (p - y) / rows, db[0] = mean(p - y),
+// with p - y taken as -sigmoid(-z) where y = 1 (no cancellation when p is near 1).
+void logistic_bce(std::int64_t rows, std::int64_t features, const double* x, const double* w, double b,
+                  const double* labels, double* p, double* loss, double* dw, double* db);
+
 // One AdamW step, in place, over `tensors` consecutive tensors of `sizes[k]` elements:
 // m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, p -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p),
 // the decay term using p before the update (weight_decay = 0 is plain Adam).

@@ -172,6 +172,7 @@ void register_layernorm(Catalogue&);     // layernorm, residual_layernorm
 void register_adam(Catalogue&);
 void register_activation(Catalogue&);    // activation.*, activation_backward.*, bias_activation.*
 void register_softmax_xent(Catalogue&);
+void register_logistic_bce(Catalogue&);  // logistic_bce: unfused (cuBLAS GEMVs), row_warp, fused_block
 void register_gemm(Catalogue&);          // gemm*.{nn,nt,tn}: the primitives and the CUDA-core ladder
 void register_gemm_tensor_core(Catalogue&);  // mma_sync, mma_sync_tf32 on every GEMM primitive
 void register_gemm_wgmma(Catalogue&);    // wgmma (sm_90a) on every GEMM primitive

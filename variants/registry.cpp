@@ -15,6 +15,7 @@ const Catalogue& catalogue() {
     register_adam(c);
     register_activation(c);
     register_softmax_xent(c);
+    register_logistic_bce(c);
     register_gemm(c);
     register_gemm_tensor_core(c);
     register_gemm_wgmma(c);
