@@ -111,6 +111,25 @@ void gru_backward(const RnnShape&, const double* x, const double* h0, const doub
                   const double* dh_t, double* dx, double* dh0, double* dw_ih, double* dw_hh, double* db_ih,
                   double* db_hh);
 
+// One step of those cells for a batch of N rows and H units, as the stepwise rung splits it:
+// gx = x W_ih^T and gh = h W_hh^T [N, G H] without biases (the GEMMs' outputs), the biases apart.
+// `saved` [N, 4 H] is what the step's backward reads: the LSTM's i, f, g, o; the GRU's r, z, n
+// and W_hn h + b_hn. h [N, H] goes through round_h; c [N, H] does not.
+void lstm_cell_forward(std::int64_t batch, std::int64_t hidden, const double* gx, const double* gh,
+                       const double* b_ih, const double* b_hh, const double* c_prev, double (*round_h)(double),
+                       double* h, double* c, double* saved);
+void gru_cell_forward(std::int64_t batch, std::int64_t hidden, const double* gx, const double* gh, const double* b_ih,
+                      const double* b_hh, const double* h_prev, double (*round_h)(double), double* h, double* saved);
+// One step back, the formulas of lstm_backward and gru_backward above, from dy [N, H] and the
+// gradient dh [N, H] later steps carry back. LSTM: d_gates [N, 4 H] (both sides' pre-activations
+// share it) and dc [N, H] updated in place to what reaches c_prev; dh past W_hh is d_gates W_hh,
+// the caller's product. GRU: d_input and d_hidden [N, 3 H] (the candidate rows differ by r) and dh
+// updated in place to dh_total z, the part of dh_prev that does not go through W_hh.
+void lstm_cell_backward(std::int64_t batch, std::int64_t hidden, const double* saved, const double* c_prev,
+                        const double* c, const double* dy, const double* dh, double* dc, double* d_gates);
+void gru_cell_backward(std::int64_t batch, std::int64_t hidden, const double* saved, const double* h_prev,
+                       const double* dy, double* dh, double* d_input, double* d_hidden);
+
 // Scaled dot-product attention: O[b, i, h, :] = sum_j softmax_j(scale q_i . k_j + mask) v_j for
 // query rows i of batch row b and head h, every tensor read through strides of [batch, head, row,
 // dim] (dim contiguous): split, packed and head-merged layouts alike. Causal masks key j > i;

@@ -236,4 +236,84 @@ void gru_backward(const RnnShape& s, const double* x, const double* h0, const do
   std::copy(dh.begin(), dh.end(), dh0);
 }
 
+
+void lstm_cell_forward(std::int64_t batch, std::int64_t hidden, const double* gx, const double* gh,
+                       const double* b_ih, const double* b_hh, const double* c_prev, Rounding round_h, double* h,
+                       double* c, double* saved) {
+  const std::int64_t H = hidden, G = 4 * H;
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const auto pre = [&](int g) {
+        const std::int64_t k = g * H + j;
+        return gx[n * G + k] + gh[n * G + k] + b_ih[k] + b_hh[k];
+      };
+      const double i = sigmoid(pre(0)), f = sigmoid(pre(1)), g = std::tanh(pre(2)), o = sigmoid(pre(3));
+      const std::int64_t e = n * H + j;
+      c[e] = f * c_prev[e] + i * g;
+      h[e] = round_h(o * std::tanh(c[e]));
+      double* keep = saved + n * 4 * H;
+      keep[j] = i, keep[H + j] = f, keep[2 * H + j] = g, keep[3 * H + j] = o;
+    }
+}
+
+void gru_cell_forward(std::int64_t batch, std::int64_t hidden, const double* gx, const double* gh, const double* b_ih,
+                      const double* b_hh, const double* h_prev, Rounding round_h, double* h, double* saved) {
+  const std::int64_t H = hidden, G = 3 * H;
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const double* in = gx + n * G;
+      const double* rec = gh + n * G;
+      const double r = sigmoid(in[j] + b_ih[j] + rec[j] + b_hh[j]);
+      const double z = sigmoid(in[H + j] + b_ih[H + j] + rec[H + j] + b_hh[H + j]);
+      const double hidden_n = rec[2 * H + j] + b_hh[2 * H + j];
+      const double nn = std::tanh(in[2 * H + j] + b_ih[2 * H + j] + r * hidden_n);
+      const std::int64_t e = n * H + j;
+      h[e] = round_h((1 - z) * nn + z * h_prev[e]);
+      double* keep = saved + n * 4 * H;
+      keep[j] = r, keep[H + j] = z, keep[2 * H + j] = nn, keep[3 * H + j] = hidden_n;
+    }
+}
+
+void lstm_cell_backward(std::int64_t batch, std::int64_t hidden, const double* saved, const double* c_prev,
+                        const double* c, const double* dy, const double* dh, double* dc, double* d_gates) {
+  const std::int64_t H = hidden;
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const double* keep = saved + n * 4 * H;
+      const double i = keep[j], f = keep[H + j], g = keep[2 * H + j], o = keep[3 * H + j];
+      const std::int64_t e = n * H + j;
+      const double tanh_c = std::tanh(c[e]);
+      const double dh_total = dy[e] + dh[e];
+      const double dc_total = dc[e] + dh_total * o * (1 - tanh_c * tanh_c);
+      double* d = d_gates + n * 4 * H;
+      d[j] = dc_total * g * i * (1 - i);
+      d[H + j] = dc_total * c_prev[e] * f * (1 - f);
+      d[2 * H + j] = dc_total * i * (1 - g * g);
+      d[3 * H + j] = dh_total * tanh_c * o * (1 - o);
+      dc[e] = dc_total * f;
+    }
+}
+
+void gru_cell_backward(std::int64_t batch, std::int64_t hidden, const double* saved, const double* h_prev,
+                       const double* dy, double* dh, double* d_input, double* d_hidden) {
+  const std::int64_t H = hidden, G = 3 * H;
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const double* keep = saved + n * 4 * H;
+      const double r = keep[j], z = keep[H + j], nn = keep[2 * H + j], hidden_n = keep[3 * H + j];
+      const std::int64_t e = n * H + j;
+      const double dh_total = dy[e] + dh[e];
+      const double dn = dh_total * (1 - z) * (1 - nn * nn);
+      const double dr = dn * hidden_n * r * (1 - r);
+      const double dz = dh_total * (h_prev[e] - nn) * z * (1 - z);
+      double* di = d_input + n * G;
+      double* dhid = d_hidden + n * G;
+      di[j] = dhid[j] = dr;
+      di[H + j] = dhid[H + j] = dz;
+      di[2 * H + j] = dn;
+      dhid[2 * H + j] = r * dn;
+      dh[e] = dh_total * z;
+    }
+}
+
 }  // namespace shapetune::reference
