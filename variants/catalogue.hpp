@@ -179,6 +179,7 @@ void register_gemm_wgmma(Catalogue&);    // wgmma (sm_90a) on every GEMM primiti
 void register_gemm_cublas(Catalogue&);   // cublas, cublas_tf32, cublaslt on every GEMM primitive
 void register_rnn(Catalogue&);           // lstm.forward, gru.forward: stepwise, persistent, cudnn
 void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwise, cudnn (after register_rnn)
+void register_rnn_cell(Catalogue&);      // lstm_cell.{forward,backward}, gru_cell.{forward,backward}: fused
 void register_attention(Catalogue&);     // attention.{causal,full}.{split,packed}[.padded]: naive, flash_mma, cudnn_sdpa
 void register_qkv_projection(Catalogue&);  // qkv_projection: split, packed (cuBLAS), packed_head_split (mma.sync)
 void register_fault_injection(Catalogue&);  // test only (SHAPETUNE_FAULT_VARIANTS=1): faults on purpose

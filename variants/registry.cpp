@@ -22,6 +22,7 @@ const Catalogue& catalogue() {
     register_gemm_cublas(c);
     register_rnn(c);
     register_rnn_backward(c);
+    register_rnn_cell(c);
     register_attention(c);
     register_qkv_projection(c);
     // Test only: variants that fault on purpose, for the isolation tests.
