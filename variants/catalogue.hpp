@@ -177,8 +177,8 @@ void register_gemm(Catalogue&);          // gemm*.{nn,nt,tn}: the primitives and
 void register_gemm_tensor_core(Catalogue&);  // mma_sync, mma_sync_tf32 on every GEMM primitive
 void register_gemm_wgmma(Catalogue&);    // wgmma (sm_90a) on every GEMM primitive
 void register_gemm_cublas(Catalogue&);   // cublas, cublas_tf32, cublaslt on every GEMM primitive
-void register_rnn(Catalogue&);           // lstm.forward, gru.forward: stepwise, persistent, cudnn
-void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwise, cudnn (after register_rnn)
+void register_rnn(Catalogue&);           // lstm.forward, gru.forward: stepwise, stepwise_graph, persistent, cudnn
+void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwise, stepwise_graph, cudnn (after register_rnn)
 void register_rnn_cell(Catalogue&);      // lstm_cell.{forward,backward}, gru_cell.{forward,backward}: fused
 void register_attention(Catalogue&);     // attention.{causal,full}.{split,packed}[.padded]: naive, flash_mma, cudnn_sdpa
 void register_qkv_projection(Catalogue&);  // qkv_projection: split, packed (cuBLAS), packed_head_split (mma.sync)

@@ -3,6 +3,8 @@
 // cuDNN and PyTorch unchanged. The ladder (kernels/rnn/):
 //   stepwise:   the input projection of all T steps as one GEMM, then per step a recurrent GEMM
 //               and the fused cell kernel: 2 T + 1 launches (the original work's design);
+//   stepwise_graph: the same launches captured once into a CUDA graph and replayed, one launch a
+//               call: at small N H the host's launch overhead, not the GPU, sets a step's time;
 //   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
 //   persistent_cluster (sm_90a): the same input GEMM, then one launch of independent clusters,
 //               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
@@ -22,6 +24,7 @@
 #include "kernels/rnn/rnn.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/launch_helpers.hpp"
+#include "variants/rnn_graph.hpp"
 #include "variants/rnn_problem.hpp"
 
 namespace shapetune {
@@ -331,6 +334,19 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   s.workspace_bytes = stepwise_workspace;
   s.launch = by_type<stepwise<float>, stepwise<__half>, stepwise<__nv_bfloat16>>;
   cat.add(s);
+
+  Variant g;
+  g.primitive = primitive;
+  g.name = "stepwise_graph";
+  g.description = "stepwise's launches captured once into a CUDA graph (cached per shape and pointers) and replayed: "
+                  "one launch a call instead of 2 T + 2 (GRU) or 2 T + 4 (LSTM)";
+  g.supports = s.supports;
+  g.workspace_bytes = stepwise_workspace;
+  g.launch = [](const LaunchArgs& a) {
+    return launch_as_graph("stepwise_graph", a,
+                           [&a] { return by_type<stepwise<float>, stepwise<__half>, stepwise<__nv_bfloat16>>(a); });
+  };
+  cat.add(g);
 
   Variant p;
   p.primitive = primitive;

@@ -87,7 +87,7 @@ TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
     const Primitive* p = catalogue().find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->default_variant, "stepwise");
-    EXPECT_EQ(catalogue().variant_names(name), "stepwise, cudnn");
+    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, cudnn");
     EXPECT_TRUE(catalogue().find_variant(name, "cudnn")->baseline);
   }
   const Shape shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}});
@@ -182,6 +182,15 @@ TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {
   // More blocks than hidden units.
   const Problem narrow{"lstm.forward", DType::f32, Shape({{"T", 8}, {"N", 4}, {"D", 8}, {"H", 3}})};
   EXPECT_FALSE(v.supports(narrow, config(4, 4, 4, 1), h200).ok);
+}
+
+TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
+  EXPECT_EQ(catalogue().variant_names("lstm.forward"), "stepwise, stepwise_graph, persistent, persistent_cluster, cudnn");
+  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, cudnn");
+  const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
+  // The same workspace as stepwise: the graph replays stepwise's launches on it.
+  EXPECT_EQ(catalogue().find_variant(p.primitive, "stepwise_graph")->workspace_bytes(p, {}),
+            catalogue().find_variant(p.primitive, "stepwise")->workspace_bytes(p, {}));
 }
 
 }  // namespace
