@@ -14,6 +14,7 @@
 #include "db/store.hpp"
 #include "harness/device.hpp"
 #include "models/char_lm.hpp"
+#include "models/logreg.hpp"
 #include "models/mlp.hpp"
 #include "models/safetensors.hpp"
 #include "models/runner.hpp"
@@ -139,6 +140,106 @@ int run_mlp(const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::o
       .add("lr", json_number(o.lr))
       .add("adam_in_graph", json_bool(o.adam_in_graph))
       .add("train_limit", json_integer(o.train_limit))
+      .add("epochs", json_block_array(epochs, "  "));
+  return write_results(*c.results_path, results, err);
+}
+
+// ---- logreg -----------------------------------------------------------------------------------
+
+LogregOptions logreg_options(const ParsedArgs& a) {
+  LogregOptions o;
+  try {
+    if (auto classes = a.value("classes")) o.classes = parse_logreg_classes(*classes);
+    o.epochs = static_cast<int>(a.integer("epochs", 50, 1, 1000000));
+    o.batch = a.integer("batch", 0, 0, INT32_MAX);
+    o.lr = a.number("lr", 0.01, 1e-12, 10);
+    o.shuffle = a.has("shuffle");
+    const std::string dtype = a.value("dtype").value_or("f32");
+    const auto parsed = parse_dtype(dtype);
+    if (!parsed || (*parsed != DType::f32 && *parsed != DType::f16 && *parsed != DType::bf16))
+      throw UsageError("--dtype must be f32, f16 or bf16, got '" + dtype + "'");
+    o.dtype = *parsed;
+    if (o.shuffle && o.batch == 0) throw UsageError("--shuffle needs --batch: a full batch has no order");
+    validate(o);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return o;
+}
+
+int run_logreg(const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::ostream& err) {
+  LogregOptions o = logreg_options(a);
+  o.db_path = c.runner.db_path;
+  o.dispatch = c.runner.dispatch;
+  o.device = c.runner.device;
+  o.seed = c.seed;
+  const std::string data_dir = a.value("data").value_or(kFashionMnistDir);
+  LogregData data;
+  std::unique_ptr<LogregTrainer> trainer;
+  try {
+    data = select_classes(load_fashion_mnist(data_dir), o.classes);
+    trainer = std::make_unique<LogregTrainer>(o, data);
+  } catch (const DataError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const StoreError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  const DeviceInfo& device = trainer->device();
+  out << "logistic regression, Fashion-MNIST class " << o.classes[0] << " (label 0) vs " << o.classes[1]
+      << " (label 1), " << data.train.count << " training and " << data.test.count << " test rows, on "
+      << device.fingerprint.name << ", "
+      << (o.batch == 0 ? std::string("full batch") : "batch " + std::to_string(o.batch) + (o.shuffle ? ", shuffled" : ", file order"))
+      << ", " << trainer->steps_per_epoch() << " steps an epoch, " << o.epochs << " epochs, lr " << o.lr << ", X "
+      << dtype_name(o.dtype) << ", dispatch " << dispatch_mode_name(o.dispatch)
+      << (o.db_path.empty() ? " (no --db: defaults)" : " from " + o.db_path) << ", w and b from zero\n";
+  print_resolutions(trainer->resolutions(), out);
+  out << "\nepoch  train loss  train acc  test loss  test acc  median step ms\n" << std::flush;
+  std::vector<std::string> epochs;
+  for (int e = 0; e < o.epochs; ++e) {
+    const LogregEpoch r = trainer->train_epoch();
+    out << std::right << std::setw(5) << r.epoch << "  " << std::fixed << std::setprecision(4) << std::setw(10)
+        << r.train_loss() << "  " << std::setprecision(2) << std::setw(8) << 100 * r.train_accuracy << "%  "
+        << std::setprecision(4) << std::setw(9) << r.test_loss << "  " << std::setprecision(2) << std::setw(7)
+        << 100 * r.test_accuracy << "%  " << std::setprecision(4) << std::setw(14) << r.median_step_ms() << "\n"
+        << std::defaultfloat << std::flush;
+    epochs.push_back(JsonObject()
+                         .add("epoch", json_integer(r.epoch))
+                         .add("steps", json_integer(static_cast<std::int64_t>(r.step_losses.size())))
+                         .add("train_loss", json_number(r.train_loss()))
+                         .add("train_accuracy", json_number(r.train_accuracy))
+                         .add("test_loss", json_number(r.test_loss))
+                         .add("test_accuracy", json_number(r.test_accuracy))
+                         .add("median_step_ms", json_number(r.median_step_ms()))
+                         .inline_text());
+    if (!std::isfinite(r.train_loss()) || !std::isfinite(r.test_loss)) {
+      err << "error: the loss is not finite at epoch " << r.epoch << "\n";
+      return 1;
+    }
+  }
+  if (auto path = a.value("save-weights")) {
+    try {
+      save_logreg_weights(*path, trainer->parameters(), o.classes);
+    } catch (const DataError& e) {
+      err << "error: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (!c.results_path) return 0;
+  JsonObject results = run_json("logreg", c, device, trainer->resolutions());
+  std::string classes = "[";
+  classes.append(std::to_string(o.classes[0])).append(", ").append(std::to_string(o.classes[1])).append("]");
+  results.add("classes", classes)
+      .add("train_rows", json_integer(data.train.count))
+      .add("test_rows", json_integer(data.test.count))
+      .add("batch", json_integer(o.batch))
+      .add("shuffle", json_bool(o.shuffle))
+      .add("lr", json_number(o.lr))
+      .add("dtype", json_string(dtype_name(o.dtype)))
       .add("epochs", json_block_array(epochs, "  "));
   return write_results(*c.results_path, results, err);
 }
@@ -360,6 +461,19 @@ const std::vector<TrainRunner>& runners() {
          "launch Adam after each graph replay instead of as a child graph swapped into it (for comparison)"}},
        run_mlp,
        {}},
+      {"logreg",
+       "binary logistic regression on two Fashion-MNIST classes (default 0,6: T-shirt/top vs Shirt), BCE, Adam, "
+       "w and b from zero; a step is one CUDA graph, replayed",
+       {{"data", 0, "DIR", std::string("the Fashion-MNIST .gz files (default ") + kFashionMnistDir + ")"},
+        {"classes", 0, "A,B", "the two classes, A -> label 0, B -> label 1 (default 0,6)"},
+        {"epochs", 0, "N", "training epochs (default 50)"},
+        {"batch", 0, "B", "rows a step (default 0: full batch, one step an epoch; the last partial batch is dropped)"},
+        {"shuffle", 0, "", "shuffle the mini-batches each epoch from --seed (default: file order)"},
+        {"lr", 0, "X", "Adam's learning rate (default 0.01)"},
+        {"dtype", 0, "f32|f16|bf16", "storage of X (default f32; f16 and bf16 with full batch only)"},
+        {"save-weights", 0, "FILE", "write the trained weight [1, 784] and bias [1] as safetensors"}},
+       run_logreg,
+       [](const ParsedArgs& a) { logreg_options(a); }},
       {"lstm",
        "character-level language model: embedding, 1-2 LSTM layers, linear head, softmax cross-entropy, Adam, "
        "truncated BPTT with the state carried; a step is one CUDA graph, replayed",
@@ -435,6 +549,9 @@ CommandSpec train_spec() {
               "epoch's graph replays, shuffle included, evaluation excluded). The last partial batch is dropped.\n"
               "Deterministic for a seed on one device and dispatch table (no variant uses atomics).\n"
               "mlp data: Debian's dataset-fashion-mnist package (gzipped IDX files), or --data DIR.\n"
+              "logreg, per epoch: the training loss (mean over the epoch's steps, each before its update), the\n"
+              "accuracy on every training row and the test loss and accuracy after the epoch (p > 1/2 predicts the\n"
+              "second class), the median step time (CUDA events around each replay). Same data as mlp, two classes.\n"
               "lstm, gru: per epoch the training loss, the validation loss from the zero state and its bits per\n"
               "character (loss / ln 2), the median step time (CUDA events around each replay) and characters/s; then\n"
               "the losses after steps 1 and 100 and --sample characters drawn by a float64 CPU forward of the\n"
