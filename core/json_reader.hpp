@@ -38,6 +38,9 @@ inline constexpr int kMaxJsonDepth = 64;
 class JsonReader {
  public:
   explicit JsonReader(std::string_view text) : text_(text) {}
+  // The reader keeps a view of the text: a temporary string would be gone before the first read.
+  explicit JsonReader(std::string&&) = delete;
+  explicit JsonReader(const char* text) : text_(text) {}
 
   // The kind of the next value (after whitespace); JsonError at the end of the text or at a byte
   // that starts no JSON value.

@@ -46,7 +46,8 @@ TEST(JsonReader, NumbersBooleansNullsAndSkippedValues) {
     JsonReader reader(bad);
     EXPECT_THROW(reader.peek() == JsonKind::null ? reader.read_null() : (void)reader.read_boolean(), JsonError) << bad;
   }
-  JsonReader deep(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'));
+  const std::string nested = std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']');
+  JsonReader deep(nested);
   EXPECT_THROW(deep.skip_value(), JsonError);
 }
 
