@@ -255,6 +255,7 @@ struct CharLmRun {
   double temperature = 0.8;
   std::string data = kDefaultCharCorpus;
   std::optional<std::string> weights, save_weights, save_trained, save_batches;
+  std::optional<CharLmTimingSuiteOptions> timing_suite;  // --timing-suite
 };
 
 CharLmRun char_lm_run(const ParsedArgs& a) {
@@ -280,22 +281,61 @@ CharLmRun char_lm_run(const ParsedArgs& a) {
   r.save_weights = a.value("save-weights");
   r.save_trained = a.value("save-trained");
   r.save_batches = a.value("save-batches");
+  if (a.has("timing-suite")) {
+    CharLmTimingSuiteOptions suite;
+    suite.warmup_steps = static_cast<int>(a.integer("warmup-steps", suite.warmup_steps, 0, 100000));
+    suite.timed_steps = static_cast<int>(a.integer("timed-steps", suite.timed_steps, 10, 100000));
+    r.timing_suite = suite;
+  } else if (a.has("warmup-steps") || a.has("timed-steps")) {
+    throw UsageError(std::string(a.has("warmup-steps") ? "--warmup-steps" : "--timed-steps") +
+                     " sets a count of the statistical suite: add --timing-suite");
+  }
   return r;
 }
 
-// The first epoch's training batches as safetensors, I32 [batches, T, B]: what the PyTorch peer
-// trains on, so it needs no copy of the batching.
-void save_batches(const std::string& path, const TbpttBatches& batches) {
-  const std::size_t R = static_cast<std::size_t>(batches.seq_len()) * static_cast<std::size_t>(batches.batch());
-  std::vector<std::int32_t> inputs(R * static_cast<std::size_t>(batches.batches())), targets(inputs.size());
-  for (std::int64_t i = 0; i < batches.batches(); ++i)
-    batches.fill(i, std::span(inputs).subspan(static_cast<std::size_t>(i) * R, R),
-                 std::span(targets).subspan(static_cast<std::size_t>(i) * R, R));
-  const std::vector<std::int64_t> shape = {batches.batches(), batches.seq_len(), batches.batch()};
+// Every batch of both splits as safetensors, I32 [batches, T, B]: inputs and targets (an epoch of
+// training, in order), validation_inputs and validation_targets. What the PyTorch peer trains and
+// validates on, so it needs no copy of the batching.
+void save_batches(const std::string& path, const CharCorpusSplit& split) {
+  struct Tokens {
+    std::vector<std::int32_t> inputs, targets;
+    std::vector<std::int64_t> shape;
+  };
+  auto tokens = [](const TbpttBatches& batches) {
+    const std::size_t R = static_cast<std::size_t>(batches.seq_len()) * static_cast<std::size_t>(batches.batch());
+    Tokens t;
+    t.inputs.resize(R * static_cast<std::size_t>(batches.batches()));
+    t.targets.resize(t.inputs.size());
+    for (std::int64_t i = 0; i < batches.batches(); ++i)
+      batches.fill(i, std::span(t.inputs).subspan(static_cast<std::size_t>(i) * R, R),
+                   std::span(t.targets).subspan(static_cast<std::size_t>(i) * R, R));
+    t.shape = {batches.batches(), batches.seq_len(), batches.batch()};
+    return t;
+  };
+  const Tokens train = tokens(split.train), validation = tokens(split.validation);
   const std::vector<SafetensorsTensor> tensors = {
-      {"inputs", "I32", shape, std::as_bytes(std::span<const std::int32_t>(inputs))},
-      {"targets", "I32", shape, std::as_bytes(std::span<const std::int32_t>(targets))}};
+      {"inputs", "I32", train.shape, std::as_bytes(std::span<const std::int32_t>(train.inputs))},
+      {"targets", "I32", train.shape, std::as_bytes(std::span<const std::int32_t>(train.targets))},
+      {"validation_inputs", "I32", validation.shape, std::as_bytes(std::span<const std::int32_t>(validation.inputs))},
+      {"validation_targets", "I32", validation.shape, std::as_bytes(std::span<const std::int32_t>(validation.targets))}};
   write_safetensors(path, tensors);
+}
+
+// The suite's summary and every timed step, on one line.
+std::string char_lm_timing_suite_json(const CharLmTimingSuite& suite) {
+  const SampleSummary t = suite.summary();
+  std::string steps;
+  for (double ms : suite.step_milliseconds) steps.append(steps.empty() ? "[" : ", ").append(json_number(ms));
+  steps.append("]");
+  return JsonObject()
+      .add("warmup_steps", json_integer(suite.warmup_steps))
+      .add("timed_steps", json_integer(t.count))
+      .add("median_step_ms", json_number(t.median))
+      .add("p10_step_ms", json_number(t.p10))
+      .add("p90_step_ms", json_number(t.p90))
+      .add("min_step_ms", json_number(t.min))
+      .add("step_ms", steps)
+      .inline_text();
 }
 
 int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, std::ostream& out, std::ostream& err) {
@@ -320,7 +360,7 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
       return ids;
     }();
     if (o.save_weights) save_char_lm_weights(*o.save_weights, shape, initial, corpus.vocabulary.decode(all_ids));
-    if (o.save_batches) save_batches(*o.save_batches, split->train);
+    if (o.save_batches) save_batches(*o.save_batches, *split);
   } catch (const DataError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
@@ -393,6 +433,19 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
       return 2;
     }
   }
+  std::optional<CharLmTimingSuite> suite;
+  if (o.timing_suite) {
+    // After the trained weights are read: --save-trained and --sample describe the training alone.
+    suite = trainer->timing_suite(*o.timing_suite);
+    const SampleSummary t = suite->summary();
+    out << "\ntiming suite: " << suite->warmup_steps << " warm-up and " << t.count
+        << " timed training steps (CUDA events around each replay; after the last batch the data wraps to the "
+           "first, the state zeroed):\n"
+        << std::fixed << std::setprecision(3) << "  median " << t.median << " ms, p10 " << t.p10 << " ms, p90 " << t.p90
+        << " ms, min " << t.min << " ms; " << std::setprecision(0)
+        << static_cast<double>(options.seq_len) * options.batch / (t.median / 1000) << " chars/s at the median\n"
+        << std::defaultfloat << std::flush;
+  }
   std::string sample_text;
   if (o.sample > 0) {
     // The first character of the corpus primes the state; the forward is float64 on the CPU from
@@ -419,8 +472,9 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
       .add("batch", json_integer(options.batch))
       .add("lr", json_number(options.lr))
       .add("first_step_losses", losses)
-      .add("epochs", json_block_array(epoch_json, "  "))
-      .add("sample", json_string(sample_text));
+      .add("epochs", json_block_array(epoch_json, "  "));
+  if (suite) results.add("timing_suite", char_lm_timing_suite_json(*suite));
+  results.add("sample", json_string(sample_text));
   return write_results(*c.results_path, results, err);
 }
 
@@ -439,9 +493,17 @@ std::vector<OptionSpec> char_lm_options() {
       {"weights", 0, "FILE", "start from these weights (safetensors, PyTorch's names) instead of the seed's"},
       {"save-weights", 0, "FILE", "write the initial weights as safetensors (bench/peers/char_lm_torch.py reads them)"},
       {"save-trained", 0, "FILE", "write the trained weights as safetensors"},
-      {"save-batches", 0, "FILE", "write the first epoch's training batches as safetensors (I32 [steps, T, B])"},
+      {"save-batches", 0, "FILE",
+       "write an epoch's training batches and the validation batches as safetensors (I32 [batches, T, B]: inputs, "
+       "targets, validation_inputs, validation_targets; bench/peers/char_lm_torch.py reads them)"},
       {"sample", 0, "N", "characters to generate at the end (default 200; 0: none)"},
       {"temperature", 0, "X", "sampling temperature (default 0.8; 0: always the most likely character)"},
+      {"timing-suite", 0, "",
+       "after training, the statistical suite (the original work's GRU benchmark): --warmup-steps untimed, then "
+       "--timed-steps training steps each timed by CUDA events around its graph replay; prints and writes the "
+       "median, p10 and p90"},
+      {"warmup-steps", 0, "N", "the suite's untimed steps (default 50; needs --timing-suite)"},
+      {"timed-steps", 0, "N", "the suite's timed steps, at least 10 (default 150; needs --timing-suite)"},
   };
 }
 
@@ -555,7 +617,12 @@ CommandSpec train_spec() {
               "lstm, gru: per epoch the training loss, the validation loss from the zero state and its bits per\n"
               "character (loss / ln 2), the median step time (CUDA events around each replay) and characters/s; then\n"
               "the losses after steps 1 and 100 and --sample characters drawn by a float64 CPU forward of the\n"
-              "trained weights. Data: Debian's jargon-text package, or --data FILE (90% training, 10% validation)."};
+              "trained weights. Data: Debian's jargon-text package, or --data FILE (90% training, 10% validation).\n"
+              "lstm, gru --timing-suite: after training (and after --save-trained's weights are read), 50 warm-up and\n"
+              "150 timed training steps as the original work's GRU benchmark ran them (--warmup-steps, --timed-steps\n"
+              "change the counts); the data wraps to the first batch after the last. Prints the median, p10 and p90\n"
+              "step time and writes them, with every timed step, as \"timing_suite\" in --results. To time alone,\n"
+              "train one step first: --steps 1 --timing-suite."};
 }
 
 int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::string& command_line) {

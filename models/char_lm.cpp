@@ -391,7 +391,46 @@ SplitTokens all_batches(const TbpttBatches& b) {
   return out;
 }
 
+// Pairs of CUDA events around replays, destroyed with the object; elapsed(i) after a synchronize.
+class EventPairs {
+ public:
+  explicit EventPairs(std::int64_t pairs) : events_(static_cast<std::size_t>(2 * pairs), nullptr) {
+    for (cudaEvent_t& e : events_) SHAPETUNE_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~EventPairs() {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+  }
+  EventPairs(const EventPairs&) = delete;
+  EventPairs& operator=(const EventPairs&) = delete;
+
+  void record_start(std::int64_t i, cudaStream_t s) { SHAPETUNE_CUDA_CHECK(cudaEventRecord(at(2 * i), s)); }
+  void record_end(std::int64_t i, cudaStream_t s) { SHAPETUNE_CUDA_CHECK(cudaEventRecord(at(2 * i + 1), s)); }
+  double elapsed_ms(std::int64_t i) const {
+    float ms = 0;
+    SHAPETUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, at(2 * i), at(2 * i + 1)));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t at(std::int64_t k) const { return events_[static_cast<std::size_t>(k)]; }
+  std::vector<cudaEvent_t> events_;
+};
+
 }  // namespace
+
+void validate(const CharLmTimingSuiteOptions& o) {
+  if (o.warmup_steps < 0 || o.warmup_steps > 100000)
+    throw std::invalid_argument("--warmup-steps must be between 0 and 100000, got " + std::to_string(o.warmup_steps));
+  if (o.timed_steps < 10 || o.timed_steps > 100000)
+    throw std::invalid_argument("--timed-steps must be between 10 and 100000 (p10 and p90 need at least ten samples), got " +
+                                std::to_string(o.timed_steps));
+}
+
+SampleSummary CharLmTimingSuite::summary() const {
+  if (step_milliseconds.empty()) throw std::invalid_argument("the timing suite timed no step");
+  return summarize(step_milliseconds);
+}
 
 struct CharLmTrainer::State {
   CharLmOptions options;
@@ -639,19 +678,11 @@ CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
   s.zero_carried_state();
   SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.step.get(), 0, sizeof(std::int32_t), s.stream()));
   SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.loss_sum.get(), 0, sizeof(double), s.stream()));
-  std::vector<cudaEvent_t> events(static_cast<std::size_t>(2 * steps), nullptr);
-  struct Destroy {
-    std::vector<cudaEvent_t>& e;
-    ~Destroy() {
-      for (cudaEvent_t x : e)
-        if (x) cudaEventDestroy(x);
-    }
-  } destroy{events};
-  for (cudaEvent_t& e : events) SHAPETUNE_CUDA_CHECK(cudaEventCreate(&e));
+  EventPairs events(steps);
   for (std::int64_t i = 0; i < steps; ++i) {
-    SHAPETUNE_CUDA_CHECK(cudaEventRecord(events[static_cast<std::size_t>(2 * i)], s.stream()));
+    events.record_start(i, s.stream());
     s.replay_step();
-    SHAPETUNE_CUDA_CHECK(cudaEventRecord(events[static_cast<std::size_t>(2 * i + 1)], s.stream()));
+    events.record_end(i, s.stream());
   }
   CharLmEpoch r;
   std::vector<float> history(static_cast<std::size_t>(steps));
@@ -660,12 +691,40 @@ CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
                                          cudaMemcpyDeviceToHost, s.stream()));
   SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
   r.step_losses.assign(history.begin(), history.end());
-  for (std::int64_t i = 0; i < steps; ++i) {
-    float ms = 0;
-    SHAPETUNE_CUDA_CHECK(
-        cudaEventElapsedTime(&ms, events[static_cast<std::size_t>(2 * i)], events[static_cast<std::size_t>(2 * i + 1)]));
-    r.step_milliseconds.push_back(ms);
+  for (std::int64_t i = 0; i < steps; ++i) r.step_milliseconds.push_back(events.elapsed_ms(i));
+  return r;
+}
+
+CharLmTimingSuite CharLmTrainer::timing_suite(const CharLmTimingSuiteOptions& options) {
+  validate(options);
+  State& s = *state_;
+  // A pass over the training batches starts as an epoch does: the state zeroed, the device's
+  // batch counter (which the gather reads and finish_step advances) back at the first batch.
+  auto start_pass = [&] {
+    s.zero_carried_state();
+    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.step.get(), 0, sizeof(std::int32_t), s.stream()));
+    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.loss_sum.get(), 0, sizeof(double), s.stream()));
+  };
+  const std::int64_t warmup = options.warmup_steps, timed = options.timed_steps;
+  EventPairs events(timed);
+  std::int64_t batch = 0;  // the training batch the next step reads
+  start_pass();
+  for (std::int64_t i = 0; i < warmup + timed; ++i) {
+    if (batch == s.train_batches) {
+      start_pass();
+      batch = 0;
+    }
+    const std::int64_t sample = i - warmup;
+    if (sample >= 0) events.record_start(sample, s.stream());
+    s.replay_step();
+    if (sample >= 0) events.record_end(sample, s.stream());
+    ++batch;
   }
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
+  CharLmTimingSuite r;
+  r.warmup_steps = options.warmup_steps;
+  for (std::int64_t i = 0; i < timed; ++i) r.step_milliseconds.push_back(events.elapsed_ms(i));
+  s.zero_carried_state();
   return r;
 }
 

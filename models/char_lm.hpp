@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "harness/device.hpp"
+#include "harness/stats.hpp"
 #include "models/char_corpus.hpp"
 #include "models/runner.hpp"
 
@@ -133,6 +134,25 @@ struct CharLmEpoch {
   double median_step_ms() const;
 };
 
+// The statistical suite (`train lstm|gru --timing-suite`), as the original work ran its GRU
+// benchmark: `warmup_steps` training steps untimed, then `timed_steps` training steps each timed
+// by CUDA events around its graph replay, summarised as median, p10 and p90.
+struct CharLmTimingSuiteOptions {
+  int warmup_steps = 50;
+  int timed_steps = 150;
+};
+// Throws std::invalid_argument naming the bad count: warm-up in [0, 100000], timed in
+// [10, 100000] (p10 and p90 of fewer than ten samples would be the extremes).
+void validate(const CharLmTimingSuiteOptions&);
+
+struct CharLmTimingSuite {
+  int warmup_steps = 0;
+  std::vector<double> step_milliseconds;  // the timed steps, in order
+  // Median, p10, p90 (harness/stats.hpp: linear interpolation between order statistics).
+  // Throws std::invalid_argument when no step was timed.
+  SampleSummary summary() const;
+};
+
 class CharLmTrainer {
  public:
   // Uploads the parameters and every batch of both splits, resolves and binds every operation,
@@ -152,6 +172,11 @@ class CharLmTrainer {
   // Mean loss over every validation batch, from the zero state, state carried (forward only).
   // Leaves the training state zeroed: call it between epochs.
   double validation_loss();
+  // The statistical suite: training steps continuing from where training stopped (Adam's step
+  // count runs on), on the training batches from the first in order; after the last batch the
+  // data wraps to the first with the state zeroed, as at an epoch's start (outside the timed
+  // region), so any number of steps fits any corpus. Leaves the training state zeroed.
+  CharLmTimingSuite timing_suite(const CharLmTimingSuiteOptions&);
 
   std::vector<float> parameters() const;
 

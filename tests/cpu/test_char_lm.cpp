@@ -1,15 +1,20 @@
 // The character-level LSTM/GRU runners' host side: `train lstm|gru` option errors (raised before
-// any device is needed), the parameter layout and its seeded initialisation, the float64 training
+// any device is needed), the statistical suite's options and summary, shapes/char_lm.yaml against
+// the runner's problems, the parameter layout and its seeded initialisation, the float64 training
 // step against finite differences of its own loss (the reference the GPU tests compare with), the
 // reference Adam, bits per character, the safetensors round trip and sampling.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
+#include <set>
 
 #include "models/char_lm.hpp"
 #include "models/safetensors.hpp"
 #include "support/test_support.hpp"
+#include "tuner/shape_file.hpp"
+#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -48,6 +53,102 @@ TEST(CharLmOptions, HelpNamesTheRunnersAndSharedOptionsOnce) {
   std::size_t count = 0;
   for (std::size_t at = r.out.find("--batch B"); at != std::string::npos; at = r.out.find("--batch B", at + 1)) ++count;
   EXPECT_EQ(count, 1u) << r.out;
+}
+
+TEST(CharLmTimingSuite, OptionErrorsAreUsageErrorsBeforeAnyDeviceIsNeeded) {
+  const struct {
+    std::vector<std::string> args;
+    std::string says;
+  } cases[] = {
+      {{"train", "gru", "--warmup-steps", "10"}, "--warmup-steps sets a count of the statistical suite: add --timing-suite"},
+      {{"train", "gru", "--timed-steps", "100"}, "--timed-steps sets a count of the statistical suite: add --timing-suite"},
+      {{"train", "gru", "--timing-suite", "--timed-steps", "9"}, "--timed-steps must be between 10 and 100000"},
+      {{"train", "lstm", "--timing-suite", "--timed-steps", "many"}, "--timed-steps expects an integer"},
+      {{"train", "gru", "--timing-suite", "--warmup-steps", "-1"}, "--warmup-steps must be between 0 and 100000"},
+      {{"train", "gru", "--timing-suite", "--warmup-steps", "100001"}, "--warmup-steps must be between 0 and 100000"},
+      {{"train", "mlp", "--timing-suite"}, "--timing-suite is an option of `train lstm`"},
+      {{"train", "logreg", "--timed-steps", "150"}, "--timed-steps is an option of `train lstm`"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_shapetune(c.args);
+    EXPECT_EQ(r.code, 2) << c.args[1] << " " << c.args[2];
+    EXPECT_CONTAINS(r.err, c.says);
+  }
+}
+
+TEST(CharLmTimingSuite, HelpExplainsTheSuite) {
+  const auto r = run_shapetune({"train", "--help"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "--timing-suite");
+  EXPECT_CONTAINS(r.out, "lstm, gru: the suite's untimed steps (default 50; needs --timing-suite)");
+  EXPECT_CONTAINS(r.out, "lstm, gru: the suite's timed steps, at least 10 (default 150; needs --timing-suite)");
+  EXPECT_CONTAINS(r.out, "50 warm-up and\n150 timed training steps");
+}
+
+TEST(CharLmTimingSuite, DefaultsAreTheOriginalWorksAndBadCountsAreRefused) {
+  const CharLmTimingSuiteOptions defaults;
+  EXPECT_EQ(defaults.warmup_steps, 50);
+  EXPECT_EQ(defaults.timed_steps, 150);
+  EXPECT_NO_THROW(validate(defaults));
+  EXPECT_NO_THROW(validate(CharLmTimingSuiteOptions{0, 10}));
+  EXPECT_THROW(validate(CharLmTimingSuiteOptions{-1, 150}), std::invalid_argument);
+  EXPECT_THROW(validate(CharLmTimingSuiteOptions{50, 9}), std::invalid_argument);
+  EXPECT_THROW(validate(CharLmTimingSuiteOptions{50, 100001}), std::invalid_argument);
+}
+
+// Percentiles interpolate linearly between order statistics at q (n - 1): for 150 steps of
+// 1, 2, ..., 150 ms in a scrambled order the median is 75.5 ms, p10 = 1 + 0.1 x 149 = 15.9 ms and
+// p90 = 1 + 0.9 x 149 = 135.1 ms.
+TEST(CharLmTimingSuite, SummaryIsTheMedianP10AndP90OfTheTimedSteps) {
+  CharLmTimingSuite suite;
+  suite.warmup_steps = 50;
+  for (int i = 0; i < 150; ++i) suite.step_milliseconds.push_back(1 + (i * 37) % 150);  // 37 is prime to 150
+  const SampleSummary t = suite.summary();
+  EXPECT_EQ(t.count, 150);
+  EXPECT_DOUBLE_EQ(t.median, 75.5);
+  EXPECT_NEAR(t.p10, 15.9, 1e-12);
+  EXPECT_NEAR(t.p90, 135.1, 1e-12);
+  EXPECT_EQ(t.min, 1);
+  EXPECT_EQ(suite.step_milliseconds[1], 38) << "the steps stay in the order they ran";
+
+  CharLmTimingSuite small;
+  small.step_milliseconds = {4, 1, 3, 2, 5, 10, 7, 6, 9, 8, 11};  // 1..11: the median is 6, p10 2, p90 10
+  EXPECT_DOUBLE_EQ(small.summary().median, 6);
+  EXPECT_DOUBLE_EQ(small.summary().p10, 2);
+  EXPECT_DOUBLE_EQ(small.summary().p90, 10);
+  EXPECT_THROW(CharLmTimingSuite{}.summary(), std::invalid_argument);
+}
+
+// The default corpus' distinct characters: the V of shapes/char_lm.yaml.
+constexpr int kJargonVocabulary = 155;
+
+// shapes/char_lm.yaml holds exactly the problems the runners resolve at batch 64, --seq-len 64
+// and 128, --hidden 128, 256 and 512 (the embedding as wide), 1 and 2 layers, LSTM and GRU, on
+// the default corpus, so sweeping it tunes every dispatched launch of those runs.
+TEST(CharLmShapes, TheMatrixIsExactlyTheRunnersProblems) {
+  std::set<std::string> in_runner;
+  for (const RecurrentCell cell : {RecurrentCell::lstm, RecurrentCell::gru})
+    for (const int seq_len : {64, 128})
+      for (const int hidden : {128, 256, 512})
+        for (const int layers : {1, 2}) {
+          const CharLmShape s{cell, kJargonVocabulary, hidden, hidden, layers};
+          for (const ModelOp& op : char_lm_operations(s, seq_len, 64, char_lm_flat_size(s))) {
+            EXPECT_NE(catalogue().find_primitive(op.problem.primitive), nullptr) << op.problem.primitive;
+            in_runner.insert(op.problem.key());
+          }
+        }
+  const ShapeFile file = load_shape_file((test_support::source_dir() / "shapes" / "char_lm.yaml").string(), catalogue());
+  std::set<std::string> in_file;
+  for (const auto& p : file.problems) EXPECT_TRUE(in_file.insert(p.problem.key()).second) << "twice: " << p.problem.key();
+  for (const auto& key : in_runner) EXPECT_TRUE(in_file.count(key)) << "missing from the file: " << key;
+  for (const auto& key : in_file) EXPECT_TRUE(in_runner.count(key)) << "not a problem of the runner: " << key;
+}
+
+TEST(CharLmShapes, TheDefaultCorpusHasTheFilesVocabulary) {
+  if (!std::filesystem::exists(kDefaultCharCorpus))
+    GTEST_SKIP() << kDefaultCharCorpus << " is absent (Debian's jargon-text package)";
+  EXPECT_EQ(load_char_corpus(kDefaultCharCorpus).vocabulary.size(), kJargonVocabulary)
+      << "the corpus changed: shapes/char_lm.yaml's V (the head's n, softmax_xent's classes, Adam's n) with it";
 }
 
 TEST(CharLmLayout, PyTorchNamesShapesAndAlignedOffsets) {
