@@ -12,25 +12,15 @@ accuracy on the training rows and the test loss and accuracy after the epoch (si
 predicts label 1), and the median step time (CUDA events around each step). Prints the results
 as JSON; --json also writes them to a file."""
 import argparse
-import gzip
 import json
 import statistics
-import struct
 import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    zero, dtype, rank = struct.unpack(">HBB", data[:4])
-    if zero != 0 or dtype != 0x08:
-        raise SystemExit(f"{path}: not an unsigned-byte IDX file")
-    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+from mlp_torch import read_idx  # the IDX reader of the MLP peer: one copy of the format
 
 
 def load(data_dir, classes, device):
