@@ -1,7 +1,8 @@
 // The character-level LSTM/GRU runners on a GPU: the graph-replayed training steps of a tiny model
 // against the float64 reference (models/char_lm.hpp, itself checked against finite differences
 // by the CPU tests), the validation graph against the reference forward, two runs bit for bit,
-// and the loss falling over 100 steps on the Jargon File.
+// the timing suite's steps against train_epoch's, and the loss falling over 100 steps on the
+// Jargon File.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,19 +18,21 @@ namespace {
 
 constexpr int kSeqLen = 4, kBatch = 3;
 
-// 2000 characters of seven symbols, with enough structure (words of a few letters) that the
-// gradients are not noise.
-CharCorpus tiny_corpus() {
+// `size` characters (a word more at most) of seven symbols, with enough structure (words of a
+// few letters) that the gradients are not noise.
+std::string tiny_text(std::size_t size) {
   std::mt19937_64 rng(17);
   const std::string letters = "abcde";
   std::string text;
-  while (text.size() < 2000) {
+  while (text.size() < size) {
     const std::size_t word = 1 + rng() % 4;
     for (std::size_t i = 0; i < word; ++i) text += letters[rng() % letters.size()];
     text += rng() % 5 == 0 ? '\n' : ' ';
   }
-  return char_corpus_from_bytes(text, "tiny");
+  return text;
 }
+
+CharCorpus tiny_corpus() { return char_corpus_from_bytes(tiny_text(2000), "tiny"); }
 
 struct Tiny {
   CharCorpus corpus = tiny_corpus();
@@ -164,6 +167,44 @@ TEST(CharLmTraining, TwoRunsOfOneSeedAreBitIdentical) {
     ASSERT_EQ(params[0].size(), params[1].size());
     EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)), 0)
         << recurrent_cell_name(cell);
+  }
+}
+
+// The statistical suite's steps are training steps: on a corpus of a few batches an epoch, the
+// suite (warm-up 5, timed two epochs' worth) wraps the data twice and ends where two full epochs
+// and five steps of train_epoch end, bit for bit; every timed step has a positive time.
+TEST(CharLmTraining, TheTimingSuiteTrainsAsEpochsDoAndWrapsTheData) {
+  SHAPETUNE_REQUIRE_GPU();
+  const CharCorpus corpus = char_corpus_from_bytes(tiny_text(300), "short");
+  const CharCorpusSplit split = split_char_corpus(corpus, CharSplitOptions{kSeqLen, kBatch, 0.1});
+  const std::int64_t per_epoch = split.train.batches();
+  ASSERT_GE(per_epoch, 5);
+  ASSERT_LE(per_epoch, 40) << "the suite should wrap the data";
+  for (RecurrentCell cell : {RecurrentCell::lstm, RecurrentCell::gru}) {
+    const CharLmShape shape{cell, static_cast<int>(corpus.vocabulary.size()), 6, 8, 2};
+    const std::vector<float> init = char_lm_initial_parameters(shape, 4);
+    CharLmOptions o;
+    o.seq_len = kSeqLen;
+    o.batch = kBatch;
+    CharLmTrainer suite_trainer(o, shape, init, split.train, split.validation);
+    const CharLmTimingSuite suite =
+        suite_trainer.timing_suite(CharLmTimingSuiteOptions{5, static_cast<int>(2 * per_epoch)});
+    EXPECT_EQ(suite.warmup_steps, 5);
+    ASSERT_EQ(static_cast<std::int64_t>(suite.step_milliseconds.size()), 2 * per_epoch);
+    for (double ms : suite.step_milliseconds) {
+      EXPECT_TRUE(std::isfinite(ms)) << recurrent_cell_name(cell);
+      EXPECT_GT(ms, 0) << recurrent_cell_name(cell);
+    }
+    const SampleSummary t = suite.summary();
+    EXPECT_LE(t.p10, t.median);
+    EXPECT_LE(t.median, t.p90);
+
+    CharLmTrainer epochs(o, shape, init, split.train, split.validation);
+    for (const std::int64_t steps : {per_epoch, per_epoch, std::int64_t{5}}) epochs.train_epoch(steps);
+    const std::vector<float> a = suite_trainer.parameters(), b = epochs.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << recurrent_cell_name(cell);
+    EXPECT_EQ(suite_trainer.validation_loss(), epochs.validation_loss()) << recurrent_cell_name(cell);
   }
 }
 
