@@ -66,6 +66,11 @@ std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) con
     r.library_algo = choice.library_algo;
     if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
   }
+  for (const auto& [name, value] : op.pinned)
+    if (const std::optional<std::int64_t> was = config.find(name); was && *was != value) {
+      config.set(name, value);
+      r.source += ", " + name + "=" + std::to_string(value) + " pinned by the model";
+    }
   if (Support s = chosen->supports(op.problem, config, limits_); !s.ok)
     throw std::runtime_error(op.name + ": " + chosen->name + " cannot run " + op.problem.key() + ": " + s.reason);
   r.variant = chosen->name;

@@ -42,6 +42,10 @@ std::optional<DispatchMode> parse_dispatch_mode(std::string_view);
 struct ModelOp {
   std::string name;  // "fc1 forward, bias + ReLU"
   Problem problem;
+  // Config values the model's semantics need, whatever the table chose (e.g. round_h = 1: the
+  // LayerNorm of the stored residual sum, where the model it mirrors rounds the sum first). Set on
+  // whichever variant resolves the op and has the parameter; variants without it are unaffected.
+  std::vector<std::pair<std::string, std::int64_t>> pinned = {};
 };
 
 // How one operation resolved: the variant it launches and why that one.

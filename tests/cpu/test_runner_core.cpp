@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "db/store.hpp"
+#include "models/transformer.hpp"
 #include "support/test_support.hpp"
 
 namespace shapetune {
@@ -84,6 +85,43 @@ TEST(RunnerCore, LibraryModeTakesTheSweepsFastestBaseline) {
   // Adam has no library baseline: the default variant, said so.
   const Problem adam{"adam", DType::f32, Shape({{"n", 1000}, {"tensors", 1}})};
   EXPECT_EQ(library.resolve({"optimizer", adam}).second.source, "no library has it: default variant");
+}
+
+// A model that needs a config value (the Transformer's round_h = 1: PyTorch normalises the stored
+// residual sum) gets it whatever the table chose, and the resolution says so; an op of a variant
+// without that parameter is untouched.
+TEST(RunnerCore, PinnedConfigValuesOverrideTheTablesChoice) {
+  const test_support::TempDir dir;
+  const std::string path = dir.file("pinned.db");
+  const DeviceInfo info = h200_info();
+  const Problem residual{"residual_layernorm", DType::f16, Shape({{"rows", 8192}, {"cols", 128}})};
+  {
+    auto store = Store::open(path);
+    store->upsert_device(info.fingerprint);
+    WinnerRecord w;
+    w.device_key = info.fingerprint.key();
+    w.problem = residual;
+    w.variant = "fused_register";
+    w.config = Config({{"threads_per_row", 8}, {"block_size", 256}, {"packs_per_thread", 2}, {"round_h", 0}});
+    w.timing.median_us = 3;
+    store->store_winner(w);
+  }
+  const Resolver resolver(path, info, DispatchMode::tuned);
+  const auto [unpinned_variant, unpinned] = resolver.resolve({"residual + LayerNorm", residual});
+  EXPECT_EQ(unpinned.config, "threads_per_row=8,block_size=256,packs_per_thread=2,round_h=0");
+  const auto [variant, pinned] = resolver.resolve({"residual + LayerNorm", residual, {{"round_h", 1}}});
+  EXPECT_EQ(variant->name, "fused_register");
+  EXPECT_EQ(pinned.config, "threads_per_row=8,block_size=256,packs_per_thread=2,round_h=1");
+  EXPECT_EQ(pinned.source, "exact, round_h=1 pinned by the model");
+  const auto [softmax_variant, untouched] = resolver.resolve({"probabilities", softmax(64, 64), {{"round_h", 1}}});
+  EXPECT_EQ(untouched.source.find("pinned"), std::string::npos);
+  EXPECT_EQ(untouched.config.find("round_h"), std::string::npos);
+  // The Transformer pins it on its residual LayerNorm, in every dtype.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    for (const ModelOp& op : transformer_ops(*techjam_case(1), dtype)) {
+      if (op.problem.primitive == "residual_layernorm")
+        EXPECT_EQ(op.pinned, (std::vector<std::pair<std::string, std::int64_t>>{{"round_h", 1}}));
+    }
 }
 
 TEST(RunnerCore, PrintsOneAlignedRowPerOperation) {
