@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The TechJam cases on a GPU box: shapetune's Transformer runner against the PyTorch peer
+# (bench/peers/transformer_torch.py) on the same weights and inputs, then the targets judged
+# (bench/transformer_targets.py). Per case and dtype, trial 1 times everything (the runner, the
+# materialised reference, eager SDPA and, with --compile, torch.compile reduce-overhead); trials
+# 2..N draw fresh weights and inputs (--seed) and check accuracy only.
+#
+#   bench/transformer_cases.sh OUTDIR [--cases "1 2 3"] [--dtypes "f32 f16 bf16"] [--trials 5]
+#                              [--db FILE] [--dispatch tuned|library] [--padding-ratio R] [--no-compile]
+#
+# Defaults: cases 1-13, dtypes f32 f16 bf16, 5 trials, no database (every op its default variant),
+# tuned dispatch, no padding. Case 14 (B 32, S 100000, D 1024) only when asked for: one trial, few
+# timed forwards (each takes seconds), about 40 GiB of host memory and 2 x 6.5 GiB of files per
+# dtype in OUTDIR. Each step's log is OUTDIR/logs/case<C>-<dtype>-<trial>.{runner,peer}.log; the
+# peers' JSON is OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+out=$1; shift
+cases="1 2 3 4 5 6 7 8 9 10 11 12 13" dtypes="f32 f16 bf16" trials=5 runner_args=() compile=--compile
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cases) cases=$2; shift ;;
+    --dtypes) dtypes=$2; shift ;;
+    --trials) trials=$2; shift ;;
+    --db) runner_args+=(--db "$2"); shift ;;
+    --dispatch) runner_args+=(--dispatch "$2"); shift ;;
+    --padding-ratio) runner_args+=(--padding-ratio "$2"); shift ;;
+    --no-compile) compile= ;;
+    *) echo "transformer_cases.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+shapetune=${BUILD_DIR:-build-gpu}/shapetune
+[ -x "$shapetune" ] || { echo "transformer_cases.sh: no $shapetune (BUILD_DIR)" >&2; exit 2; }
+mkdir -p "$out/logs" "$out/tensors"
+status=0
+for c in $cases; do
+  for dt in $dtypes; do
+    n=$trials timing=(--warmup 10 --iterations 50) peer_timing=(--warmup 10 --iterations 50)
+    if [ "$c" = 14 ]; then n=1 timing=(--warmup 1 --iterations 5) peer_timing=(--warmup 1 --iterations 3); fi
+    for t in $(seq 1 "$n"); do
+      log=$out/logs/case$c-$dt-$t w=$out/tensors/w.st x=$out/tensors/x.st y=$out/tensors/y.st
+      [ "$t" = 1 ] || timing=(--warmup 0 --iterations 1)
+      echo "== case $c $dt trial $t"
+      if ! "$shapetune" run transformer --case "$c" --dtype "$dt" --seed "$t" "${runner_args[@]}" "${timing[@]}" \
+          --save-weights "$w" --save-input "$x" -o "$y" > "$log.runner.log" 2>&1; then
+        echo "   runner failed: $(tail -1 "$log.runner.log")"; status=1; continue
+      fi
+      heads=$(sed -n 's/^Transformer .*heads \([0-9]*\),.*/\1/p' "$log.runner.log" | head -1)
+      us=$(sed -n 's/^forward: median \([0-9.]*\) us.*/\1/p' "$log.runner.log")
+      peer=(--weights "$w" --input "$x" --heads "$heads" --dtype "$dt" --compare "$y"
+            --label "case $c $dt trial $t" --json "$out/peers.json")
+      if [ "$t" = 1 ]; then peer+=("${peer_timing[@]}" --runner-us "$us" $compile); else peer+=(--no-timing); fi
+      python3 bench/peers/transformer_torch.py "${peer[@]}" > "$log.peer.log" 2>&1
+      echo "   runner $us us; $(tail -1 "$log.peer.log" | cut -c1-200)"
+    done
+  done
+done
+rm -rf "$out/tensors"
+python3 bench/transformer_targets.py "$out/peers.json" | tee "$out/targets.md"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+exit $status
