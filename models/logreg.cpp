@@ -173,9 +173,9 @@ struct LogregTrainer::State {
     e.labels = split.labels;
   }
 
-  void bind_evaluation(Evaluation& e, const std::string& name) {
-    e.op = core->bind({name, bce_problem(e.rows, options.dtype)},
-                      {e.x.get(), param_at(0), param_at(kBias), e.y.get(), e.p.get(), e.loss.get(), e.dw.get(), e.db.get()});
+  void bind_evaluation(Evaluation& e, const ModelOp& op) {
+    e.op = core->bind(op, {e.x.get(), param_at(0), param_at(kBias), e.y.get(), e.p.get(), e.loss.get(), e.dw.get(),
+                           e.db.get()});
   }
 
   // Accuracy (p > 1/2 predicts class B) and the mean loss of a split at the current parameters.
@@ -245,6 +245,14 @@ struct LogregTrainer::State {
   }
 };
 
+std::vector<ModelOp> logreg_operations(std::int64_t train_rows, std::int64_t test_rows, std::int64_t batch_rows,
+                                       DType dtype) {
+  return {{"training step: forward, BCE loss, dw and db", bce_problem(batch_rows, dtype)},
+          {"Adam, [w, b] in one step", Problem{"adam", DType::f32, Shape({{"n", kLogregParameters}, {"tensors", 2}})}},
+          {"train forward (accuracy), every training row", bce_problem(train_rows, dtype)},
+          {"test forward (accuracy and loss)", bce_problem(test_rows, dtype)}};
+}
+
 LogregTrainer::LogregTrainer(const LogregOptions& options, const LogregData& data) : state_(std::make_unique<State>()) {
   validate(options);
   State& s = *state_;
@@ -283,14 +291,12 @@ LogregTrainer::LogregTrainer(const LogregOptions& options, const LogregData& dat
   void* x = s.full_batch ? s.train_eval.x.get() : s.batch_x.get();
   void* y = s.full_batch ? s.train_eval.y.get() : s.batch_y.get();
   // The step writes dw and db straight into the flat gradient buffer Adam reads: dw at 0, db at 784.
-  s.step_op = s.core->bind({"training step: forward, BCE loss, dw and db", bce_problem(s.batch_rows, options.dtype)},
-                           {x, s.param_at(0), s.param_at(kBias), y, s.batch_p.get(), s.batch_loss.get(), s.grad_at(0),
-                            s.grad_at(kBias)});
-  s.adam = s.core->bind({"Adam, [w, b] in one step",
-                         Problem{"adam", DType::f32, Shape({{"n", kLogregParameters}, {"tensors", 2}})}},
-                        {s.params.get(), s.grads.get(), s.m.get(), s.v.get()});
-  s.bind_evaluation(s.train_eval, "train forward (accuracy), every training row");
-  s.bind_evaluation(s.test_eval, "test forward (accuracy and loss)");
+  const std::vector<ModelOp> ops = logreg_operations(s.train_rows, data.test.count, s.batch_rows, options.dtype);
+  s.step_op = s.core->bind(ops[0], {x, s.param_at(0), s.param_at(kBias), y, s.batch_p.get(), s.batch_loss.get(),
+                                    s.grad_at(0), s.grad_at(kBias)});
+  s.adam = s.core->bind(ops[1], {s.params.get(), s.grads.get(), s.m.get(), s.v.get()});
+  s.bind_evaluation(s.train_eval, ops[2]);
+  s.bind_evaluation(s.test_eval, ops[3]);
   s.step_counter = DeviceBuffer(sizeof(std::int32_t));
   s.loss_sum = DeviceBuffer(sizeof(double));
   s.history = DeviceBuffer(static_cast<std::size_t>(s.steps) * sizeof(float));

@@ -73,6 +73,13 @@ struct LogregEpoch {
   double test_accuracy = 0;
 };
 
+// The dispatched operations, in binding order: the training step's logistic_bce (rows: the batch;
+// a full batch is every training row), Adam over [w, b], and the two evaluation forwards (every
+// training row, every test row). shapes/logreg.yaml holds them at the defaults (a CPU test keeps
+// the two in step).
+std::vector<ModelOp> logreg_operations(std::int64_t train_rows, std::int64_t test_rows, std::int64_t batch_rows,
+                                       DType dtype);
+
 class LogregTrainer {
  public:
   // Opens the dispatch table, resolves and binds both operations (and the two evaluation

@@ -1,16 +1,20 @@
 // The logistic-regression runner's host side: `train logreg` option errors (raised before any
 // device is needed), the class filter and label mapping on a tiny IDX set written here, the pixel
-// scaling, the float64 reference trainer on a separable toy set, and the weights file.
+// scaling, the float64 reference trainer on a separable toy set, the weights file, and
+// shapes/logreg.yaml against the runner's problems.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "models/logreg.hpp"
 #include "models/safetensors.hpp"
 #include "support/test_support.hpp"
+#include "tuner/shape_file.hpp"
+#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -182,6 +186,33 @@ TEST(LogregWeights, SafetensorsWithPyTorchNamesAndTheClasses) {
   EXPECT_EQ(bias, p.back());
   EXPECT_EQ(f.metadata().at("class_1"), "6");
   EXPECT_THROW(save_logreg_weights(dir.file("x"), {1.f}, {0, 6}), std::invalid_argument);
+}
+
+// shapes/logreg.yaml holds exactly the problems the runner resolves on its default classes (12000
+// training and 2000 test rows): full batch with X in f32, f16 and bf16, and --batch 128 in f32.
+TEST(LogregShapes, TheMatrixIsExactlyTheRunnersProblems) {
+  std::set<std::string> in_runner;
+  auto add = [&](std::int64_t batch_rows, DType dtype) {
+    for (const ModelOp& op : logreg_operations(12000, 2000, batch_rows, dtype)) {
+      EXPECT_NE(catalogue().find_primitive(op.problem.primitive), nullptr) << op.problem.primitive;
+      in_runner.insert(op.problem.key());
+    }
+  };
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) add(12000, dtype);
+  add(128, DType::f32);
+  const ShapeFile file = load_shape_file((test_support::source_dir() / "shapes" / "logreg.yaml").string(), catalogue());
+  std::set<std::string> in_file;
+  for (const auto& p : file.problems) EXPECT_TRUE(in_file.insert(p.problem.key()).second) << "twice: " << p.problem.key();
+  EXPECT_EQ(in_file, in_runner);
+}
+
+TEST(LogregShapes, OperationsAreTheStepAdamAndBothEvaluations) {
+  const auto ops = logreg_operations(12000, 2000, 128, DType::bf16);
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[0].problem.key(), "logistic_bce/bf16/rows=128,features=784");
+  EXPECT_EQ(ops[1].problem.key(), "adam/f32/n=785,tensors=2");
+  EXPECT_EQ(ops[2].problem.shape.at("rows"), 12000);
+  EXPECT_EQ(ops[3].problem.shape.at("rows"), 2000);
 }
 
 }  // namespace
