@@ -279,6 +279,13 @@ LaunchStatus naive(const LaunchArgs& args) {
   });
 }
 
+// Heads and batch rows are grid dimensions of at most 65535 (ka::kMaxGridYZ) for the flash kernels.
+Support grid_takes_heads_and_batch(const AttentionProblem& a) {
+  if (a.batch > ka::kMaxGridYZ || a.heads > ka::kMaxGridYZ)
+    return Support::no("B and H are the grid's z and y: at most " + std::to_string(ka::kMaxGridYZ) + " each");
+  return Support::yes();
+}
+
 // The kernels' parameter block of a problem's tensors.
 template <typename T>
 ka::Params<T> kernel_params(const AttentionProblem& a, const Pointers& p) {
@@ -305,6 +312,7 @@ Support flash_mma_supports(const Problem& problem, const Config& config, const D
   const AttentionProblem a = attention_of(problem);
   if (!ka::flash_mma_head_dim_supported(a.head_dim))
     return Support::no("built for hd 32, 64, 80, 96 and 128; not " + std::to_string(a.head_dim));
+  if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
   const std::size_t shared =
       ka::flash_mma_shared_bytes(flash_config(config), a.head_dim, static_cast<int>(dtype_size(storage_of(problem.dtype))));
   if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
@@ -336,6 +344,7 @@ Support flash_wgmma_supports(const Problem& problem, const Config& config, const
   const AttentionProblem a = attention_of(problem);
   if (!ka::flash_wgmma_head_dim_supported(a.head_dim))
     return Support::no("built for hd 64 and 128; not " + std::to_string(a.head_dim));
+  if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
   const std::size_t shared = ka::flash_wgmma_shared_bytes(flash_wgmma_config(config), a.head_dim);
   if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
     return Support::no("needs " + std::to_string(shared) + " bytes of shared memory; a block may have " +
@@ -431,6 +440,13 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   c.library = true;
   c.supports = [](const Problem& problem, const Config&, const DeviceLimits&) {
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16) return Support::no("cuDNN SDPA takes f16 or bf16");
+    const AttentionProblem a = attention_of(problem);
+    // zero_invalid_rows has the batch rows as its grid's y. PyTorch routes nothing past 65535
+    // batch rows or heads to cuDNN SDPA either (pytorch/pytorch#180718: a failure past them);
+    // not measured here.
+    if (a.batch > ka::kMaxGridYZ || a.heads > ka::kMaxGridYZ)
+      return Support::no("B and H at most " + std::to_string(ka::kMaxGridYZ) +
+                         " each (the padded rows' zeroing grid; PyTorch's limit for cuDNN SDPA)");
     return Support::yes();
   };
   c.launch = cudnn_sdpa;

@@ -21,6 +21,12 @@ namespace shapetune::kernels::attention {
 
 enum class Mask : std::uint8_t { full, causal };
 
+// The most heads and batch rows a launch takes: the flash kernels' grids have heads as their y
+// and batch rows as their z, zero_invalid_rows batch rows as its y, and a grid's y and z stop at
+// 65535. (Everything else is 64-bit: every element offset is a 64-bit stride times an index, so
+// one tensor may hold more than 2^31 elements; TechJam case 14's Q, K, V and O hold 3.3e9.)
+constexpr int kMaxGridYZ = 65535;
+
 // Strides of one tensor of [batch, head, row, hd] (hd contiguous).
 struct Strides {
   std::int64_t batch = 0, head = 0, row = 0;

@@ -14,8 +14,7 @@
 
 namespace shapetune::kernels::attention {
 
-constexpr int kChunkBytes = 16;             // one cp.async: both kernels move rows in whole chunks
-constexpr unsigned kMaxGridYZ = 65535;      // heads and batch rows are the grid's y and z
+constexpr int kChunkBytes = 16;  // one cp.async: both kernels move rows in whole chunks
 
 template <typename T>
 __device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
@@ -42,7 +41,7 @@ bool chunk_aligned(const T* base, const Strides& s) {
 template <typename T>
 cudaError_t check_params(const Params<T>& p) {
   if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;
-  if (static_cast<unsigned>(p.heads) > kMaxGridYZ || static_cast<unsigned>(p.batch) > kMaxGridYZ)
+  if (p.heads > kMaxGridYZ || p.batch > kMaxGridYZ)
     return cudaErrorInvalidConfiguration;
   if (!chunk_aligned(p.q, p.q_strides) || !chunk_aligned(p.k, p.k_strides) || !chunk_aligned(p.v, p.v_strides) ||
       !chunk_aligned<T>(p.o, p.o_strides))

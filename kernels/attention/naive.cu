@@ -69,7 +69,7 @@ cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int ba
 template <typename T>
 cudaError_t zero_invalid_rows(T* o, Strides o_strides, const int* lengths, int batch, int heads, int seq, int head_dim,
                               cudaStream_t stream) {
-  if (batch > 65535) return cudaErrorInvalidValue;
+  if (batch > kMaxGridYZ) return cudaErrorInvalidValue;
   zero_invalid_rows_kernel<T><<<dim3(static_cast<unsigned>(seq), static_cast<unsigned>(batch)), 128, 0, stream>>>(
       o, o_strides, lengths, heads, seq, head_dim);
   return cudaGetLastError();
