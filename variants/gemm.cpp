@@ -409,6 +409,12 @@ void add_block_tiled_variants(Catalogue& cat, const std::string& primitive) {
       return Support::no("cp.async needs sm_80 or newer; this device is sm_" + std::to_string(limits.compute_capability));
     if (p.shape.at("m") > kg::kAsyncMaxExtent || p.shape.at("n") > kg::kAsyncMaxExtent)
       return Support::no("m and n must be at most 2^31 - 257 (32-bit tile arithmetic)");
+    // m is A's leading dimension in tn, n is B's in nn and tn: the kernel steps 8 ld in 32 bits.
+    const Layout layout = parse_gemm_primitive(p.primitive)->layout;
+    if (layout == Layout::tn && p.shape.at("m") > kg::kAsyncMaxStridedExtent)
+      return Support::no("m, A's leading dimension in tn, must be below 2^28 (8 ld is 32-bit in the kernel)");
+    if (layout != Layout::nt && p.shape.at("n") > kg::kAsyncMaxStridedExtent)
+      return Support::no("n, B's leading dimension in nn and tn, must be below 2^28 (8 ld is 32-bit in the kernel)");
     return all_of({threads_fit(tile->threads(), limits), shared_fits(kg::async_tile_shared_bytes(*tile), limits),
                    tiles_fit(p, tile->bm, tile->bn)});
   };

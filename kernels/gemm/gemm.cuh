@@ -217,5 +217,10 @@ cudaError_t warp_tiled_async(const Args<float>&, int tile, cudaStream_t);
 // problems; warp_tiled_async() itself still checks only m, n, k <= 2^31 - 1 (moving this check
 // there changed the PTX of another kernel of gemm.cu, which then needs a GPU run to verify).
 inline constexpr std::int64_t kAsyncMaxExtent = 2147483647 - 256;
+// An operand stored extent-major (A in tn: [K, M]; B in nn and tn: [K, N]) has its extent as its
+// leading dimension, and warp_tiled_async moves its chunks' offsets one K step (8 rows) on with
+// 8 * ld in 32 bits: that extent must stay below 2^28. The catalogue refuses larger ones (the
+// 64-bit product would change the kernel's PTX, which then needs a GPU run to verify).
+inline constexpr std::int64_t kAsyncMaxStridedExtent = 2147483647 / 8;
 
 }  // namespace shapetune::kernels::gemm
