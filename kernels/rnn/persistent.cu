@@ -15,6 +15,7 @@
 
 #include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/rnn/cooperative.cuh"
 #include "kernels/rnn/gates.cuh"
 
 namespace shapetune::kernels::rnn {
@@ -26,7 +27,9 @@ struct Geometry {
   int units, units_blocks, rows_per_group, stride;
 };
 
-template <typename T, Cell kCell, int kRows>
+// kSave: keep what the backward pass reads (Layer::saved, Layer::cells); a template flag, so that
+// the plain forward's code stays what it was without it.
+template <typename T, Cell kCell, int kRows, bool kSave>
 __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_gates, float* h_exchange,
                                   unsigned* barrier, Geometry geo) {
   constexpr int G = gate_count(kCell);
@@ -109,20 +112,26 @@ __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_ga
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       if (!valid[i]) continue;
-      float h;
+      float h, kept[kSavedGates];
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) pre[g] = in[i][g] + acc[i][g] + bias[g];
-        h = lstm_update(pre, state[i]);
+        h = lstm_update(pre, state[i], kept);
       } else {
         h = gru_update(in[i][0] + acc[i][0] + bias[0], in[i][1] + acc[i][1] + bias[1], in[i][2] + bias[2],
-                       acc[i][2] + bias_hn, state[i]);
+                       acc[i][2] + bias_hn, state[i], kept);
       }
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       const std::int64_t e = n_of[i] * H + j;
       p.y[t * plane + e] = stored;
+      if constexpr (kSave) {  // for the backward pass: off the chain, nothing reads them in this launch
+        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n_of[i]) * (kSavedGates * H) + j;
+#pragma unroll
+        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
+        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + e] = state[i];
+      }
       h_exchange[(t & 1) * plane + e] = fed_back;
       last_h[i] = fed_back;
       if constexpr (kCell == Cell::gru) state[i] = fed_back;
@@ -143,22 +152,10 @@ __global__ void barrier_rounds_kernel(int rounds, unsigned* counter) {
   for (int r = 1; r <= rounds; ++r) grid_barrier(counter, static_cast<unsigned>(r) * gridDim.x);
 }
 
-// Whether `blocks` blocks of `kernel` can all be resident at once.
-template <typename Kernel>
-cudaError_t fits_at_once(Kernel kernel, int blocks, int threads, std::size_t shared_bytes) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
-      e != cudaSuccess)
-    return e;
-  return static_cast<std::int64_t>(per_sm) * sms >= blocks ? cudaSuccess : cudaErrorCooperativeLaunchTooLarge;
-}
-
 template <typename T, Cell kCell, int kRows>
 cudaError_t launch(const Layer<T>& p, const float* input_gates, void* workspace, const PersistentConfig& c,
                    const PersistentPlan& plan, cudaStream_t stream) {
-  auto kernel = persistent_kernel<T, kCell, kRows>;
+  auto kernel = p.saved ? persistent_kernel<T, kCell, kRows, true> : persistent_kernel<T, kCell, kRows, false>;
   if (plan.shared_bytes > 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(plan.shared_bytes));

@@ -33,7 +33,9 @@ struct Geometry {
   int units, rows_per_cluster, k_split, stride, cluster_size;
 };
 
-template <typename T, Cell kCell, int kRows>
+// kSave: keep what the backward pass reads (Layer::saved, Layer::cells); a template flag, so that
+// the plain forward's code stays what it was without it.
+template <typename T, Cell kCell, int kRows, bool kSave>
 __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
   constexpr int G = gate_count(kCell);
   extern __shared__ __align__(16) float shared[];
@@ -135,18 +137,25 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
         for (int i = 1; i < kRows; ++i)
           if (lane_in_group == i) mine[g] = acc[i][g];
       }
-      float h;
+      float h, kept[kSavedGates];
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) pre[g] = in[g] + mine[g] + bias[g];
-        h = lstm_update(pre, state);
+        h = lstm_update(pre, state, kept);
       } else {
-        h = gru_update(in[0] + mine[0] + bias[0], in[1] + mine[1] + bias[1], in[2] + bias[2], mine[2] + bias_hn, state);
+        h = gru_update(in[0] + mine[0] + bias[0], in[1] + mine[1] + bias[1], in[2] + bias[2], mine[2] + bias_hn, state,
+                       kept);
       }
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       p.y[t * plane + cell_index] = stored;
+      if constexpr (kSave) {  // for the backward pass: off the chain, nothing reads them in this launch
+        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + my_n) * (kSavedGates * H) + j;
+#pragma unroll
+        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
+        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + cell_index] = state;
+      }
       last_h = fed_back;
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 < p.steps) {
@@ -212,8 +221,9 @@ template <typename T, Cell kCell, int kRows>
 cudaError_t launch(const Layer<T>& p, const float* input_gates, const ClusterConfig& c, const ClusterPlan& plan,
                    cudaStream_t stream) {
   const Geometry geo{plan.units_per_block, c.rows_per_cluster, c.k_split, shared_row_stride(p.hidden), c.cluster_size};
-  return launch_clusters(cluster_kernel<T, kCell, kRows>, plan.clusters, c.cluster_size, plan.threads,
-                         plan.shared_bytes, stream, p, input_gates, geo);
+  auto kernel = p.saved ? cluster_kernel<T, kCell, kRows, true> : cluster_kernel<T, kCell, kRows, false>;
+  return launch_clusters(kernel, plan.clusters, c.cluster_size, plan.threads, plan.shared_bytes, stream, p,
+                         input_gates, geo);
 }
 
 template <typename T, Cell kCell>

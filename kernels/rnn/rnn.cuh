@@ -13,6 +13,10 @@
 //               memory, and h crosses them through distributed shared memory, one cluster
 //               barrier per step. Clusters never wait for each other, so no grid barrier and no
 //               cooperative launch.
+//   persistent backward (persistent_backward.cu): the backward pass's recurrent chain in one
+//               cooperative launch, the transposed split of the persistent forward: each block
+//               keeps the columns of W_hh of its hidden units (all G H rows) on chip and exchanges
+//               the gates' gradients through L2, one grid barrier per step.
 //
 // 16-bit types: x, weights, y and h are stored in them; products accumulate and the cell state
 // stays in fp32; the h fed back is h as stored (rounded), as the reference defines.
@@ -41,6 +45,11 @@ struct Layer {
   T* y = nullptr;           // [T, N, H]
   T* h_t = nullptr;         // [N, H]
   T* c_t = nullptr;         // [N, H], LSTM only
+  // What the backward pass reads, kept by the persistent rungs where set (nullptr: not kept):
+  // each step's activations, fp32 [T N, kSavedGates H] as cell_step_saving keeps them, and the
+  // LSTM's cell state after step t, fp32, at cells + (t + 1) N H (cells[0], c0, is the caller's).
+  float* saved = nullptr;
+  float* cells = nullptr;
   int steps = 0, batch = 0, input = 0, hidden = 0;
 };
 
@@ -136,6 +145,69 @@ std::size_t persistent_workspace_bytes(int batch, int hidden);
 template <typename T>
 cudaError_t persistent_forward(const Layer<T>&, const float* input_gates, void* workspace, const PersistentConfig&,
                                cudaStream_t);
+
+// ---- persistent backward ------------------------------------------------------------------------
+
+// The recurrent chain of backpropagation through time, from the forward's saved activations.
+// d_hidden is the vector that multiplies W_hh; for the LSTM it is d_input itself (the caller
+// passes the same buffer), for the GRU its candidate rows are r times d_input's.
+template <typename T>
+struct BackwardChain {
+  Cell cell = Cell::lstm;
+  const T* w_hh = nullptr;        // [G H, H]
+  const float* saved = nullptr;   // [T N, kSavedGates H] (Layer::saved)
+  const float* cells = nullptr;   // [T + 1, N, H]: c0, then every step's c (LSTM)
+  const float* h_prev = nullptr;  // [T, N, H]: the h each step read (GRU)
+  const T* dy = nullptr;          // [T, N, H]
+  const T* dh_t = nullptr;        // [N, H]
+  const T* dc_t = nullptr;        // [N, H], LSTM only
+  float* d_input = nullptr;       // [T, N, G H]: the input side's gate gradients
+  float* d_hidden = nullptr;      // [T, N, G H]: the hidden side's (== d_input for the LSTM)
+  T* dh0 = nullptr;               // [N, H]
+  T* dc0 = nullptr;               // [N, H], LSTM only
+  int steps = 0, batch = 0, hidden = 0;
+};
+
+struct BackwardConfig {
+  int units_per_block = 4;  // hidden units j a block owns: the columns W_hh[:, j] it keeps
+  int batch_groups = 4;     // the batch split over this many groups of blocks, each its own columns
+  int k_split = 8;          // lanes sharing one unit's dot products over G H (a power of 2 up to 32)
+};
+
+// What a plan must fit in: one block's shared memory (the opt-in maximum), an SM's, and the SMs
+// that hold the whole grid at once.
+struct ChipBudget {
+  std::size_t shared_per_block = 0;
+  std::size_t shared_per_sm = 0;
+  int sms = 0;
+};
+
+// threads == 0: the config is invalid. rows_per_thread (1, 2, 4, 8; at most k_split) is the
+// fewest that keeps the block within kPreferredBackwardThreads; a plan above
+// kMaxBackwardThreads cannot be launched (the kernel is built for at most 128 registers).
+// The d_hidden rows are staged `tile` columns at a time: all G H where they fit beside W's
+// columns in the shared memory a block can have when the grid's blocks share the SMs evenly,
+// else in equal tiles of a multiple of 32 columns (tile == 0: not even 32 fit).
+struct BackwardPlan {
+  int blocks = 0;
+  int rows_per_group = 0;
+  int rows_per_thread = 0;
+  int threads = 0;
+  int tile = 0;
+  std::size_t shared_bytes = 0;  // W_hh's columns and a tile of the group's rows of d_hidden, fp32
+};
+BackwardPlan persistent_backward_plan(Cell, int batch, int hidden, const BackwardConfig&, const ChipBudget&);
+inline constexpr int kPreferredBackwardThreads = 256;
+inline constexpr int kMaxBackwardThreads = 512;
+
+// Bytes of workspace the chain needs: its barrier counter.
+std::size_t persistent_backward_workspace_bytes();
+
+// Every step back in one cooperative launch: writes d_input and d_hidden of every step, dh0 and
+// dc0. Returns cudaErrorCooperativeLaunchTooLarge where the device cannot hold every block at
+// once, cudaErrorInvalidValue for a config the plan rejects.
+template <typename T>
+cudaError_t persistent_backward(const BackwardChain<T>&, void* workspace, const BackwardConfig&, cudaStream_t);
 
 // ---- persistent_cluster (sm_90a) --------------------------------------------------------------
 
