@@ -8,6 +8,11 @@
 //             then dx, dW_ih, dW_hh and the biases' gradients as one GEMM each over all T N rows;
 //   stepwise_graph: the same launches captured once into a CUDA graph and replayed (one launch a
 //             call instead of about 4 T + 20);
+//   persistent: the forward as the forward's persistent or persistent_cluster rung, keeping each
+//             step's activations; then the recurrent chain alone in one cooperative launch
+//             (kernels/rnn/persistent_backward.cu: W_hh's columns on chip, a grid barrier a step),
+//             since dh_t = dy_t + d_gates_{t+1} W_hh is the only sequential part; then the same
+//             products over all T N rows as stepwise;
 //   cudnn:    cudnnRNNForward in training mode, cudnnRNNBackwardData_v8 and
 //             cudnnRNNBackwardWeights_v8, with each algorithm cuDNN has (the baseline).
 #include <cuda_bf16.h>
@@ -15,7 +20,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "baselines/cublas.hpp"
@@ -208,6 +215,69 @@ class Steps {
   LaunchStatus status_ = LaunchStatus::success();
 };
 
+// The fp32 views a 16-bit problem needs (cuBLAS has no fp32 x 16-bit product): f32 problems
+// read and write the tensors in place instead.
+template <typename Element>
+struct Fp32Views {
+  char* ws;
+  cudaStream_t stream;
+  float* f32(std::size_t offset) const { return reinterpret_cast<float*>(ws + offset); }
+  // The fp32 view of a tensor: itself for f32, else a widened copy in the workspace.
+  const float* widened(const void* tensor, std::size_t offset, std::int64_t n, Steps& steps) const {
+    if constexpr (std::is_same_v<Element, float>) {
+      return static_cast<const float*>(tensor);
+    } else {
+      steps << launch_status(kr::widen(static_cast<const Element*>(tensor), f32(offset), n, stream));
+      return f32(offset);
+    }
+  }
+  // Where a gradient is summed in fp32: the output itself for f32, else the workspace.
+  float* accumulator(void* output, std::size_t offset) const {
+    if constexpr (std::is_same_v<Element, float>) return static_cast<float*>(output);
+    else return f32(offset);
+  }
+  LaunchStatus store(const float* sum, void* output, std::int64_t n) const {
+    if constexpr (std::is_same_v<Element, float>) return LaunchStatus::success();
+    else return launch_status(kr::narrow(sum, static_cast<Element*>(output), n, stream));
+  }
+};
+
+// What both rungs finish with, the non-recurrent products over every step at once (T N rows):
+// dx = d_input W_ih, dW_ih = d_input^T x, dW_hh = d_hidden^T h_prev, and the biases' gradients as
+// products with a ones vector.
+template <typename Element>
+void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Tensors& t, const StepwiseLayout& l,
+                             const float* d_input, const float* d_hidden, const float* h_prev, Steps& steps) {
+  const Fp32Views<Element> v{static_cast<char*>(a.workspace), a.stream};
+  const std::int64_t rows = r.steps * r.batch, D = r.input, GH = r.gates * r.hidden;
+  LibraryHandles& libraries = a.libraries;
+  const float* x = v.widened(t.x, l.x, rows * D, steps);
+  const float* w_ih = v.widened(t.w_ih, l.w_ih, GH * D, steps);
+  float* dx = v.accumulator(t.dx, l.dx);
+  float* dw_ih = v.accumulator(t.dw_ih, l.dw_ih);
+  float* dw_hh = v.accumulator(t.dw_hh, l.dw_hh);
+  float* db_ih = v.accumulator(t.db_ih, l.db_ih);
+  float* db_hh = v.accumulator(t.db_hh, l.db_hh);
+  steps << library_status(cublas_product_f32(libraries, a.stream, rows, D, GH, d_input, false, w_ih, dx));
+  steps << library_status(cublas_product_f32(libraries, a.stream, GH, D, rows, d_input, true, x, dw_ih));
+  steps << library_status(cublas_product_f32(libraries, a.stream, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
+  steps << launch_status(kr::fill(v.f32(l.ones), rows, 1.f, a.stream));
+  steps << library_status(cublas_product_f32(libraries, a.stream, GH, 1, rows, d_input, true, v.f32(l.ones), db_ih));
+  steps << library_status(cublas_product_f32(libraries, a.stream, GH, 1, rows, d_hidden, true, v.f32(l.ones), db_hh));
+  steps << v.store(dx, t.dx, rows * D) << v.store(dw_ih, t.dw_ih, GH * D) << v.store(dw_hh, t.dw_hh, GH * r.hidden)
+        << v.store(db_ih, t.db_ih, GH) << v.store(db_hh, t.db_hh, GH);
+}
+
+// The h each step read, widened to fp32 for dW_hh's product (and the GRU's cell backward): h0,
+// then the forward's h_0 .. h_{T-2} as stored.
+template <typename Element>
+void widen_h_prev(const RnnProblem& r, const void* h0, const Element* h_stored, float* h_prev, cudaStream_t stream,
+                  Steps& steps) {
+  const std::int64_t NH = r.batch * r.hidden;
+  steps << launch_status(kr::widen(static_cast<const Element*>(h0), h_prev, NH, stream));
+  if (r.steps > 1) steps << launch_status(kr::widen(h_stored, h_prev + NH, (r.steps - 1) * NH, stream));
+}
+
 template <typename Element>
 LaunchStatus stepwise(const LaunchArgs& a) {
   const RnnProblem r = rnn_of(a.problem);
@@ -221,6 +291,7 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   const DType dtype = a.problem.dtype;
   cudaStream_t stream = a.stream;
   LibraryHandles& libraries = a.libraries;
+  const Fp32Views<Element> views{ws, stream};
 
   const auto* h0 = static_cast<const Element*>(t.h0);
   const auto* b_ih = static_cast<const Element*>(t.b_ih);
@@ -236,25 +307,6 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   float* dh = f32(l.dh);
   float* dc = f32(l.dc);
 
-  // The fp32 view of a tensor: itself for f32, else a widened copy in the workspace.
-  const auto widened = [&](const void* tensor, std::size_t offset, std::int64_t n, Steps& steps) -> const float* {
-    if constexpr (std::is_same_v<Element, float>) {
-      return static_cast<const float*>(tensor);
-    } else {
-      steps << launch_status(kr::widen(static_cast<const Element*>(tensor), f32(offset), n, stream));
-      return f32(offset);
-    }
-  };
-  // Where a gradient is summed in fp32: the output itself for f32, else the workspace.
-  const auto accumulator = [&](void* output, std::size_t offset) {
-    if constexpr (std::is_same_v<Element, float>) return static_cast<float*>(output);
-    else return f32(offset);
-  };
-  const auto store = [&](const float* sum, void* output, std::int64_t n) {
-    if constexpr (std::is_same_v<Element, float>) return LaunchStatus::success();
-    else return launch_status(kr::narrow(sum, static_cast<Element*>(output), n, stream));
-  };
-
   Steps steps;
   // Forward, keeping the activations.
   steps << library_status(cublas_times_transposed_f32(libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
@@ -268,11 +320,8 @@ LaunchStatus stepwise(const LaunchArgs& a) {
                                                 saved + s * r.batch * kr::kSavedGates * H, h_stored + s * NH, N, H,
                                                 stream));
   }
-  steps << launch_status(kr::widen(h0, h_prev, NH, stream));
-  if (T > 1) steps << launch_status(kr::widen(h_stored, h_prev + NH, (T - 1) * NH, stream));
-  const float* x = widened(t.x, l.x, T * r.batch * D, steps);
-  const float* w_ih = widened(t.w_ih, l.w_ih, GH * D, steps);
-  const float* w_hh = widened(t.w_hh, l.w_hh, GH * r.hidden, steps);
+  widen_h_prev(r, t.h0, h_stored, h_prev, stream, steps);
+  const float* w_hh = views.widened(t.w_hh, l.w_hh, GH * r.hidden, steps);
 
   // Backward through the steps: the GRU's cell kernel leaves dh z in dh, which the product adds to.
   steps << launch_status(kr::widen(static_cast<const Element*>(t.dh_t), dh, NH, stream));
@@ -288,21 +337,211 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, stream));
   if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, stream));
 
-  // The products over every step at once.
-  const std::int64_t rows = T * r.batch;
-  float* dx = accumulator(t.dx, l.dx);
-  float* dw_ih = accumulator(t.dw_ih, l.dw_ih);
-  float* dw_hh = accumulator(t.dw_hh, l.dw_hh);
-  float* db_ih = accumulator(t.db_ih, l.db_ih);
-  float* db_hh = accumulator(t.db_hh, l.db_hh);
-  steps << library_status(cublas_product_f32(libraries, stream, rows, D, GH, d_input, false, w_ih, dx));
-  steps << library_status(cublas_product_f32(libraries, stream, GH, D, rows, d_input, true, x, dw_ih));
-  steps << library_status(cublas_product_f32(libraries, stream, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
-  steps << launch_status(kr::fill(f32(l.ones), rows, 1.f, stream));
-  steps << library_status(cublas_product_f32(libraries, stream, GH, 1, rows, d_input, true, f32(l.ones), db_ih));
-  steps << library_status(cublas_product_f32(libraries, stream, GH, 1, rows, d_hidden, true, f32(l.ones), db_hh));
-  steps << store(dx, t.dx, rows * D) << store(dw_ih, t.dw_ih, GH * D) << store(dw_hh, t.dw_hh, GH * r.hidden)
-        << store(db_ih, t.db_ih, GH) << store(db_hh, t.db_hh, GH);
+  products_over_all_steps<Element>(a, r, t, l, d_input, d_hidden, h_prev, steps);
+  return steps.status();
+}
+
+// ---- persistent -------------------------------------------------------------------------------
+
+// The forward's two persistent rungs, as registered for lstm.forward / gru.forward: the backward
+// runs one of them first (keeping the activations) and refuses what its `supports` refuses.
+struct ForwardRungs {
+  std::string primitive;  // lstm.forward or gru.forward
+  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> grid, cluster;
+};
+
+// The forward's configs, fixed here rather than a second tuning axis (which would multiply this
+// variant's space by the forward's): the winners of the H200 sweeps of rnn_targets.yaml
+// (reports/h200/2026-12-02-cluster-rnn-and-budget), carried to other shapes by rule.
+kr::PersistentConfig grid_forward_config(const RnnProblem& r) {
+  int units = r.hidden <= 128 ? 8 : 16;  // 8 won at H = 128, 16 at H = 256 and 512
+  while (units > 1 && units > r.hidden) units /= 2;
+  const int groups = static_cast<int>(std::min<std::int64_t>(r.batch, r.hidden >= 512 ? 4 : 8));
+  return {units, 256, groups};
+}
+
+kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
+  int cluster_size = r.hidden >= 512 ? 16 : 8;
+  while (cluster_size > 2 && cluster_size > r.hidden) cluster_size /= 2;
+  int rows_per_cluster = 1;  // the smallest power of 2 holding the batch, at most 8
+  while (rows_per_cluster < 8 && rows_per_cluster < r.batch) rows_per_cluster *= 2;
+  int most = 1;  // rows_per_thread: a power of 2 up to 4, at most the cluster's rows and the batch
+  while (most < 4 && most * 2 <= std::min<std::int64_t>(rows_per_cluster, r.batch)) most *= 2;
+  kr::ClusterConfig c{cluster_size, rows_per_cluster, 8, std::min(r.batch >= 64 ? 4 : 2, most)};
+  // Four rows a lane group where two would need more threads than a block may have.
+  if (kr::cluster_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), c).threads >
+      kr::kMaxClusterThreads)
+    c.rows_per_thread = most;
+  return c;
+}
+
+Config as_config(const kr::PersistentConfig& c) {
+  return Config({{"units_per_block", c.units_per_block}, {"block_size", c.block_size}, {"batch_groups", c.batch_groups}});
+}
+Config as_config(const kr::ClusterConfig& c) {
+  return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},
+                 {"rows_per_thread", c.rows_per_thread}});
+}
+
+constexpr int kGridForward = 0, kClusterForward = 1;
+
+kr::BackwardConfig backward_config(const Config& c) {
+  return {cfg(c, "units_per_block"), cfg(c, "batch_groups"), cfg(c, "k_split")};
+}
+
+// The chain's plan as the forward persistent rung judges its own: a valid plan, shared memory a
+// block may have, and a grid the device can hold at once (estimated from shared memory and
+// threads here; the launch asks the occupancy API and refuses what it cannot co-schedule). Then
+// the forward it runs first must be supported too.
+Support persistent_supports(const ForwardRungs& forward, const Problem& p, const Config& c,
+                            const DeviceLimits& limits) {
+  const RnnProblem r = rnn_of(p);
+  const kr::BackwardConfig bc = backward_config(c);
+  if (bc.batch_groups > r.batch) return Support::no("more batch groups than batch rows");
+  if (bc.units_per_block > r.hidden) return Support::no("more units per block than hidden units");
+  // An SM's shared memory estimated as a block's opt-in maximum and the 1 KiB the runtime reserves.
+  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
+  const kr::ChipBudget chip{static_cast<std::size_t>(limits.shared_memory_per_block_optin),
+                            static_cast<std::size_t>(shared_per_sm), limits.sm_count};
+  const kr::BackwardPlan plan =
+      kr::persistent_backward_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc, chip);
+  if (plan.threads == 0) return Support::no("not a valid config (k_split a power of 2 up to 32)");
+  if (plan.threads > kr::kMaxBackwardThreads)
+    return Support::no(std::to_string(plan.threads) + " threads a block (units x rows / rows_per_thread x k_split); "
+                       "the kernel is built for at most " + std::to_string(kr::kMaxBackwardThreads));
+  if (plan.tile == 0) {
+    // Whether a block alone on an SM could hold them: if so, it is the grid that is too large.
+    const kr::ChipBudget alone{chip.shared_per_block, chip.shared_per_sm, 0};
+    const std::string what = "the columns of W_hh of " + std::to_string(bc.units_per_block) + " units and " +
+                             std::to_string(plan.rows_per_group) + " rows of the gates' gradients (32 columns at least)";
+    if (kr::persistent_backward_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc, alone).tile > 0)
+      return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once: " +
+                         std::to_string((plan.blocks + limits.sm_count - 1) / limits.sm_count) +
+                         " blocks an SM leave each too little shared memory for " + what);
+    return Support::no(what + " need more shared memory than a block may have (" +
+                       std::to_string(limits.shared_memory_per_block_optin) + " bytes here; the full rows take " +
+                       std::to_string(plan.shared_bytes) + ")");
+  }
+  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(plan.shared_bytes) + 1024);
+  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / plan.threads, 32});
+  if (plan.blocks > per_sm * limits.sm_count)
+    return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
+                       std::to_string(per_sm * limits.sm_count) + " here)");
+  const Problem forward_problem{forward.primitive, p.dtype, p.shape};
+  const bool cluster = cfg(c, "forward") == kClusterForward;
+  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_forward_config(r));
+  const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
+  if (!s.ok)
+    return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
+                       forward_config.key() + "}, refuses: " + s.reason);
+  return Support::yes();
+}
+
+// stepwise's workspace (the same buffers, most of them used the same way), then the forward's h_t
+// and c_t (written, not read), the grid forward's exchange buffers and the chain's barrier.
+struct PersistentLayout {
+  StepwiseLayout steps;
+  std::size_t final_state, forward, barrier, total;
+};
+
+PersistentLayout persistent_layout(const RnnProblem& r, DType dtype) {
+  PersistentLayout l{stepwise_layout(r, dtype), 0, 0, 0, 0};
+  std::size_t at = l.steps.total;
+  const auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.final_state = take(2 * static_cast<std::size_t>(r.batch * r.hidden) * dtype_size(dtype));
+  l.forward = take(kr::persistent_workspace_bytes(static_cast<int>(r.batch), static_cast<int>(r.hidden)));
+  l.barrier = take(kr::persistent_backward_workspace_bytes());
+  l.total = at;
+  return l;
+}
+
+std::size_t persistent_workspace(const Problem& p, const Config&) {
+  return persistent_layout(rnn_of(p), p.dtype).total;
+}
+
+// A cooperative launch the device cannot hold, or a cluster it cannot place, is a refusal.
+LaunchStatus persistent_status(cudaError_t e, const char* what) {
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    return LaunchStatus::refused(std::string(what) + ": the device cannot hold every block (or one cluster) at once");
+  if (e == cudaErrorNotSupported) return LaunchStatus::refused(std::string(what) + ": needs compute capability 9.0");
+  return launch_status(e);
+}
+
+template <typename Element>
+LaunchStatus persistent(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const Tensors t = tensors_of(a);
+  const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
+  const StepwiseLayout& l = pl.steps;
+  char* ws = static_cast<char*>(a.workspace);
+  const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
+  const bool lstm = r.cell == kr::Cell::lstm;
+  const std::int64_t NH = r.batch * r.hidden;
+  auto* h_stored = reinterpret_cast<Element*>(ws + l.h_stored);
+  auto* final_state = reinterpret_cast<Element*>(ws + pl.final_state);
+  float* gates = f32(l.gates);
+  float* d_input = gates;  // x W_ih^T is spent once the forward is done
+  float* d_hidden = lstm ? gates : f32(l.d_hidden);
+  float* h_prev = f32(l.h_prev);
+
+  Steps steps;
+  // Forward, keeping the activations: the input projection, then one persistent launch.
+  steps << library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
+                                                      r.gates * r.hidden, r.input, t.x, t.w_ih, gates));
+  if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), f32(l.cells), NH, a.stream));
+  kr::Layer<Element> layer;
+  layer.cell = r.cell;
+  layer.x = static_cast<const Element*>(t.x);
+  layer.h0 = static_cast<const Element*>(t.h0);
+  layer.c0 = static_cast<const Element*>(t.c0);
+  layer.w_hh = static_cast<const Element*>(t.w_hh);
+  layer.b_ih = static_cast<const Element*>(t.b_ih);
+  layer.b_hh = static_cast<const Element*>(t.b_hh);
+  layer.y = h_stored;
+  layer.h_t = final_state;
+  layer.c_t = lstm ? final_state + NH : nullptr;
+  layer.saved = f32(l.saved);
+  layer.cells = lstm ? f32(l.cells) : nullptr;
+  layer.steps = static_cast<int>(r.steps);
+  layer.batch = static_cast<int>(r.batch);
+  layer.input = static_cast<int>(r.input);
+  layer.hidden = static_cast<int>(r.hidden);
+  if (!steps.ok()) return steps.status();
+  if (cfg(a.config, "forward") == kClusterForward)
+    steps << persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
+                               "the forward (persistent_cluster)");
+  else
+    steps << persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_forward_config(r), a.stream),
+                               "the forward (persistent)");
+  widen_h_prev(r, t.h0, h_stored, h_prev, a.stream, steps);
+  if (!steps.ok()) return steps.status();
+
+  // Backward: the recurrent chain in one cooperative launch; it writes dh0 and dc0 itself.
+  kr::BackwardChain<Element> chain;
+  chain.cell = r.cell;
+  chain.w_hh = static_cast<const Element*>(t.w_hh);
+  chain.saved = f32(l.saved);
+  chain.cells = lstm ? f32(l.cells) : nullptr;
+  chain.h_prev = h_prev;
+  chain.dy = static_cast<const Element*>(t.dy);
+  chain.dh_t = static_cast<const Element*>(t.dh_t);
+  chain.dc_t = static_cast<const Element*>(t.dc_t);
+  chain.d_input = d_input;
+  chain.d_hidden = d_hidden;
+  chain.dh0 = static_cast<Element*>(t.dh0);
+  chain.dc0 = static_cast<Element*>(t.dc0);
+  chain.steps = layer.steps;
+  chain.batch = layer.batch;
+  chain.hidden = layer.hidden;
+  steps << persistent_status(kr::persistent_backward(chain, ws + pl.barrier, backward_config(a.config), a.stream),
+                             "the backward chain");
+  if (!steps.ok()) return steps.status();
+
+  products_over_all_steps<Element>(a, r, t, l, d_input, d_hidden, h_prev, steps);
   return steps.status();
 }
 
@@ -325,7 +564,7 @@ LaunchStatus cudnn_backward(const LaunchArgs& a) {
   return library_status(cudnn_rnn_backward(a.libraries, a.stream, b));
 }
 
-void add_variants(Catalogue& cat, const std::string& primitive) {
+void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRungs& forward) {
   Variant s;
   s.primitive = primitive;
   s.name = "stepwise";
@@ -353,6 +592,29 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   };
   cat.add(g);
 
+  Variant p;
+  p.primitive = primitive;
+  p.name = "persistent";
+  p.description = "forward as the persistent rung keeping the activations; the backward's recurrent chain in one "
+                  "cooperative launch, each block W_hh's columns of its units in shared memory and the gates' "
+                  "gradients through L2, a grid barrier a step; then dx, dW and db as stepwise";
+  p.params = ParamSpace(
+      {{"forward", {kGridForward, kClusterForward}, "the forward run first: 0 persistent, 1 persistent_cluster (sm_90a)"},
+       {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
+       {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own columns; fewer rows read a step)"},
+       {"k_split", {4, 8, 16}, "lanes that share one unit's dot products over G H (summed by shuffles)"}});
+  p.default_config = Config({{"forward", kGridForward}, {"units_per_block", 4}, {"batch_groups", 4}, {"k_split", 8}});
+  p.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
+    return persistent_supports(forward, problem, config, limits);
+  };
+  p.workspace_bytes = persistent_workspace;
+  p.launch = [](const LaunchArgs& a) {
+    return with_storage_type(a.problem.dtype, "the recurrent family", [&](auto tag) {
+      return persistent<decltype(tag)>(a);
+    });
+  };
+  cat.add(p);
+
   Variant c;
   c.primitive = primitive;
   c.name = "cudnn";
@@ -375,10 +637,14 @@ void register_rnn_backward(Catalogue& cat) {
     const char* forward_name = cell == kr::Cell::lstm ? "lstm.forward" : "gru.forward";
     const Primitive* forward = cat.find_primitive(forward_name);
     if (!forward) throw std::logic_error(std::string("register_rnn_backward needs ") + forward_name + " registered first");
+    const Variant* grid = cat.find_variant(forward_name, "persistent");
+    const Variant* cluster = cat.find_variant(forward_name, "persistent_cluster");
+    if (!grid || !cluster)
+      throw std::logic_error(std::string("register_rnn_backward needs ") + forward_name + "'s persistent rungs");
     Primitive p = backward_primitive(*forward, cell);
     const std::string name = p.name;
     cat.add(std::move(p));
-    add_variants(cat, name);
+    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports});
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "baselines/reference.hpp"
+#include "kernels/rnn/rnn.cuh"
 #include "variants/catalogue.hpp"
 
 namespace shapetune {
@@ -87,7 +88,7 @@ TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
     const Primitive* p = catalogue().find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->default_variant, "stepwise");
-    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, cudnn");
+    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, persistent, cudnn");
     EXPECT_TRUE(catalogue().find_variant(name, "cudnn")->baseline);
   }
   const Shape shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}});
@@ -184,9 +185,105 @@ TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {
   EXPECT_FALSE(v.supports(narrow, config(4, 4, 4, 1), h200).ok);
 }
 
+Config backward_config(int forward, int units, int groups, int k_split) {
+  return Config({{"forward", forward}, {"units_per_block", units}, {"batch_groups", groups}, {"k_split", k_split}});
+}
+
+TEST(RnnCatalogue, PersistentBackwardTakesIssue20sTargetsAndRefusesWhatCannotBeHeld) {
+  const DeviceLimits h200 = nominal_device_limits();
+  const Shape targets[] = {Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}}),
+                           Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 256}}),
+                           Shape({{"T", 32}, {"N", 32}, {"D", 128}, {"H", 128}}),
+                           Shape({{"T", 128}, {"N", 64}, {"D", 256}, {"H", 512}})};
+  for (const char* name : {"lstm.backward", "gru.backward"}) {
+    const Variant& v = *catalogue().find_variant(name, "persistent");
+    for (const Shape& shape : targets)
+      for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+        const Problem p{name, dtype, shape};
+        const Support s = v.supports(p, v.default_config, h200);
+        EXPECT_TRUE(s.ok) << p.key() << ": " << s.reason;
+      }
+    // More batch groups than rows, more units in a block than hidden units.
+    const Problem small{name, DType::f32, Shape({{"T", 8}, {"N", 3}, {"D", 8}, {"H", 6}})};
+    EXPECT_TRUE(v.supports(small, backward_config(0, 4, 2, 4), h200).ok);
+    EXPECT_FALSE(v.supports(small, backward_config(0, 4, 4, 4), h200).ok);
+    EXPECT_FALSE(v.supports(small, backward_config(0, 8, 1, 4), h200).ok);
+    // 16 units x 64 rows a block: 16 lanes x 8 rows per thread still make 2048 threads.
+    const Support threads = v.supports({name, DType::f32, targets[0]}, backward_config(0, 16, 1, 16), h200);
+    EXPECT_FALSE(threads.ok);
+    EXPECT_NE(threads.reason.find("threads"), std::string::npos) << threads.reason;
+    // H = 2048: 16 columns of W_hh (G H = 8192 rows) are 512 KiB, over a block's 227 KiB at any tile.
+    const Problem huge{name, DType::f16, Shape({{"T", 4}, {"N", 8}, {"D", 8}, {"H", 2048}})};
+    const Support columns = v.supports(huge, backward_config(0, 16, 1, 8), h200);
+    EXPECT_FALSE(columns.ok);
+    EXPECT_NE(columns.reason.find("shared memory"), std::string::npos) << columns.reason;
+    // H = 1024 with one unit a block in 8 batch groups: 8192 blocks, more than 132 SMs hold.
+    const Problem wide{name, DType::f32, Shape({{"T", 4}, {"N", 64}, {"D", 8}, {"H", 1024}})};
+    const Support resident = v.supports(wide, backward_config(0, 1, 8, 4), h200);
+    EXPECT_FALSE(resident.ok);
+    EXPECT_NE(resident.reason.find("resident"), std::string::npos) << resident.reason;
+  }
+}
+
+TEST(RnnCatalogue, PersistentBackwardRefusesWhatItsForwardRefuses) {
+  const DeviceLimits h200 = nominal_device_limits();
+  const Shape h128({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}});
+  const Shape h512({{"T", 128}, {"N", 64}, {"D", 256}, {"H", 512}});
+  const Variant& lstm = *catalogue().find_variant("lstm.backward", "persistent");
+  const Variant& gru = *catalogue().find_variant("gru.backward", "persistent");
+  // The cluster forward on Hopper at H = 128; off Hopper only the grid forward.
+  EXPECT_TRUE(lstm.supports({"lstm.backward", DType::f32, h128}, backward_config(1, 4, 4, 8), h200).ok);
+  DeviceLimits t4 = h200;
+  t4.compute_capability = 75;
+  const Support off_hopper = lstm.supports({"lstm.backward", DType::f32, h128}, backward_config(1, 4, 4, 8), t4);
+  EXPECT_FALSE(off_hopper.ok);
+  EXPECT_NE(off_hopper.reason.find("persistent_cluster"), std::string::npos) << off_hopper.reason;
+  EXPECT_NE(off_hopper.reason.find("sm_90a"), std::string::npos) << off_hopper.reason;
+  EXPECT_TRUE(lstm.supports({"lstm.backward", DType::f32, h128}, backward_config(0, 4, 4, 8), t4).ok);
+  // H = 512: the LSTM's W_hh (4 MiB) is more than 16 blocks' shared memory, so the cluster forward
+  // refuses it, with its reason; the GRU's (3 MiB) fits.
+  const Support lstm_cluster = lstm.supports({"lstm.backward", DType::f32, h512}, backward_config(1, 4, 4, 8), h200);
+  EXPECT_FALSE(lstm_cluster.ok);
+  EXPECT_NE(lstm_cluster.reason.find("persistent_cluster"), std::string::npos) << lstm_cluster.reason;
+  EXPECT_NE(lstm_cluster.reason.find("shared memory"), std::string::npos) << lstm_cluster.reason;
+  EXPECT_TRUE(gru.supports({"gru.backward", DType::f32, h512}, backward_config(1, 4, 4, 8), h200).ok);
+  // One hidden unit: no cluster of 2 blocks has a unit for each.
+  const Problem one_unit{"gru.backward", DType::f32, Shape({{"T", 3}, {"N", 2}, {"D", 5}, {"H", 1}})};
+  EXPECT_FALSE(gru.supports(one_unit, backward_config(1, 1, 1, 4), h200).ok);
+  EXPECT_TRUE(gru.supports(one_unit, backward_config(0, 1, 1, 4), h200).ok);
+}
+
+TEST(RnnCatalogue, PersistentBackwardPlanTilesTheRowsItCannotHoldWhole) {
+  namespace kr = kernels::rnn;
+  const kr::ChipBudget h200{227 * 1024, 228 * 1024, 132};
+  // H = 128: one unit a block in one group; W's column and all 64 rows of G H = 512 fit whole.
+  const kr::BackwardPlan whole = kr::persistent_backward_plan(kr::Cell::lstm, 64, 128, {1, 1, 8}, h200);
+  EXPECT_EQ(whole.blocks, 128);
+  EXPECT_EQ(whole.tile, 512);
+  EXPECT_EQ(whole.threads, 256);  // 64 rows, two a lane group of 8 lanes
+  EXPECT_EQ(whole.rows_per_thread, 2);
+  EXPECT_EQ(whole.shared_bytes, std::size_t{65} * 516 * 4);
+  // H = 512 (G H = 2048): 16 units and 16 rows of 2052 floats are 257 KiB; the rows go in two
+  // equal tiles of 1024 columns.
+  const kr::BackwardPlan tiled = kr::persistent_backward_plan(kr::Cell::lstm, 64, 512, {16, 4, 8}, h200);
+  EXPECT_EQ(tiled.blocks, 128);
+  EXPECT_EQ(tiled.tile, 1024);
+  EXPECT_LE(tiled.shared_bytes, h200.shared_per_block);
+  // The grid's 512 blocks share the SMs four to one: a quarter of an SM each, so narrower tiles.
+  const kr::BackwardPlan shared = kr::persistent_backward_plan(kr::Cell::lstm, 64, 512, {4, 4, 8}, h200);
+  EXPECT_EQ(shared.blocks, 512);
+  EXPECT_GT(shared.tile, 0);
+  EXPECT_EQ(shared.tile % 32, 0);
+  EXPECT_LE(4 * (shared.shared_bytes + 1024), h200.shared_per_sm);
+  // W's columns alone past the budget: no tile.
+  EXPECT_EQ(kr::persistent_backward_plan(kr::Cell::lstm, 8, 2048, {16, 1, 8}, h200).tile, 0);
+  // Invalid: k_split not a power of 2.
+  EXPECT_EQ(kr::persistent_backward_plan(kr::Cell::gru, 8, 64, {4, 1, 6}, h200).threads, 0);
+}
+
 TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
   EXPECT_EQ(catalogue().variant_names("lstm.forward"), "stepwise, stepwise_graph, persistent, persistent_cluster, cudnn");
-  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, cudnn");
+  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, persistent, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
   // The same workspace as stepwise: the graph replays stepwise's launches on it.
   EXPECT_EQ(catalogue().find_variant(p.primitive, "stepwise_graph")->workspace_bytes(p, {}),

@@ -42,7 +42,9 @@ class RnnVariants : public ::testing::TestWithParam<DType> {
 TEST_P(RnnVariants, LstmEveryConfigAtAwkwardShapes) { verify_all("lstm.forward"); }
 TEST_P(RnnVariants, GruEveryConfigAtAwkwardShapes) { verify_all("gru.forward"); }
 
-// The backward: stepwise at every shape, cuDNN's algorithms where cuDNN takes them.
+// The backward: stepwise and persistent at every shape, cuDNN's algorithms where cuDNN takes them
+// (persistent refuses none of these shapes outright, but at_least stays stepwise's 1: its
+// configs' count is checked below).
 TEST_P(RnnVariants, LstmBackwardEveryConfigAtAwkwardShapes) { verify_all("lstm.backward", 1); }
 TEST_P(RnnVariants, GruBackwardEveryConfigAtAwkwardShapes) { verify_all("gru.backward", 1); }
 
@@ -55,6 +57,31 @@ TEST_P(RnnVariants, PersistentClusterRunsEveryConfigOnHopper) {
   for (const char* primitive : {"lstm.forward", "gru.forward"}) {
     const Problem problem{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
     EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent_cluster"), 40)
+        << problem.key();
+  }
+}
+
+// The persistent backward runs, not only refuses, on any GPU: at a shape where its configs split
+// the units and the batch unevenly (100 units, 7 rows; G H = 400 or 300 columns, the GRU's no
+// multiple of 8), every config it supports launches and matches, with either forward on Hopper.
+TEST_P(RnnVariants, PersistentBackwardRunsEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.backward", "gru.backward"}) {
+    const Problem problem{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent"), 30)
+        << problem.key();
+  }
+}
+
+// At H = 512 and 64 rows the rows of the gates' gradients do not fit whole beside W's columns
+// (an H200 block: 227 KiB), so most configs stage them in tiles (2 to 32 of them): those run too.
+TEST_P(RnnVariants, PersistentBackwardStagesWideRowsInTiles) {
+  if (device_.limits.shared_memory_per_block_optin < 200 * 1024)
+    GTEST_SKIP() << "the grid forward at H = 512 needs a Hopper-sized block's shared memory";
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.backward", "gru.backward"}) {
+    const Problem problem{primitive, GetParam(), Shape({{"T", 3}, {"N", 64}, {"D", 16}, {"H", 512}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent"), 20)
         << problem.key();
   }
 }
