@@ -1,9 +1,10 @@
 // Tensors just past 2^31 elements, as TechJam case 14 has them (its LayerNorms, GEMM outputs and
 // attention tensors hold 3.3e9 elements each): every variant of layernorm, residual_layernorm,
-// activation_backward.relu, attention.causal.split and gemm_bias.nt, in every config it supports,
-// at a shape whose largest tensor is a little over 2^31 elements of f16 (4 GiB; a test holds at
-// most ~18 GiB of device memory at once and takes seconds on an H200). Skipped where the device
-// has too little free memory.
+// activation_backward.relu, attention.causal.split, gemm_bias.nt and qkv_projection, in every
+// config it supports, at a shape whose largest tensor is a little over 2^31 elements of f16 (4 GiB;
+// a test holds at most ~18 GiB of device memory at once, the QKV projection 43 GiB with its
+// library variants' fp32 staging, and each takes seconds on an H200). Skipped where the device has
+// too little free memory.
 //
 // How a 32-bit offset would show: the data past element 2^31 (the rows or heads from there on,
 // and the one straddling it) differ from those before it, so a read that wrapped would read other
@@ -395,6 +396,71 @@ TEST_F(LargeExtents, GemmBiasPast2To31Outputs) {
                                                     tolerance_for(primitive, problem), name + " row " + std::to_string(r));
                                    });
   EXPECT_GE(ran, 7) << "the CUDA-core ladder but split_k, and mma_sync (wgmma too on sm_90)";
+}
+
+// ---- the QKV projection: Q, K and V of just past 2^31 elements each -------------------------
+
+// B 2, S 2^20 + 5, H 16, hd 64 (D 1024): Q, K and V [B, H, S, hd] hold 2.15e9 elements each, and
+// head (1, 15) straddles element 2^31 from position 1048566 on. x's rows (b S + s) at (1, 1048566),
+// (1, 1048567), the first and the last have their own values, every other row repeats one. The
+// library variants' fp32 staging takes 26 GiB more (43 GiB in all).
+TEST_F(LargeExtents, QkvProjectionPast2To31ElementsPerOutput) {
+  constexpr std::int64_t B = 2, S = (std::int64_t{1} << 20) + 5, H = 16, hd = 64, D = H * hd, rows = B * S;
+  static_assert(rows * D > k2To31);
+  const std::size_t bytes = static_cast<std::size_t>(rows * D) * kHalf;
+  const std::size_t staging = static_cast<std::size_t>(rows * 3 * D) * sizeof(float);
+  if (!fits(4 * bytes + staging)) GTEST_SKIP() << "needs " << (4 * bytes + staging) / (1 << 30) << " GiB free";
+  constexpr std::int64_t crossing = (k2To31 - (B * H - 1) * S * hd) / hd;  // position of element 2^31 in the last head
+  static_assert(crossing > 0 && crossing < S);
+  const std::vector<std::int64_t> own = {0, S + crossing, S + crossing + 1, rows - 1};
+  const std::vector<std::int64_t> checked = {0, 1, S + crossing - 1, S + crossing, S + crossing + 1, rows - 1};
+  std::mt19937_64 rng(9800000000);
+  void* x = alloc(bytes);
+  void* w = alloc(3 * D * D * kHalf);
+  void* bias = alloc(3 * D * kHalf);
+  void* out[3] = {alloc(bytes), alloc(bytes), alloc(bytes)};
+  std::map<std::int64_t, std::vector<double>> x_rows;
+  const std::vector<double> pattern = draw(D, -1, 1, rng);
+  upload(x, 0, pattern);
+  replicate(x, D, rows);
+  for (std::int64_t r : checked) x_rows[r] = pattern;
+  for (std::int64_t r : own) upload(x, static_cast<std::size_t>(r * D), x_rows[r] = draw(D, -1, 1, rng));
+  const std::vector<double> w_values = draw(3 * D * D, -1, 1, rng), bias_values = draw(3 * D, -1, 1, rng);
+  upload(w, 0, w_values);
+  upload(bias, 0, bias_values);
+
+  const Primitive& primitive = *catalogue().find_primitive("qkv_projection");
+  const Problem problem{"qkv_projection", DType::f16, Shape({{"B", B}, {"S", S}, {"H", H}, {"hd", hd}})};
+  const Problem one_row{"qkv_projection", DType::f16, Shape({{"B", 1}, {"S", 1}, {"H", H}, {"hd", hd}})};
+  std::map<std::int64_t, std::array<std::vector<double>, 3>> expected;  // each [H, hd]
+  for (std::int64_t r : checked) {
+    HostTensors host{x_rows[r], w_values, bias_values, std::vector<double>(D), std::vector<double>(D),
+                     std::vector<double>(D)};
+    primitive.reference(one_row, {}, host);
+    expected[r] = {host[3], host[4], host[5]};
+  }
+  // Row (b, s) of Q, K or V: hd elements per head, S hd apart, from ((b H) S + s) hd.
+  auto read_row = [&](const void* tensor, std::int64_t row) {
+    const std::int64_t b = row / S, s = row % S;
+    std::vector<__half> values(static_cast<std::size_t>(D));
+    SHAPETUNE_CUDA_CHECK(cudaMemcpy2D(values.data(), hd * kHalf, static_cast<const __half*>(tensor) + (b * H * S + s) * hd,
+                                      S * hd * kHalf, hd * kHalf, H, cudaMemcpyDeviceToHost));
+    std::vector<double> row_values(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) row_values[i] = __half2float(values[i]);
+    return row_values;
+  };
+  const int ran = run_every_config(problem, {x, w, bias, out[0], out[1], out[2]}, {},
+                                   [&] {
+                                     for (void* o : out) poison(o, bytes);
+                                   },
+                                   [&](const std::string& name) {
+                                     for (std::int64_t r : checked)
+                                       for (int j = 0; j < 3; ++j)
+                                         expect_close(read_row(out[j], r), expected[r][static_cast<std::size_t>(j)],
+                                                      tolerance_for(primitive, problem),
+                                                      name + " " + "qkv"[j] + " row " + std::to_string(r));
+                                   });
+  EXPECT_EQ(ran, 3) << "split, packed (cuBLAS and the head-split pass) and packed_head_split";
 }
 
 }  // namespace
