@@ -603,7 +603,9 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
        {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
        {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own columns; fewer rows read a step)"},
        {"k_split", {4, 8, 16}, "lanes that share one unit's dot products over G H (summed by shuffles)"}});
-  p.default_config = Config({{"forward", kGridForward}, {"units_per_block", 4}, {"batch_groups", 4}, {"k_split", 8}});
+  // The grid forward runs anywhere; 8 units in 4 groups keep issue 20's four targets at one or two
+  // blocks an SM (256 threads of up to 128 registers; at H = 512 three tiles of 111 KB).
+  p.default_config = Config({{"forward", kGridForward}, {"units_per_block", 8}, {"batch_groups", 4}, {"k_split", 8}});
   p.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
     return persistent_supports(forward, problem, config, limits);
   };

@@ -39,6 +39,7 @@ namespace shapetune::kernels::rnn {
 namespace {
 
 constexpr std::size_t kBarrierBytes = 256;  // the counter, alone in its own L2 lines
+constexpr int kStagedLoads = 4;             // staging loads a thread has in flight at once
 
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -128,18 +129,41 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, 1)
         // chunks read them, times W's zeros: never garbage, which could be NaN).
         const int width = min(tile, GH - base), width4 = (width + 3) / 4 * 4;
         if (base > 0) __syncthreads();  // everyone is done with the previous tile
+        // A thread issues kStagedLoads loads before it stores any: one L2 latency for all of
+        // them, not one each (the step's longest wait after the barrier itself).
         if (GH % 4 == 0) {  // 16-byte aligned rows and tiles (the buffer starts on 256 bytes)
-          const int quads = width / 4;
-          for (int idx = threadIdx.x; idx < rows * quads; idx += blockDim.x) {
-            const int r = idx / quads, q = idx % quads;
-            *reinterpret_cast<float4*>(d_s + r * tile_stride + 4 * q) =
-                __ldcg(reinterpret_cast<const float4*>(source + static_cast<std::int64_t>(r) * GH + base) + q);
+          const int quads = width / 4, total = rows * quads;
+          for (int first = threadIdx.x; first < total; first += kStagedLoads * blockDim.x) {
+            float4 v[kStagedLoads];
+#pragma unroll
+            for (int b = 0; b < kStagedLoads; ++b) {
+              const int idx = first + b * static_cast<int>(blockDim.x);
+              if (idx < total)
+                v[b] = __ldcg(reinterpret_cast<const float4*>(source + static_cast<std::int64_t>(idx / quads) * GH + base) +
+                              idx % quads);
+            }
+#pragma unroll
+            for (int b = 0; b < kStagedLoads; ++b) {
+              const int idx = first + b * static_cast<int>(blockDim.x);
+              if (idx < total) *reinterpret_cast<float4*>(d_s + (idx / quads) * tile_stride + 4 * (idx % quads)) = v[b];
+            }
           }
         } else {
-          for (int idx = threadIdx.x; idx < rows * width4; idx += blockDim.x) {
-            const int r = idx / width4, col = idx % width4;
-            d_s[r * tile_stride + col] =
-                col < width ? __ldcg(source + static_cast<std::int64_t>(r) * GH + base + col) : 0.f;
+          const int total = rows * width4;
+          for (int first = threadIdx.x; first < total; first += kStagedLoads * blockDim.x) {
+            float v[kStagedLoads];
+#pragma unroll
+            for (int b = 0; b < kStagedLoads; ++b) {
+              const int idx = first + b * static_cast<int>(blockDim.x), col = idx % width4;
+              v[b] = idx < total && col < width
+                         ? __ldcg(source + static_cast<std::int64_t>(idx / width4) * GH + base + col)
+                         : 0.f;
+            }
+#pragma unroll
+            for (int b = 0; b < kStagedLoads; ++b) {
+              const int idx = first + b * static_cast<int>(blockDim.x);
+              if (idx < total) d_s[(idx / width4) * tile_stride + idx % width4] = v[b];
+            }
           }
         }
         __syncthreads();
@@ -241,7 +265,8 @@ BackwardPlan persistent_backward_plan(Cell cell, int batch, int hidden, const Ba
   plan.rows_per_group = (batch + c.batch_groups - 1) / c.batch_groups;
   const int groups = (batch + plan.rows_per_group - 1) / plan.rows_per_group;  // none empty
   const int units_blocks = (hidden + c.units_per_block - 1) / c.units_per_block;
-  plan.blocks = groups * units_blocks;
+  // Held below 2^30: a grid that large is refused as not resident at once, never launched.
+  plan.blocks = static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(groups) * units_blocks, 1 << 30));
   // The fewest rows a lane group takes (more rows reuse each W chunk read; fewer make shorter
   // chains and more warps) that keep the block within the preferred size.
   for (int rows_per_thread = 1; rows_per_thread <= kMaxRowsPerThread && rows_per_thread <= c.k_split;

@@ -169,7 +169,7 @@ struct BackwardChain {
 };
 
 struct BackwardConfig {
-  int units_per_block = 4;  // hidden units j a block owns: the columns W_hh[:, j] it keeps
+  int units_per_block = 8;  // hidden units j a block owns: the columns W_hh[:, j] it keeps
   int batch_groups = 4;     // the batch split over this many groups of blocks, each its own columns
   int k_split = 8;          // lanes sharing one unit's dot products over G H (a power of 2 up to 32)
 };
