@@ -431,7 +431,15 @@ struct TransformerRunner::State {
   DType model;
   TransformerTypes types;
   std::map<std::string, DeviceBuffer> weights;
-  DeviceBuffer input, residual[2], normed, q, k, v, ctx, projected, hidden, output;
+  // Seven [B S, D] buffers; four more tensors live in them where their owner is dead (every op runs
+  // in order on one stream): the attention's context in `normed` (read by the QKV projection before,
+  // written by the residual LayerNorm after), the projections' output in `q` (dead after the
+  // attention, written again by the next layer's QKV projection), the FFN's hidden layer in `k`
+  // where FFN <= D, and the model's output in `v`. TechJam case 14 in f32 (B S D = 3.3e9 elements,
+  // 12.2 GiB each) then needs 85 GiB of activations instead of 134, and fits the H200 with padding
+  // and an fp32-staging QKV projection beside it.
+  DeviceBuffer input, residual[2], normed, q, k, v, wide_hidden;
+  void *ctx = nullptr, *projected = nullptr, *hidden = nullptr, *output = nullptr;
   DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and +1/-1 per element of [B, S, D]
   std::vector<BoundOp> ops;
   GraphExec graph;
@@ -466,8 +474,11 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   for (auto& r : st.residual) r = DeviceBuffer(activations);
   st.normed = DeviceBuffer(activations);
   st.q = DeviceBuffer(activations), st.k = DeviceBuffer(activations), st.v = DeviceBuffer(activations);
-  st.ctx = DeviceBuffer(activations), st.projected = DeviceBuffer(activations), st.output = DeviceBuffer(activations);
-  st.hidden = DeviceBuffer(static_cast<std::size_t>(M * shape.ffn) * element);
+  st.ctx = st.normed.get(), st.projected = st.q.get(), st.output = st.v.get();
+  if (shape.ffn <= D)
+    st.hidden = st.k.get();
+  else
+    st.hidden = (st.wide_hidden = DeviceBuffer(static_cast<std::size_t>(M * shape.ffn) * element)).get();
   const bool padded = has_padding(shape, valid_lengths);
   if (padded) {
     st.lengths = DeviceBuffer(valid_lengths.size() * sizeof(std::int32_t));
@@ -499,27 +510,27 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
     bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q.get(), st.k.get(),
                     st.v.get()}, {});
     if (padded)
-      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.lengths.get(), st.ctx.get()}, {});
+      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.lengths.get(), st.ctx}, {});
     else
-      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx.get()}, {});
-    bind(kinds[3], {st.ctx.get(), st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected.get()}, plain);
+      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx}, {});
+    bind(kinds[3], {st.ctx, st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected}, plain);
     void* after_attention = st.residual[next].get();
     next ^= 1;
-    bind(kinds[4], {current, st.projected.get(), st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention,
+    bind(kinds[4], {current, st.projected, st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention,
                     st.normed.get()}, eps);
     current = after_attention;
-    bind(kinds[5], {st.normed.get(), st.weight(l, "ffn.fc1.weight"), st.weight(l, "ffn.fc1.bias"), st.hidden.get()}, plain);
-    bind(kinds[6], {st.hidden.get(), st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), st.projected.get()}, plain);
+    bind(kinds[5], {st.normed.get(), st.weight(l, "ffn.fc1.weight"), st.weight(l, "ffn.fc1.bias"), st.hidden}, plain);
+    bind(kinds[6], {st.hidden, st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), st.projected}, plain);
     void* after_ffn = st.residual[next].get();
     next ^= 1;
     const bool last = l + 1 == shape.layers;
     // With padding the final LayerNorm writes `normed`, and the mask product moves it to the output.
-    bind(kinds[4], {current, st.projected.get(), last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight"),
+    bind(kinds[4], {current, st.projected, last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight"),
                     last ? st.weight(-1, "ln_f.bias") : st.weight(l + 1, "ln1.bias"), after_ffn,
-                    last && !padded ? st.output.get() : st.normed.get()}, eps);
+                    last && !padded ? st.output : st.normed.get()}, eps);
     current = after_ffn;
   }
-  if (padded) bind(kinds[7], {st.valid_mask.get(), st.normed.get(), st.output.get()}, {});
+  if (padded) bind(kinds[7], {st.valid_mask.get(), st.normed.get(), st.output}, {});
   // One eager pass first, so that libraries do their lazy set-up (handles, workspaces, plans)
   // outside the capture, where cublasCreate and friends are not allowed.
   for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());
@@ -550,7 +561,7 @@ TensorValues TransformerRunner::output() const {
   const State& st = *state_;
   std::vector<std::byte> bytes(static_cast<std::size_t>(st.shape.rows() * st.shape.dim) *
                                dtype_size(storage_of(st.types.product)));
-  SHAPETUNE_CUDA_CHECK(cudaMemcpy(bytes.data(), st.output.get(), bytes.size(), cudaMemcpyDeviceToHost));
+  SHAPETUNE_CUDA_CHECK(cudaMemcpy(bytes.data(), st.output, bytes.size(), cudaMemcpyDeviceToHost));
   return TensorValues{{st.shape.batch, st.shape.seq, st.shape.dim}, from_bytes(st.types.product, bytes)};
 }
 
