@@ -451,10 +451,8 @@ struct CharLmTrainer::State {
 
   std::vector<BoundOp> forward, backward;  // forward: layers, head, loss; backward: head grads, layers
   BoundOp adam;
-  Graph step_graph;  // outlives the executable's use (node handles belong to it)
-  GraphExec step_exec, eval_exec;
-  cudaGraphNode_t adam_node = nullptr;
-  std::int64_t adam_steps = 0;
+  StepGraph step_graph;
+  GraphExec eval_exec;
 
   cudaStream_t stream() const { return core->stream(); }
   LibraryHandles& libraries() { return core->libraries(); }
@@ -520,13 +518,7 @@ struct CharLmTrainer::State {
                                                           static_cast<double*>(loss_sum.get()), stream()));
       carry_state();
     });
-    cudaGraph_t parent = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
-    step_graph = Graph(parent);
-    cudaGraphNode_t body_node = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, capture_adam(1).get()));
-    step_exec = GraphExec(step_graph);
+    step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
 
     const Graph eval = capture(stream(), [&] {
       gather(val_inputs, val_targets, val_step);
@@ -537,17 +529,6 @@ struct CharLmTrainer::State {
       carry_state();
     });
     eval_exec = GraphExec(eval);
-  }
-
-  void replay_step() {
-    const std::int64_t t = ++adam_steps;
-    if (t > 1) {
-      const Graph next = capture_adam(t);
-      const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(step_exec.get(), adam_node, next.get());
-      if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
-      SHAPETUNE_CUDA_CHECK(e);
-    }
-    step_exec.launch(stream());
   }
 };
 
@@ -680,8 +661,9 @@ CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
   SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(s.loss_sum.get(), 0, sizeof(double), s.stream()));
   EventPairs events(steps);
   for (std::int64_t i = 0; i < steps; ++i) {
+    s.step_graph.prepare();
     events.record_start(i, s.stream());
-    s.replay_step();
+    s.step_graph.launch(s.stream());
     events.record_end(i, s.stream());
   }
   CharLmEpoch r;
@@ -715,8 +697,9 @@ CharLmTimingSuite CharLmTrainer::timing_suite(const CharLmTimingSuiteOptions& op
       batch = 0;
     }
     const std::int64_t sample = i - warmup;
+    s.step_graph.prepare();
     if (sample >= 0) events.record_start(sample, s.stream());
-    s.replay_step();
+    s.step_graph.launch(s.stream());
     if (sample >= 0) events.record_end(sample, s.stream());
     ++batch;
   }

@@ -151,10 +151,7 @@ struct LogregTrainer::State {
   BoundOp step_op, adam;
   Evaluation train_eval, test_eval;
 
-  Graph step_graph;  // outlives the executable: its child node handle is what gets swapped
-  GraphExec graph;
-  cudaGraphNode_t adam_node = nullptr;
-  std::int64_t adam_steps = 0;
+  StepGraph step_graph;
   std::mt19937_64 rng;
   int epoch = 0;
 
@@ -224,24 +221,7 @@ struct LogregTrainer::State {
     step_op.launch(stream(), core->libraries());
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
     const Graph body = capture(stream(), [&] { enqueue_step_body(); });
-    cudaGraph_t parent = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
-    step_graph = Graph(parent);
-    cudaGraphNode_t body_node = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, capture_adam(1).get()));
-    graph = GraphExec(step_graph);
-  }
-
-  void replay_step() {
-    const std::int64_t t = ++adam_steps;
-    if (t > 1) {
-      const Graph g = capture_adam(t);
-      const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph.get(), adam_node, g.get());
-      if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
-      SHAPETUNE_CUDA_CHECK(e);
-    }
-    graph.launch(stream());
+    step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
   }
 };
 
@@ -333,8 +313,9 @@ LogregEpoch LogregTrainer::train_epoch() {
   } destroy{events};
   for (cudaEvent_t& e : events) SHAPETUNE_CUDA_CHECK(cudaEventCreate(&e));
   for (std::int64_t i = 0; i < s.steps; ++i) {
+    s.step_graph.prepare();
     SHAPETUNE_CUDA_CHECK(cudaEventRecord(events[static_cast<std::size_t>(2 * i)], s.stream()));
-    s.replay_step();
+    s.step_graph.launch(s.stream());
     SHAPETUNE_CUDA_CHECK(cudaEventRecord(events[static_cast<std::size_t>(2 * i + 1)], s.stream()));
   }
   std::vector<float> history(static_cast<std::size_t>(s.steps));

@@ -158,12 +158,7 @@ struct MlpTrainer::State {
   BoundOp adam;
   std::int64_t train_count = 0;
   DeviceBuffer train_pixels, train_labels, order, step_counter, loss_sum;
-  // The step graph and its executable. The graph outlives the executable's use: a node handle
-  // passed to cudaGraphExec*SetParams must belong to the graph the executable came from.
-  Graph step_graph;
-  GraphExec graph;
-  cudaGraphNode_t adam_node = nullptr;
-  std::int64_t adam_steps = 0;  // Adam steps taken so far; the next one is adam_steps + 1
+  StepGraph step_graph;  // with Adam in it (adam_in_graph), else the body alone
   int epoch = 0;
 
   // Evaluation.
@@ -252,31 +247,18 @@ struct MlpTrainer::State {
                                                           static_cast<const float*>(train->loss.get()),
                                                           static_cast<double*>(loss_sum.get()), stream()));
     });
-    cudaGraph_t parent = nullptr;
-    SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
-    step_graph = Graph(parent);
-    cudaGraphNode_t body_node = nullptr;  // the parent holds clones of its child graphs
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
     if (options.adam_in_graph)
-      SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&adam_node, parent, &body_node, 1, capture_adam(1).get()));
-    graph = GraphExec(step_graph);
+      step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
+    else
+      step_graph = StepGraph(body, {});
   }
 
   void replay_step() {
-    const std::int64_t t = ++adam_steps;
+    step_graph.replay(stream());
     if (!options.adam_in_graph) {
-      graph.launch(stream());
-      adam.scalars = {options.lr, kBeta1, kBeta2, kAdamEps, 0.0, static_cast<double>(t)};
+      adam.scalars = {options.lr, kBeta1, kBeta2, kAdamEps, 0.0, static_cast<double>(step_graph.steps())};
       adam.launch(stream(), libraries());
-      return;
     }
-    if (t > 1) {
-      const Graph g = capture_adam(t);
-      const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(graph.get(), adam_node, g.get());
-      if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
-      SHAPETUNE_CUDA_CHECK(e);
-    }
-    graph.launch(stream());
   }
 };
 

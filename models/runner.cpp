@@ -118,6 +118,26 @@ Graph& Graph::operator=(Graph&& o) noexcept {
 
 GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }
 
+StepGraph::StepGraph(const Graph& body, CaptureUpdate capture_update) : capture_update_(std::move(capture_update)) {
+  cudaGraph_t parent = nullptr;
+  SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
+  graph_ = Graph(parent);
+  cudaGraphNode_t body_node = nullptr;  // the parent holds clones of its child graphs
+  SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
+  if (capture_update_)
+    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&update_node_, parent, &body_node, 1, capture_update_(1).get()));
+  exec_ = GraphExec(graph_);
+}
+
+void StepGraph::prepare() {
+  const std::int64_t t = ++steps_;
+  if (!capture_update_ || t == 1) return;  // step 1's update is the one built in
+  const Graph next = capture_update_(t);
+  const cudaError_t e = cudaGraphExecChildGraphNodeSetParams(exec_.get(), update_node_, next.get());
+  if (e != cudaSuccess) cudaGetLastError();  // not sticky: keep it from the next launch's check
+  SHAPETUNE_CUDA_CHECK(e);
+}
+
 GraphExec::~GraphExec() {
   if (exec_) cudaGraphExecDestroy(exec_);
 }

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -166,6 +167,33 @@ class GraphExec {
 
  private:
   cudaGraphExec_t exec_ = nullptr;
+};
+
+// A training step as one executable graph: the body captured once, then the parameter update as a
+// child graph swapped in before every step, since Adam's bias correction is a launch argument and
+// a capture bakes its arguments. Without an update function the step is the body alone.
+class StepGraph {
+ public:
+  using CaptureUpdate = std::function<Graph(std::int64_t step)>;  // the update of step t (from 1), captured
+  StepGraph() = default;
+  StepGraph(const Graph& body, CaptureUpdate capture_update);
+  // The host half of the next step: its update captured and swapped in. Call it before recording
+  // the step's start event, so event time is the GPU's alone; launches already queued keep the
+  // update they were launched with.
+  void prepare();
+  void launch(cudaStream_t stream) const { exec_.launch(stream); }
+  void replay(cudaStream_t stream) {
+    prepare();
+    launch(stream);
+  }
+  std::int64_t steps() const { return steps_; }  // steps prepared so far
+
+ private:
+  CaptureUpdate capture_update_;
+  Graph graph_;  // outlives exec_: the update node's handle belongs to it
+  GraphExec exec_;
+  cudaGraphNode_t update_node_ = nullptr;
+  std::int64_t steps_ = 0;
 };
 
 // A device copy of `host` (at least one element's worth, so an empty vector is a valid pointer).

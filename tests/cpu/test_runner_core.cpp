@@ -119,8 +119,9 @@ TEST(RunnerCore, PinnedConfigValuesOverrideTheTablesChoice) {
   // The Transformer pins it on its residual LayerNorm, in every dtype.
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
     for (const ModelOp& op : transformer_ops(*techjam_case(1), dtype)) {
-      if (op.problem.primitive == "residual_layernorm")
+      if (op.problem.primitive == "residual_layernorm") {
         EXPECT_EQ(op.pinned, (std::vector<std::pair<std::string, std::int64_t>>{{"round_h", 1}}));
+      }
     }
 }
 
