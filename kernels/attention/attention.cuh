@@ -43,6 +43,10 @@ struct Params {
   int batch = 0, heads = 0, seq = 0, head_dim = 0;
   float scale = 1;  // multiplies Q K^T before the mask and the softmax
   Mask mask = Mask::causal;
+  // The rounding points of a framework's materialised (eager) attention, st() = round to T: S =
+  // st(st(Q K^T) scale), P = st(exp(S - max) / sum) normalised before P V, O = st(P V). Only
+  // flash_mma has this mode (flash_wgmma refuses it: cudaErrorNotSupported).
+  bool rounded = false;
 };
 
 // Split Q, K, V: three tensors [B, H, S, hd].
@@ -66,6 +70,13 @@ inline Strides merged_strides(int heads, int seq, int head_dim) {
 template <typename T>
 cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
                            Mask mask, cudaStream_t);
+
+// The same with the rounding points of a framework's materialised attention: scores [B, H, S, S]
+// hold st(Q K^T) in T (the caller's GEMM stores them), each is taken as st(score * scale), the
+// softmax is fp32 with accurate expf, and p = st(exp(s - max) / sum).
+template <typename T>
+cudaError_t rounded_masked_softmax(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
+                                   float scale, Mask mask, cudaStream_t);
 
 // Zeroes the output rows of queries at or past their batch row's length (after P V wrote them).
 template <typename T>

@@ -14,6 +14,17 @@
 //       by 32-bit loads (TF32: .trans would split the floats).
 //   O / (row sum) --the warp's rows of the Q tile's shared memory--> 16-byte global stores.
 //
+// The rounded mode (Params::rounded, a template flag: the plain instantiations do not change)
+// rounds where a framework's materialised attention rounds, st() = round to T: S = st(st(Q K^T)
+// scale), P = st(exp(S - max) / sum) normalised before P V. P needs the row's final max and sum,
+// so the block walks its key tiles twice, as one pipeline of 2 * key_tiles steps: pass 1 takes S
+// and the exact row max and the fp32 sum of expf(S - max) (rescaled online, accurate expf, no V
+// loads, no P V); pass 2 takes the same S again (the same mma on the same tiles: bit-identical),
+// P in fp32 with the final max and sum, rounded to T as it becomes the A fragment, and O += P V as
+// the plain mode does, no rescaling and no division at the end. TF32: P is rounded to TF32 by the
+// mma operand conversion, so the rounded tf32 primitive differs from its definition (st() = the
+// identity on fp32) by that rounding of P, as the plain tf32 mode rounds its unnormalised P.
+//
 // P from accumulator to A fragment (groupID g = lane / 4, t = lane % 4): the accumulator of score
 // tile j holds (row g, keys 8j + 2t, +1) in c0, c1 and (row g + 8, the same keys) in c2, c3.
 //   m16n8k16: a0..a3 = (g, k 2t..2t+1), (g + 8, k 2t..), (g, k 2t+8..), (g + 8, k 2t+8..), so
@@ -67,10 +78,11 @@ constexpr std::size_t shared_bytes(int warps, int block_k, int stages, int head_
          padded_row_bytes(head_dim, element_bytes);
 }
 
-template <typename TArg, int kHeadDimArg, int kWarpsArg, int kBlockKArg>
+template <typename TArg, int kHeadDimArg, int kWarpsArg, int kBlockKArg, bool kRoundedArg = false>
 struct Tiling {
   using T = TArg;
   static constexpr bool kTf32 = sizeof(T) == 4;
+  static constexpr bool kRounded = kRoundedArg;  // the two-pass rounded mode (top of the file)
   static constexpr int kHeadDim = kHeadDimArg, kWarps = kWarpsArg, kBlockK = kBlockKArg;
   static constexpr int kThreads = kWarpSize * kWarps;
   static constexpr int kBlockQ = kMmaRows * kWarps;
@@ -247,6 +259,90 @@ __device__ __forceinline__ void multiply_pv(const float (&p)[C::kKeyTiles][4], f
   }
 }
 
+// ---- the rounded mode's softmax ---------------------------------------------------------------
+
+// st(): x rounded to the storage type T and back (the identity for TF32's float).
+template <typename T>
+__device__ __forceinline__ float stored(float x) {
+  return to_float(from_float<T>(x));
+}
+
+// The tile's scores as a materialised attention stores them, S = st(st(q . k) scale), masked ones
+// -inf (arguments as online_softmax's). The product by __fmul_rn is never contracted into a later
+// subtraction, so every use of a score, in both passes, sees the same value.
+template <class C>
+__device__ __forceinline__ void round_scores(float (&s)[C::kKeyTiles][4], float scale, bool masked, bool causal,
+                                             int first_key, int first_row, int valid_keys) {
+  using T = typename C::T;
+#pragma unroll
+  for (int j = 0; j < C::kKeyTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = stored<T>(__fmul_rn(stored<T>(s[j][e]), scale));
+      if (masked) {
+        const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
+        if (key >= valid_keys || (causal && key > row)) x = -INFINITY;
+      }
+      s[j][e] = x;
+    }
+}
+
+// Pass 1: the lane's running max of its scores in rows g and g + 8 (h = 0, 1), exact, and the sum
+// of expf(s - max) over them in fp32, rescaled by expf(old max - new max) when the max grows. The
+// 4 lanes of a row merge theirs after the last tile (merge_row_statistics).
+template <class C>
+__device__ __forceinline__ void accumulate_row_statistics(const float (&s)[C::kKeyTiles][4], float (&row_max)[2],
+                                                          float (&row_sum)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < C::kKeyTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+    const float new_max = fmaxf(row_max[h], tile_max);
+    if (new_max == -INFINITY) continue;  // no key of this lane's row visible yet
+    float sum = row_sum[h] * expf(row_max[h] - new_max);  // 0 * 0 while the row had nothing
+#pragma unroll
+    for (int j = 0; j < C::kKeyTiles; ++j)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) sum += expf(s[j][e] - new_max);
+    row_max[h] = new_max;
+    row_sum[h] = sum;
+  }
+}
+
+// End of pass 1: the 4 lanes of a row merge their maxima and sums, and each then holds its rows'
+// final max and sum. The whole warp calls this (shuffles).
+template <class C>
+__device__ __forceinline__ void merge_row_statistics(float (&row_max)[2], float (&row_sum)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float top = row_max[h];
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+    float sum = top == -INFINITY ? 0.f : row_sum[h] * expf(row_max[h] - top);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    row_max[h] = top;
+    row_sum[h] = sum;
+  }
+}
+
+// Pass 2: P = expf(S - max) / sum with the rows' final max and sum (an IEEE division), left in
+// fp32 for multiply_pv, which rounds it to T as it packs the A fragment: st(P), exactly. Masked
+// scores give 0; a row with no visible key (sum 0: its output is zeroed) gives 0 throughout.
+template <class C>
+__device__ __forceinline__ void normalised_probabilities(float (&s)[C::kKeyTiles][4], const float (&row_max)[2],
+                                                         const float (&row_sum)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const bool any = row_sum[h] > 0.f;
+#pragma unroll
+    for (int j = 0; j < C::kKeyTiles; ++j)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) s[j][e] = any ? expf(s[j][e] - row_max[h]) / row_sum[h] : 0.f;
+  }
+}
+
 // ---- the kernel -------------------------------------------------------------------------------
 
 // Pipelines (cp.async groups committed in order; every step commits, empty or not, so the waits'
@@ -305,7 +401,7 @@ __global__ void __launch_bounds__(C::kThreads)
     commit_async_copies();
     copy_k(0);
     commit_async_copies();
-    if (double_buffered) copy_v(0);
+    if (!C::kRounded && double_buffered) copy_v(0);  // the rounded mode's first pass reads no V
     commit_async_copies();
     wait_async_copies<2>();  // Q has landed; K0 (and V0) may not have
     __syncthreads();
@@ -321,47 +417,113 @@ __global__ void __launch_bounds__(C::kThreads)
                                   : static_cast<unsigned>(((lane / 8) % 2 * 8 + lane % 8) * C::kRowBytes +
                                                           (lane / 16) * kChunkBytes));
 
-    for (int t = 0; t < key_tiles; ++t) {
-      const int k0 = t * C::kBlockK;
-      // A warp whose rows are all past the length, or all above this tile under the causal
-      // mask, has nothing to add; it still takes part in the copies and barriers.
-      const bool warp_active = warp_q0 < valid && (!causal || k0 <= warp_q0 + kMmaRows - 1);
-      const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > warp_q0);
+    if constexpr (C::kRounded) {
+      // Step u of 2 key_tiles takes tile u (pass 1) or u - key_tiles (pass 2) into slot u & 1:
+      // the pipeline of the plain mode over a sequence of tiles twice as long, the same waits and
+      // barriers, with no V copies in pass 1.
+      const int steps = 2 * key_tiles;
+      auto slot = [&](int u) { return kv_smem + static_cast<unsigned>((double_buffered ? u & 1 : 0) * C::kStageBytes); };
+      auto tile_of = [&](int u) { return u < key_tiles ? u : u - key_tiles; };
+      auto copy_k_step = [&](int u) {
+        const int tile = tile_of(u);
+        copy_tile<C, C::kBlockK>(slot(u), k_src + tile * C::kBlockK * p.k_strides.row, p.k_strides.row,
+                                 valid - tile * C::kBlockK);
+      };
+      auto copy_v_step = [&](int u) {
+        if (u < key_tiles) return;
+        const int tile = u - key_tiles;
+        copy_tile<C, C::kBlockK>(slot(u) + C::kTileBytes, v_src + tile * C::kBlockK * p.v_strides.row,
+                                 p.v_strides.row, valid - tile * C::kBlockK);
+      };
 
-      if (double_buffered)
-        wait_async_copies<1>();
-      else
-        wait_async_copies<0>();
-      __syncthreads();
-      if (double_buffered) {
-        if (t + 1 < key_tiles) copy_k(t + 1);
-        commit_async_copies();
-        if (t + 1 < key_tiles) copy_v(t + 1);
-        commit_async_copies();
-      } else {
-        copy_v(t);
-        commit_async_copies();
+      for (int u = 0; u < steps; ++u) {
+        const bool second_pass = u >= key_tiles;
+        const int k0 = tile_of(u) * C::kBlockK;
+        const bool warp_active = warp_q0 < valid && (!causal || k0 <= warp_q0 + kMmaRows - 1);
+        const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > warp_q0);
+
+        if (double_buffered)
+          wait_async_copies<1>();
+        else
+          wait_async_copies<0>();
+        __syncthreads();
+        if (double_buffered) {
+          if (u + 1 < steps) copy_k_step(u + 1);
+          commit_async_copies();
+          if (u + 1 < steps) copy_v_step(u + 1);
+          commit_async_copies();
+        } else {
+          copy_v_step(u);
+          commit_async_copies();
+        }
+
+        if (u == key_tiles) merge_row_statistics<C>(row_max, row_sum);  // every lane, before pass 2
+        float s[C::kKeyTiles][4];
+        if (warp_active) {
+          if constexpr (!C::kQInRegisters) load_q<C>(q, q_lane);
+          multiply_qk<C>(s, q, slot(u) + k_lane_offset);
+          round_scores<C>(s, p.scale, masked, causal, k0 + 2 * thread_in_group, warp_q0 + group, valid);
+          if (second_pass)
+            normalised_probabilities<C>(s, row_max, row_sum);
+          else
+            accumulate_row_statistics<C>(s, row_max, row_sum);
+        }
+
+        if (double_buffered)
+          wait_async_copies<2>();
+        else
+          wait_async_copies<0>();
+        __syncthreads();
+        if (!double_buffered) {
+          if (u + 1 < steps) copy_k_step(u + 1);
+          commit_async_copies();
+        }
+
+        if (second_pass && warp_active) multiply_pv<C>(s, o, slot(u) + v_lane_offset);
       }
+    } else {
+      for (int t = 0; t < key_tiles; ++t) {
+        const int k0 = t * C::kBlockK;
+        // A warp whose rows are all past the length, or all above this tile under the causal
+        // mask, has nothing to add; it still takes part in the copies and barriers.
+        const bool warp_active = warp_q0 < valid && (!causal || k0 <= warp_q0 + kMmaRows - 1);
+        const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > warp_q0);
 
-      float s[C::kKeyTiles][4];
-      if (warp_active) {
-        if constexpr (!C::kQInRegisters) load_q<C>(q, q_lane);
-        multiply_qk<C>(s, q, k_tile(t) + k_lane_offset);
-        online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group,
-                          warp_q0 + group, valid);
+        if (double_buffered)
+          wait_async_copies<1>();
+        else
+          wait_async_copies<0>();
+        __syncthreads();
+        if (double_buffered) {
+          if (t + 1 < key_tiles) copy_k(t + 1);
+          commit_async_copies();
+          if (t + 1 < key_tiles) copy_v(t + 1);
+          commit_async_copies();
+        } else {
+          copy_v(t);
+          commit_async_copies();
+        }
+
+        float s[C::kKeyTiles][4];
+        if (warp_active) {
+          if constexpr (!C::kQInRegisters) load_q<C>(q, q_lane);
+          multiply_qk<C>(s, q, k_tile(t) + k_lane_offset);
+          online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group,
+                            warp_q0 + group, valid);
+        }
+
+        if (double_buffered)
+          wait_async_copies<2>();
+        else
+          wait_async_copies<0>();
+        __syncthreads();
+        if (!double_buffered) {
+          if (t + 1 < key_tiles) copy_k(t + 1);
+          commit_async_copies();
+        }
+
+        if (warp_active) multiply_pv<C>(s, o, k_tile(t) + v_lane_offset);
       }
-
-      if (double_buffered)
-        wait_async_copies<2>();
-      else
-        wait_async_copies<0>();
-      __syncthreads();
-      if (!double_buffered) {
-        if (t + 1 < key_tiles) copy_k(t + 1);
-        commit_async_copies();
-      }
-
-      if (warp_active) multiply_pv<C>(s, o, k_tile(t) + v_lane_offset);
     }
   }
 
@@ -371,11 +533,16 @@ __global__ void __launch_bounds__(C::kThreads)
   bool row_valid[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    row_valid[h] = warp_q0 + group + 8 * h < valid;
-    out_scale[h] = sum > 0.f ? fast_reciprocal(sum) : 0.f;
+    if constexpr (C::kRounded) {
+      row_valid[h] = warp_q0 + group + 8 * h < valid;
+      out_scale[h] = 1.f;  // P was normalised before P V
+    } else {
+      float sum = row_sum[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      row_valid[h] = warp_q0 + group + 8 * h < valid;
+      out_scale[h] = sum > 0.f ? fast_reciprocal(sum) : 0.f;
+    }
   }
 
   // The warp's own 16 rows of the Q tile (read only by this warp, long since in registers) stage
@@ -433,23 +600,29 @@ cudaError_t launch(const Params<typename C::T>& p, int stages, cudaStream_t stre
   return cudaGetLastError();
 }
 
-template <typename T, int kHeadDim, int kWarps>
+template <typename T, int kHeadDim, int kWarps, bool kRounded>
 cudaError_t launch_block_k(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
-    case 32: return launch<Tiling<T, kHeadDim, kWarps, 32>>(p, config.stages, stream);
-    case 64: return launch<Tiling<T, kHeadDim, kWarps, 64>>(p, config.stages, stream);
-    case 128: return launch<Tiling<T, kHeadDim, kWarps, 128>>(p, config.stages, stream);
+    case 32: return launch<Tiling<T, kHeadDim, kWarps, 32, kRounded>>(p, config.stages, stream);
+    case 64: return launch<Tiling<T, kHeadDim, kWarps, 64, kRounded>>(p, config.stages, stream);
+    case 128: return launch<Tiling<T, kHeadDim, kWarps, 128, kRounded>>(p, config.stages, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, int kHeadDim, bool kRounded>
+cudaError_t launch_mode(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
+  switch (config.warps) {
+    case 4: return launch_block_k<T, kHeadDim, 4, kRounded>(p, config, stream);
+    case 8: return launch_block_k<T, kHeadDim, 8, kRounded>(p, config, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
 template <typename T, int kHeadDim>
 cudaError_t launch_warps(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
-  switch (config.warps) {
-    case 4: return launch_block_k<T, kHeadDim, 4>(p, config, stream);
-    case 8: return launch_block_k<T, kHeadDim, 8>(p, config, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return p.rounded ? launch_mode<T, kHeadDim, true>(p, config, stream)
+                   : launch_mode<T, kHeadDim, false>(p, config, stream);
 }
 
 bool valid_config(const FlashMmaConfig& c) {

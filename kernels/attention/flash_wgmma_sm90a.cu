@@ -393,6 +393,7 @@ template <typename T>
 cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   if (!valid_config(config)) return cudaErrorInvalidValue;
   if (!flash_wgmma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
+  if (p.rounded) return cudaErrorNotSupported;  // fp32 scores, unnormalised P: not a materialised attention's rounding
   if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
   switch (p.head_dim) {

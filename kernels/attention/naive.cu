@@ -1,4 +1,5 @@
-// The naive rung's own kernels: the masked fp32 softmax between its two GEMMs, and the zeroing of
+// The naive rung's own kernels: the masked fp32 softmax between its two GEMMs (plain, and with the
+// rounding points of a framework's materialised attention), and the zeroing of
 // padded query rows that the cuDNN baseline leaves to its caller.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,6 +41,37 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
     out[j] = from_float<T>(j < keys ? __expf(in[j] * scale - stats.max) * inverse : 0.f);
 }
 
+// The rounding points of a framework's materialised attention: the scores arrive stored in T
+// (st(q . k), the GEMM's output), each is scaled and stored again (st(st(q . k) scale), the
+// product in fp32 and never contracted into a later subtraction), then the exact row max, the sum
+// of accurate expf in fp32 (the lanes' partial sums added in a tree) and P = st(exp(s - max) /
+// sum), an IEEE division. Three reads of the row where the unrounded kernel takes two: the
+// rounded scores are recomputed rather than kept, which is exact.
+template <typename T>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
+    rounded_masked_softmax_kernel(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
+                                  float scale, Mask mask) {
+  const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= std::int64_t{batch} * heads * seq) return;
+  const int i = static_cast<int>(row % seq);
+  const int b = static_cast<int>(row / (std::int64_t{heads} * seq));
+  const int keys = visible_keys(i, seq, lengths ? lengths[b] : seq, mask);
+  const T* in = scores + row * seq;
+  T* out = p + row * seq;
+  const auto score = [&](int j) { return to_float(from_float<T>(__fmul_rn(to_float(in[j]), scale))); };
+  float top = -INFINITY;
+  for (int j = lane; j < keys; j += kWarpSize) top = fmaxf(top, score(j));
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) top = fmaxf(top, __shfl_xor_sync(kFullMask, top, offset));
+  float sum = 0.f;
+  for (int j = lane; j < keys; j += kWarpSize) sum += expf(score(j) - top);
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
+  // A row with no visible key (keys == 0) writes zeros: its max is -inf and its sum 0.
+  for (int j = lane; j < seq; j += kWarpSize) out[j] = from_float<T>(j < keys ? expf(score(j) - top) / sum : 0.f);
+}
+
 template <typename T>
 __global__ void zero_invalid_rows_kernel(T* o, Strides o_strides, const int* lengths, int heads, int seq,
                                          int head_dim) {
@@ -67,6 +99,17 @@ cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int ba
 }
 
 template <typename T>
+cudaError_t rounded_masked_softmax(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
+                                   float scale, Mask mask, cudaStream_t stream) {
+  const std::int64_t rows = std::int64_t{batch} * heads * seq;
+  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  rounded_masked_softmax_kernel<T><<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarpSize, 0, stream>>>(
+      scores, p, lengths, batch, heads, seq, scale, mask);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t zero_invalid_rows(T* o, Strides o_strides, const int* lengths, int batch, int heads, int seq, int head_dim,
                               cudaStream_t stream) {
   if (batch > kMaxGridYZ) return cudaErrorInvalidValue;
@@ -77,6 +120,8 @@ cudaError_t zero_invalid_rows(T* o, Strides o_strides, const int* lengths, int b
 
 #define SHAPETUNE_ATTENTION_NAIVE(T)                                                                              \
   template cudaError_t masked_softmax<T>(const float*, T*, const int*, int, int, int, float, Mask, cudaStream_t); \
+  template cudaError_t rounded_masked_softmax<T>(const T*, T*, const int*, int, int, int, float, Mask,     \
+                                                 cudaStream_t);                                             \
   template cudaError_t zero_invalid_rows<T>(T*, Strides, const int*, int, int, int, int, cudaStream_t);
 SHAPETUNE_ATTENTION_NAIVE(float)
 SHAPETUNE_ATTENTION_NAIVE(__half)
