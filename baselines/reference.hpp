@@ -138,11 +138,15 @@ void gru_cell_backward(std::int64_t batch, std::int64_t hidden, const double* sa
 // dim] (dim contiguous): split, packed and head-merged layouts alike. Causal masks key j > i;
 // `lengths` (per batch row, or null) masks keys j >= length and zeroes the outputs of queries
 // i >= length (a row with no valid key is zero). `query_rows` lists the rows b S + i to compute
-// (every head of each); empty: all of them. Everything in double.
+// (every head of each); empty: all of them. Everything in double, unless `round` is set: then the
+// rounding points of a framework's materialised (eager) attention are applied with it, st() =
+// round: S_ij = st(st(q_i . k_j) scale), P_ij = st(exp(S_ij - max_j S_ij) / sum_j exp(S_ij -
+// max_j S_ij)) over the visible keys, O_i = st(sum_j P_ij v_j).
 struct AttentionSpec {
   std::int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
   double scale = 1;
   bool causal = true;
+  double (*round)(double) = nullptr;  // null: no rounding points
   std::int64_t q_strides[3] = {}, k_strides[3] = {}, v_strides[3] = {}, o_strides[3] = {};  // batch, head, row
 };
 void attention(const AttentionSpec&, const double* q, const double* k, const double* v, const double* lengths,

@@ -29,17 +29,21 @@ void attention(const AttentionSpec& s, const double* q, const double* k, const d
         const double* kj = k + b * s.k_strides[0] + h * s.k_strides[1] + j * s.k_strides[2];
         double dot = 0;
         for (std::int64_t d = 0; d < s.head_dim; ++d) dot += qi[d] * kj[d];
-        scores[static_cast<std::size_t>(j)] = dot * s.scale;
-        top = std::max(top, dot * s.scale);
+        const double score = s.round ? s.round(s.round(dot) * s.scale) : dot * s.scale;
+        scores[static_cast<std::size_t>(j)] = score;
+        top = std::max(top, score);
       }
       double sum = 0;
       for (std::int64_t j = 0; j < keys; ++j) sum += scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top);
       std::fill(out, out + s.head_dim, 0.0);
       for (std::int64_t j = 0; j < keys; ++j) {
-        const double p = scores[static_cast<std::size_t>(j)] / sum;
+        const double normalised = scores[static_cast<std::size_t>(j)] / sum;
+        const double p = s.round ? s.round(normalised) : normalised;
         const double* vj = v + b * s.v_strides[0] + h * s.v_strides[1] + j * s.v_strides[2];
         for (std::int64_t d = 0; d < s.head_dim; ++d) out[d] += p * vj[d];
       }
+      if (s.round)
+        for (std::int64_t d = 0; d < s.head_dim; ++d) out[d] = s.round(out[d]);
     }
   });
 }
