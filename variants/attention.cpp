@@ -1,16 +1,23 @@
-// The attention family: attention.{causal,full}.{split,packed}[.padded], O = softmax(Q K^T *
-// hd^-0.5 + mask) V over [B, H, S, hd] with fp32 softmax statistics, the output heads-merged
-// [B, S, H, hd]. `split` reads three tensors [B, H, S, hd]; `packed` one [B, S, 3, H, hd], as a
-// packed QKV projection writes it; `padded` adds valid lengths [B] (keys past a row's length are
-// masked, its queries past the length output zero). dtypes f16, bf16 and tf32 (f32 storage, TF32
-// products). The ladder (kernels/attention/):
+// The attention family: attention.{causal,full}.{split,packed}[.padded][.rounded], O =
+// softmax(Q K^T * hd^-0.5 + mask) V over [B, H, S, hd] with fp32 softmax statistics, the output
+// heads-merged [B, S, H, hd]. `split` reads three tensors [B, H, S, hd]; `packed` one [B, S, 3, H,
+// hd], as a packed QKV projection writes it; `padded` adds valid lengths [B] (keys past a row's
+// length are masked, its queries past the length output zero). `rounded` rounds where a framework's
+// materialised eager attention (the TechJam reference) rounds, st() = round to the storage type:
+// S = st(st(Q K^T) scale), P = st(softmax(S)) normalised before P V, O = st(P V); a flash kernel
+// keeps S in fp32 and stores unnormalised P, which leaves a few elements per million of a 16-bit
+// Transformer outside the TechJam rule (reports/cpu/2026-12-05-transformer-rounding-study). dtypes
+// f16, bf16 and tf32 (f32 storage, TF32 products). The ladder (kernels/attention/):
 //   naive:      the reference's way: a score GEMM, the masked fp32 softmax written back as P in the
 //               model's type, a P V GEMM; O(S^2) memory, refused where the scores do not fit;
+//               rounded: the GEMM stores the scores in the model's type;
 //   flash_mma:  FlashAttention-2 style on mma.sync: K/V tiles streamed through shared memory,
-//               online softmax in registers, tiles above the causal diagonal skipped;
+//               online softmax in registers, tiles above the causal diagonal skipped; rounded:
+//               two passes over the key tiles (row max and sum, then normalised P and P V);
 //   flash_wgmma: the Hopper rung (sm_90a): a warpgroup's 64 query rows through wgmma, Q K^T from
 //               swizzled shared memory, P V with P from registers; hd 64 and 128, f16 and bf16;
-//   cudnn_sdpa: cuDNN's fused flash attention through its graph API (the baseline).
+//               not rounded;
+//   cudnn_sdpa: cuDNN's fused flash attention through its graph API (the baseline); not rounded.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -35,7 +42,7 @@ namespace ka = kernels::attention;
 struct AttentionProblem {
   int batch, heads, seq, head_dim;
   ka::Mask mask;
-  bool packed, padded;
+  bool packed, padded, rounded;
 
   float scale() const { return static_cast<float>(1 / std::sqrt(static_cast<double>(head_dim))); }
   std::int64_t rows() const { return std::int64_t{batch} * seq; }
@@ -49,7 +56,8 @@ AttentionProblem attention_of(const Problem& p) {
           static_cast<int>(p.shape.at("hd")),
           name.has("causal") ? ka::Mask::causal : ka::Mask::full,
           name.has("packed"),
-          name.has("padded")};
+          name.has("padded"),
+          name.has("rounded")};
 }
 
 // Tensor order. split: q, k, v, [lengths], o; packed: qkv, [lengths], o.
@@ -123,6 +131,37 @@ Tolerance attention_tolerance(DType dtype) {
   }
 }
 
+Tolerance rounded_attention_tolerance(DType dtype) {
+  // A correct kernel rounds where this reference rounds; what differs is the order of its fp32
+  // sums (and the expf, the scale in fp32), so now and then a stored value lands on the other
+  // side of a rounding boundary: one unit of the storage type (ulp <= 2^-10 |x| in f16, 2^-7 in
+  // bf16). Its worst effects on an output, |O| <= 2 (an average of values in [-2, 2]):
+  //   the output itself: 1 ulp, <= 2^-10 |O| (f16), 2^-7 |O| (bf16): rtol 4e-3 and 1.6e-2
+  //     cover it four and two times over;
+  //   a probability P_j: ulp(P_j) |v_j| <= 2^-11 * 2 = 9.8e-4 (f16) for P_j in [1/2, 1), 7.8e-3
+  //     (bf16), smaller for smaller P_j;
+  //   a score S_j: key j's weight changes by exp(ulp(S_j)) - 1 relative, the output by that
+  //     times P_j (1 - P_j) (v_j - O without j) <= ulp(S_j) / 4 * 4 = ulp(S_j): 9.8e-4 (f16),
+  //     7.8e-3 (bf16) for |S_j| < 2 (logits here have a standard deviation of about 1.3), twice
+  //     that for |S_j| < 4, and only where one key holds half its row's weight and its value
+  //     lies 4 from the others' mean.
+  // So atol 1.5e-3 (f16) and 1e-2 (bf16), tighter than the plain primitives' 2e-3 and 1.2e-2
+  // (whose error includes the rounding of P itself), and rtol 4e-3 and 1.6e-2 (plain: 1e-2,
+  // 2e-2). A host emulation of a correct kernel against this reference (fp32 dot products summed
+  // 16 terms at a time as the mma does, fp32 max and sum of expf per 64-key tile, fp32 P V; S =
+  // 17, 128, 1000, hd 32, 64, 128, both masks, 4 heads each: 2.05 million outputs per dtype)
+  // stayed within a third (f16) and 0.39 (bf16) of these bounds, its worst elements one output
+  // ulp; an emulated unrounded flash attention (fp32 scores, unnormalised P stored, divided at
+  // the end) failed them on 10 (f16) and 247 (bf16) of those outputs, so the bounds also tell
+  // the two apart. tf32: st() is the identity and the products are TF32 as in the plain
+  // primitive (flash_mma also rounds P to TF32), so its tolerance is the plain one.
+  switch (dtype) {
+    case DType::f16: return {1.5e-3, 4e-3};
+    case DType::bf16: return {1e-2, 1.6e-2};
+    default: return attention_tolerance(dtype);
+  }
+}
+
 Support validate_attention_shape(const Shape& s) {
   const std::int64_t B = s.at("B"), H = s.at("H"), S = s.at("S"), hd = s.at("hd");
   if (std::max({B, H, S, hd}) > INT_MAX / 4) return Support::no("B, H, S and hd must be below 2^29");
@@ -131,17 +170,27 @@ Support validate_attention_shape(const Shape& s) {
   return Support::yes();
 }
 
-Primitive attention_primitive(ka::Mask mask, bool packed, bool padded) {
+Primitive attention_primitive(ka::Mask mask, bool packed, bool padded, bool rounded) {
   Primitive p;
   p.name = std::string("attention.") + (mask == ka::Mask::causal ? "causal" : "full") + (packed ? ".packed" : ".split") +
-           (padded ? ".padded" : "");
+           (padded ? ".padded" : "") + (rounded ? ".rounded" : "");
   p.description = std::string(mask == ka::Mask::causal ? "causal" : "full") + " scaled dot-product attention, " +
                   (packed ? "packed QKV [B, S, 3, H, hd]" : "split Q, K, V [B, H, S, hd]") +
                   (padded ? ", valid lengths [B] (padded keys masked, padded queries zero)" : "") +
-                  " -> O [B, S, H, hd]; fp32 softmax statistics";
-  p.signature = std::string("O[b,i,h] = sum_j softmax_j(q_i . k_j / sqrt(hd)") +
-                (mask == ka::Mask::causal ? " + (j > i ? -inf : 0)" : "") +
-                (padded ? " + (j >= len_b ? -inf : 0)) v_j, 0 for i >= len_b" : ") v_j");
+                  " -> O [B, S, H, hd]; fp32 softmax statistics" +
+                  (rounded ? "; the rounding points of a framework's materialised eager attention: scores stored "
+                             "in the model's type twice (Q K^T, then scaled), the normalised probabilities stored "
+                             "before P V, the output stored"
+                           : "");
+  const std::string masks = std::string(mask == ka::Mask::causal ? " + (j > i ? -inf : 0)" : "") +
+                            (padded ? " + (j >= len_b ? -inf : 0)" : "");
+  const std::string invalid_rows = padded ? ", 0 for i >= len_b" : "";
+  if (rounded)
+    p.signature = "st() = round to the storage type (nearest even; identity for tf32's f32): S_ij = st(st(q_i . k_j) / "
+                  "sqrt(hd))" + masks + ", P_ij = st(exp(S_ij - max_j S_ij) / sum_j exp(S_ij - max_j S_ij)) in fp32, "
+                  "O[b,i,h] = st(sum_j P_ij v_j)" + invalid_rows;
+  else
+    p.signature = "O[b,i,h] = sum_j softmax_j(q_i . k_j / sqrt(hd)" + masks + ") v_j" + invalid_rows;
   p.axes = {"B", "H", "S", "hd"};
   p.dtypes = {DType::f16, DType::bf16, DType::tf32};
   p.tensors = [packed, padded](const Problem& problem) {
@@ -166,6 +215,7 @@ Primitive attention_primitive(ka::Mask mask, bool packed, bool padded) {
     s.batch = a.batch, s.heads = a.heads, s.seq = a.seq, s.head_dim = a.head_dim;
     s.scale = 1 / std::sqrt(static_cast<double>(a.head_dim));
     s.causal = a.mask == ka::Mask::causal;
+    if (a.rounded) s.round = reference::rounding_for(storage_of(problem.dtype));
     const auto set = [](std::int64_t (&to)[3], ka::Strides from) { to[0] = from.batch, to[1] = from.head, to[2] = from.row; };
     const ka::Strides in = a.packed ? ka::packed_strides(a.heads, a.seq, a.head_dim)
                                     : ka::split_strides(a.heads, a.seq, a.head_dim);
@@ -192,12 +242,13 @@ Primitive attention_primitive(ka::Mask mask, bool packed, bool padded) {
     const double bytes = 4 * B * S * H * hd * static_cast<double>(dtype_size(storage_of(problem.dtype)));
     return Cost{bytes, 4 * B * H * S * S * hd / (mask == ka::Mask::causal ? 2 : 1)};
   };
-  p.tolerance = attention_tolerance;
+  p.tolerance = rounded ? rounded_attention_tolerance : attention_tolerance;
   p.default_variant = "flash_mma";
   // flash_mma has no code for hd 8 or 256 (and needs sm_80). At those head dims cuDNN's fused
   // attention won every 16-bit problem on the H200 (naive never won one), and tf32, which cuDNN
-  // lacks, has only naive (reports/h200/2026-12-03-attention-rnn-backward).
-  p.fallback_variants = {"cudnn_sdpa", "naive"};
+  // lacks, has only naive (reports/h200/2026-12-03-attention-rnn-backward). cuDNN does not round
+  // as `rounded` asks: naive alone backs flash_mma there.
+  p.fallback_variants = rounded ? std::vector<std::string>{"naive"} : std::vector<std::string>{"cudnn_sdpa", "naive"};
   p.validate_shape = validate_attention_shape;
   return p;
 }
@@ -221,11 +272,17 @@ std::string gib(double bytes) {
 
 // ---- naive --------------------------------------------------------------------------------------
 
-// The fp32 scores and the probabilities in the model's type, [B, H, S, S] each.
+// The scores (fp32; rounded: stored in the model's type, as the framework's score GEMM stores
+// them) and the probabilities in the model's type, [B, H, S, S] each.
+std::size_t naive_score_bytes(const AttentionProblem& a, DType dtype) {
+  return a.rounded ? dtype_size(storage_of(dtype)) : sizeof(float);
+}
+
 std::size_t naive_workspace(const Problem& problem, const Config&) {
   const AttentionProblem a = attention_of(problem);
   const auto squares = static_cast<std::size_t>(a.batch) * a.heads * a.seq * a.seq;
-  return align256(squares * sizeof(float)) + align256(squares * dtype_size(storage_of(problem.dtype)));
+  return align256(squares * naive_score_bytes(a, problem.dtype)) +
+         align256(squares * dtype_size(storage_of(problem.dtype)));
 }
 
 Support naive_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
@@ -242,9 +299,11 @@ LaunchStatus naive(const LaunchArgs& args) {
     using T = decltype(tag);
     const Pointers p = pointers_of(a, args.tensors, sizeof(T));
     const std::int64_t square = std::int64_t{a.seq} * a.seq;
-    auto* scores = static_cast<float*>(args.workspace);
-    T* probabilities = reinterpret_cast<T*>(static_cast<char*>(args.workspace) +
-                                            align256(static_cast<std::size_t>(square * a.batch * a.heads) * sizeof(float)));
+    // fp32, or T when rounded (for tf32 both are float).
+    char* scores = static_cast<char*>(args.workspace);
+    const std::size_t score_bytes = naive_score_bytes(a, args.problem.dtype);
+    T* probabilities = reinterpret_cast<T*>(
+        scores + align256(static_cast<std::size_t>(square * a.batch * a.heads) * score_bytes));
     const auto element = [](const void* base, std::int64_t offset) {
       return static_cast<const void*>(static_cast<const T*>(base) + offset);
     };
@@ -256,15 +315,18 @@ LaunchStatus naive(const LaunchArgs& args) {
       g.a = element(p.q, b * p.q_strides.batch), g.lda = p.q_strides.row, g.stride_a = p.q_strides.head;
       g.b = element(p.k, b * p.k_strides.batch), g.ldb = p.k_strides.row, g.stride_b = p.k_strides.head;
       g.b_transposed = true;
-      g.c = scores + b * a.heads * square, g.ldc = a.seq, g.stride_c = square, g.c_fp32 = true;
+      g.c = scores + static_cast<std::size_t>(b * a.heads * square) * score_bytes, g.ldc = a.seq, g.stride_c = square;
+      g.c_fp32 = !a.rounded;
       if (LaunchStatus s = library_status(cublas_strided_batched(args.libraries, args.stream, args.problem.dtype, g));
           !s.ok)
         return s;
     }
-    if (LaunchStatus s = launch_status(ka::masked_softmax(scores, probabilities, p.lengths, a.batch, a.heads, a.seq,
-                                                          a.scale(), a.mask, args.stream));
-        !s.ok)
-      return s;
+    const cudaError_t softmax =
+        a.rounded ? ka::rounded_masked_softmax(reinterpret_cast<const T*>(scores), probabilities, p.lengths, a.batch,
+                                               a.heads, a.seq, a.scale(), a.mask, args.stream)
+                  : ka::masked_softmax(reinterpret_cast<const float*>(scores), probabilities, p.lengths, a.batch,
+                                       a.heads, a.seq, a.scale(), a.mask, args.stream);
+    if (LaunchStatus s = launch_status(softmax); !s.ok) return s;
     for (int b = 0; b < a.batch; ++b) {
       StridedBatchedGemm g;
       g.m = a.seq, g.n = a.head_dim, g.k = a.seq, g.count = a.heads;
@@ -298,6 +360,7 @@ ka::Params<T> kernel_params(const AttentionProblem& a, const Pointers& p) {
   params.batch = a.batch, params.heads = a.heads, params.seq = a.seq, params.head_dim = a.head_dim;
   params.scale = a.scale();
   params.mask = a.mask;
+  params.rounded = a.rounded;
   return params;
 }
 
@@ -334,6 +397,11 @@ LaunchStatus flash_mma(const LaunchArgs& args) {
 
 // ---- flash_wgmma --------------------------------------------------------------------------------
 
+// Why flash_wgmma and cuDNN SDPA refuse the rounded primitives.
+constexpr const char* kNotRounded =
+    "not rounded as a framework's materialised attention rounds: a flash kernel keeps the scores in fp32 and "
+    "stores unnormalised probabilities for P V";
+
 ka::FlashWgmmaConfig flash_wgmma_config(const Config& c) { return {cfg(c, "warpgroups"), cfg(c, "block_k")}; }
 
 Support flash_wgmma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
@@ -342,6 +410,7 @@ Support flash_wgmma_supports(const Problem& problem, const Config& config, const
   if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
     return Support::no("wgmma takes 16-bit operands here (f16, bf16); not " + std::string(dtype_name(problem.dtype)));
   const AttentionProblem a = attention_of(problem);
+  if (a.rounded) return Support::no(kNotRounded);
   if (!ka::flash_wgmma_head_dim_supported(a.head_dim))
     return Support::no("built for hd 64 and 128; not " + std::to_string(a.head_dim));
   if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
@@ -374,6 +443,7 @@ LaunchStatus cudnn_sdpa(const LaunchArgs& args) {
   const AttentionProblem a = attention_of(args.problem);
   if (args.problem.dtype != DType::f16 && args.problem.dtype != DType::bf16)
     return LaunchStatus::refused("cuDNN SDPA takes f16 or bf16");
+  if (a.rounded) return LaunchStatus::refused(kNotRounded);
   const Pointers p = pointers_of(a, args.tensors, dtype_size(args.problem.dtype));
   CudnnSdpaForward f;
   f.dtype = args.problem.dtype;
@@ -397,11 +467,13 @@ LaunchStatus cudnn_sdpa(const LaunchArgs& args) {
   });
 }
 
-void add_variants(Catalogue& cat, const std::string& primitive) {
+void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
   Variant n;
   n.primitive = primitive;
   n.name = "naive";
-  n.description = "the reference's way: score GEMM (cuBLAS), masked fp32 softmax written as P, P V GEMM; O(S^2) memory";
+  n.description = rounded ? "the reference's way, its rounding points included: score GEMM (cuBLAS) stored in the "
+                            "model's type, scaled and stored again, masked fp32 softmax written as P, P V GEMM; O(S^2) memory"
+                          : "the reference's way: score GEMM (cuBLAS), masked fp32 softmax written as P, P V GEMM; O(S^2) memory";
   n.supports = naive_supports;
   n.workspace_bytes = naive_workspace;
   n.launch = naive;
@@ -410,8 +482,11 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   Variant f;
   f.primitive = primitive;
   f.name = "flash_mma";
-  f.description = "FlashAttention-2 style: K/V tiles through shared memory (cp.async), online softmax in registers, "
-                  "mma.sync, tiles above the causal diagonal skipped";
+  f.description = rounded ? "FlashAttention-2 style in two passes, rounding as the materialised reference does: "
+                            "the row max and sum of each query tile over the K tiles first, then the scores again, "
+                            "P normalised and stored in the model's type, and P V (mma.sync, K/V through shared memory)"
+                          : "FlashAttention-2 style: K/V tiles through shared memory (cp.async), online softmax in "
+                            "registers, mma.sync, tiles above the causal diagonal skipped";
   f.params = ParamSpace({{"warps", {4, 8}, "warps per block, 16 query rows each (block_q = 64 or 128)"},
                          {"block_k", {32, 64, 128}, "key rows per K/V tile"},
                          {"stages", {1, 2}, "K/V tiles in flight (cp.async double buffering)"}});
@@ -441,6 +516,7 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   c.supports = [](const Problem& problem, const Config&, const DeviceLimits&) {
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16) return Support::no("cuDNN SDPA takes f16 or bf16");
     const AttentionProblem a = attention_of(problem);
+    if (a.rounded) return Support::no(kNotRounded);
     // zero_invalid_rows has the batch rows as its grid's y. PyTorch routes nothing past 65535
     // batch rows or heads to cuDNN SDPA either (pytorch/pytorch#180718: a failure past them);
     // not measured here.
@@ -458,12 +534,13 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
 void register_attention(Catalogue& cat) {
   for (const ka::Mask mask : {ka::Mask::causal, ka::Mask::full})
     for (const bool packed : {false, true})
-      for (const bool padded : {false, true}) {
-        Primitive p = attention_primitive(mask, packed, padded);
-        const std::string name = p.name;
-        cat.add(std::move(p));
-        add_variants(cat, name);
-      }
+      for (const bool padded : {false, true})
+        for (const bool rounded : {false, true}) {
+          Primitive p = attention_primitive(mask, packed, padded, rounded);
+          const std::string name = p.name;
+          cat.add(std::move(p));
+          add_variants(cat, name, rounded);
+        }
 }
 
 }  // namespace shapetune

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <random>
 
+#include "baselines/reference.hpp"
+#include "core/primitive_name.hpp"
 #include "variants/catalogue.hpp"
 
 namespace shapetune {
@@ -41,20 +43,54 @@ HostTensors draw(const Problem& p, std::uint64_t seed, const std::vector<double>
 
 void run_reference(const Problem& p, HostTensors& t) { primitive(p.primitive).reference(p, {}, t); }
 
-TEST(AttentionCatalogue, EveryMaskLayoutAndPaddingHasTheLadderAndTheBaseline) {
+TEST(AttentionCatalogue, EveryMaskLayoutPaddingAndRoundingHasTheLadderAndTheBaseline) {
   int primitives = 0;
   for (const char* mask : {"causal", "full"})
     for (const char* layout : {"split", "packed"})
-      for (const char* padding : {"", ".padded"}) {
-        const std::string name = std::string("attention.") + mask + "." + layout + padding;
-        ASSERT_NE(catalogue().find_primitive(name), nullptr) << name;
-        for (const char* variant : {"naive", "flash_mma", "flash_wgmma", "cudnn_sdpa"})
-          EXPECT_NE(catalogue().find_variant(name, variant), nullptr) << name << " " << variant;
-        EXPECT_TRUE(catalogue().find_variant(name, "cudnn_sdpa")->baseline);
-        EXPECT_EQ(primitive(name).default_variant, "flash_mma");
-        ++primitives;
-      }
-  EXPECT_EQ(primitives, 8);
+      for (const char* padding : {"", ".padded"})
+        for (const char* rounding : {"", ".rounded"}) {
+          const std::string name = std::string("attention.") + mask + "." + layout + padding + rounding;
+          ASSERT_NE(catalogue().find_primitive(name), nullptr) << name;
+          for (const char* variant : {"naive", "flash_mma", "flash_wgmma", "cudnn_sdpa"})
+            EXPECT_NE(catalogue().find_variant(name, variant), nullptr) << name << " " << variant;
+          EXPECT_TRUE(catalogue().find_variant(name, "cudnn_sdpa")->baseline);
+          EXPECT_EQ(primitive(name).default_variant, "flash_mma");
+          // cuDNN does not round as the rounded primitives ask: naive alone backs flash_mma there.
+          const std::vector<std::string> fallbacks =
+              *rounding ? std::vector<std::string>{"naive"} : std::vector<std::string>{"cudnn_sdpa", "naive"};
+          EXPECT_EQ(primitive(name).fallback_variants, fallbacks) << name;
+          ++primitives;
+        }
+  EXPECT_EQ(primitives, 16);
+}
+
+// `rounded` is the last attribute, after the mask, the layout and the padding, and says what it
+// computes.
+TEST(AttentionCatalogue, RoundedPrimitivesNameTheirRoundingPoints) {
+  for (const char* name : {"attention.causal.split.rounded", "attention.full.packed.padded.rounded"}) {
+    const Primitive& p = primitive(name);
+    const PrimitiveName parsed = *PrimitiveName::parse(p.name);
+    EXPECT_EQ(parsed.attributes.back(), "rounded") << name;
+    EXPECT_NE(p.description.find("rounding points of a framework's materialised eager attention"), std::string::npos)
+        << p.description;
+    EXPECT_NE(p.signature.find("S_ij = st(st(q_i . k_j) / sqrt(hd))"), std::string::npos) << p.signature;
+    EXPECT_NE(p.signature.find("P_ij = st(exp(S_ij - max_j S_ij) / sum_j exp(S_ij - max_j S_ij))"), std::string::npos)
+        << p.signature;
+    EXPECT_NE(p.signature.find("O[b,i,h] = st(sum_j P_ij v_j)"), std::string::npos) << p.signature;
+  }
+  EXPECT_EQ(primitive("attention.causal.split").signature.find("st("), std::string::npos);
+  // The same tensors as the plain primitive.
+  for (const DType dtype : {DType::f16, DType::tf32}) {
+    const auto tensors = [dtype](const std::string& name) { return primitive(name).tensors(problem(name, 2, 3, 5, 8, dtype)); };
+    const auto plain = tensors("attention.causal.packed.padded");
+    const auto rounded = tensors("attention.causal.packed.padded.rounded");
+    ASSERT_EQ(plain.size(), rounded.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(plain[i].name, rounded[i].name);
+      EXPECT_EQ(plain[i].dtype, rounded[i].dtype);
+      EXPECT_EQ(plain[i].extents, rounded[i].extents);
+    }
+  }
 }
 
 TEST(AttentionReference, TwoKeysByHand) {
@@ -73,6 +109,49 @@ TEST(AttentionReference, TwoKeysByHand) {
   run_reference(causal, c);
   EXPECT_EQ(c[3][0], 1.25);
   EXPECT_DOUBLE_EQ(c[3][1], t[3][1]);
+}
+
+// The rounding points by hand: B = H = 1, S = 2, hd = 1 (scale 1), f16.
+TEST(AttentionReference, RoundedTwoKeysByHand) {
+  const auto st = reference::round_to_f16;
+  const std::vector<double> q = {0.3, -1.7}, k = {1.1, -0.45}, v = {1.25, -0.3};
+  for (const bool causal : {false, true}) {
+    const Problem p = problem(std::string("attention.") + (causal ? "causal" : "full") + ".split.rounded", 1, 1, 2, 1);
+    HostTensors t = {q, k, v, {NAN, NAN}};
+    run_reference(p, t);
+    for (int i = 0; i < 2; ++i) {
+      const int keys = causal ? i + 1 : 2;
+      double s[2], top = -INFINITY, sum = 0;
+      for (int j = 0; j < keys; ++j) top = std::max(top, s[j] = st(st(q[i] * k[j]) * 1.0));
+      for (int j = 0; j < keys; ++j) sum += std::exp(s[j] - top);
+      double o = 0;
+      for (int j = 0; j < keys; ++j) o += st(std::exp(s[j] - top) / sum) * v[j];
+      EXPECT_EQ(t[3][i], st(o)) << (causal ? "causal" : "full") << " row " << i;
+    }
+  }
+}
+
+// The rounded reference stores its outputs in the storage type (f16, bf16; tf32's f32), stays
+// within the plain primitive's tolerance of the unrounded outputs, and differs from them.
+TEST(AttentionReference, RoundedOutputsAreStoredAndNearThePlainOnes) {
+  for (const DType dtype : {DType::f16, DType::bf16, DType::tf32}) {
+    const Problem plain = problem("attention.causal.split.padded", 2, 2, 40, 16, dtype);
+    const Problem rounded = problem("attention.causal.split.padded.rounded", 2, 2, 40, 16, dtype);
+    HostTensors u = draw(plain, 5, {40, 23});
+    HostTensors r = draw(rounded, 5, {40, 23});
+    run_reference(plain, u);
+    run_reference(rounded, r);
+    const reference::Rounding st = reference::rounding_for(dtype == DType::tf32 ? DType::f32 : dtype);
+    const Tolerance tol = tolerance_for(primitive(plain.primitive), plain);
+    int different = 0;
+    for (std::size_t e = 0; e < r[4].size(); ++e) {
+      EXPECT_EQ(r[4][e], st(r[4][e])) << dtype_name(dtype) << " element " << e << " is not a stored value";
+      EXPECT_TRUE(std::abs(r[4][e] - u[4][e]) <= tol.atol || std::abs(r[4][e] - u[4][e]) <= tol.rtol * std::abs(u[4][e]))
+          << dtype_name(dtype) << " element " << e << ": " << r[4][e] << " vs " << u[4][e];
+      different += r[4][e] != u[4][e];
+    }
+    EXPECT_GT(different, 0) << dtype_name(dtype);
+  }
 }
 
 TEST(AttentionReference, EqualKeysAverageTheValues) {
@@ -210,6 +289,69 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);
   EXPECT_FALSE(cudnn.supports(problem("attention.causal.packed", 1, 1, 64, 64, DType::tf32), cudnn.default_config, h200).ok);
+}
+
+// naive and flash_mma compute the rounded primitives (every dtype, flash_mma's whole space);
+// flash_wgmma and cuDNN SDPA keep fp32 scores and store unnormalised P, and say so.
+TEST(AttentionCatalogue, RoundedRefusalsBeforeAnyLaunch) {
+  const DeviceLimits h200 = nominal_device_limits();
+  for (const char* name : {"attention.causal.packed.rounded", "attention.full.split.padded.rounded"})
+    for (const DType dtype : {DType::f16, DType::bf16, DType::tf32}) {
+      const Problem p = problem(name, 2, 4, 1000, 64, dtype);
+      const Variant& naive = *catalogue().find_variant(name, "naive");
+      EXPECT_TRUE(naive.supports(p, naive.default_config, h200).ok) << name;
+      const Variant& flash = *catalogue().find_variant(name, "flash_mma");
+      int configs = 0;
+      for (const Config& c : flash.params.enumerate()) {
+        EXPECT_TRUE(flash.supports(p, c, h200).ok) << p.key() << " " << c.key();
+        ++configs;
+      }
+      EXPECT_EQ(configs, 12);  // warps 2 x block_k 3 x stages 2
+      for (const char* refusing : {"flash_wgmma", "cudnn_sdpa"}) {
+        const Variant& v = *catalogue().find_variant(name, refusing);
+        const Support s = v.supports(p, v.default_config, h200);
+        EXPECT_FALSE(s.ok) << p.key() << " " << refusing;
+        if (dtype != DType::tf32) {  // tf32 is refused first, for its operands
+          EXPECT_NE(s.reason.find("keeps the scores in fp32 and stores unnormalised probabilities"), std::string::npos)
+              << p.key() << " " << refusing << ": " << s.reason;
+        }
+      }
+    }
+  // The unrounded primitives' refusals stay as they were.
+  const Variant& wgmma = *catalogue().find_variant("attention.causal.packed", "flash_wgmma");
+  EXPECT_TRUE(wgmma.supports(problem("attention.causal.packed", 2, 4, 1000, 64), wgmma.default_config, h200).ok);
+}
+
+// A correct kernel differs from the rounded reference only by rare flips of a stored value (see
+// rounded_attention_tolerance): a tighter bound than the plain primitives' in 16 bits, the plain
+// one in tf32.
+TEST(AttentionCatalogue, RoundedToleranceIsTighterIn16Bits) {
+  const auto tolerance = [](const std::string& name, DType dtype) {
+    return tolerance_for(primitive(name), problem(name, 1, 1, 8, 64, dtype));
+  };
+  for (const DType dtype : {DType::f16, DType::bf16, DType::tf32}) {
+    const Tolerance plain = tolerance("attention.causal.split", dtype);
+    const Tolerance rounded = tolerance("attention.causal.split.rounded", dtype);
+    if (dtype == DType::tf32) {
+      EXPECT_EQ(rounded.atol, plain.atol);
+      EXPECT_EQ(rounded.rtol, plain.rtol);
+    } else {
+      EXPECT_LT(rounded.atol, plain.atol) << dtype_name(dtype);
+      EXPECT_LT(rounded.rtol, plain.rtol) << dtype_name(dtype);
+    }
+  }
+  EXPECT_EQ(tolerance("attention.causal.split.rounded", DType::f16).atol, 1.5e-3);
+}
+
+// Rounded, naive's score GEMM stores the scores in the model's type (f32 for tf32, as before).
+TEST(AttentionCatalogue, RoundedNaiveStoresScoresInTheModelsType) {
+  const Variant& plain = *catalogue().find_variant("attention.causal.split", "naive");
+  const Variant& rounded = *catalogue().find_variant("attention.causal.split.rounded", "naive");
+  const std::size_t squares = 2 * 3 * 512 * 512;
+  EXPECT_EQ(plain.workspace_bytes(problem("attention.causal.split", 2, 3, 512, 64), {}), squares * (4 + 2));
+  EXPECT_EQ(rounded.workspace_bytes(problem("attention.causal.split.rounded", 2, 3, 512, 64), {}), squares * (2 + 2));
+  EXPECT_EQ(rounded.workspace_bytes(problem("attention.causal.split.rounded", 2, 3, 512, 64, DType::tf32), {}),
+            squares * (4 + 4));
 }
 
 // ---- qkv_projection -----------------------------------------------------------------------------

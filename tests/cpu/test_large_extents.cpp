@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "core/primitive_name.hpp"
 #include "models/dispatcher.hpp"
 #include "models/transformer.hpp"
 #include "variants/catalogue.hpp"
@@ -39,6 +40,21 @@ std::vector<Problem> case14_problems() {
     for (const bool padded : {false, true})
       for (const ModelOp& op : transformer_ops(*techjam_case(14), dtype, padded))
         if (seen.insert(op.problem.key()).second) out.push_back(op.problem);
+  return out;
+}
+
+// Those problems and each attention problem's rounded twin (the materialised reference's rounding
+// points), which the Transformer may bind in its place.
+std::vector<Problem> case14_problems_and_rounded_attention() {
+  std::vector<Problem> out = case14_problems();
+  std::set<std::string> seen;
+  for (const Problem& p : out) seen.insert(p.key());
+  for (const Problem& p : case14_problems()) {
+    if (p.primitive.rfind("attention.", 0) != 0) continue;
+    Problem rounded = p;
+    if (!PrimitiveName::parse(p.primitive)->has("rounded")) rounded.primitive += ".rounded";
+    if (seen.insert(rounded.key()).second) out.push_back(rounded);
+  }
   return out;
 }
 
@@ -88,7 +104,7 @@ TEST(LargeExtents, EveryVariantOfACase14PrimitiveRunsItOrRefusesItWithTheReason)
 
   const DeviceLimits h200 = nominal_device_limits();
   int audited = 0;
-  for (const Problem& p : case14_problems()) {
+  for (const Problem& p : case14_problems_and_rounded_attention()) {
     const std::string& name = p.primitive;
     std::map<std::string, std::string> expected;
     if (name == "layernorm") expected = layernorm;
@@ -96,6 +112,10 @@ TEST(LargeExtents, EveryVariantOfACase14PrimitiveRunsItOrRefusesItWithTheReason)
     if (name == "qkv_projection") expected = qkv;
     if (name.rfind("attention.", 0) == 0) {
       expected = attention;
+      if (PrimitiveName::parse(name)->has("rounded")) {
+        expected["flash_wgmma"] = "not rounded as a framework's materialised attention rounds";
+        expected["cudnn_sdpa"] = "not rounded as a framework's materialised attention rounds";
+      }
       if (p.dtype == DType::tf32) {
         expected["flash_wgmma"] = "wgmma takes 16-bit operands";
         expected["cudnn_sdpa"] = "cuDNN SDPA takes f16 or bf16";
@@ -145,7 +165,7 @@ TEST(LargeExtents, EveryVariantOfACase14PrimitiveRunsItOrRefusesItWithTheReason)
 TEST(LargeExtents, Case14ResolvesUntunedToADeclaredChoiceThatRunsIt) {
   const DeviceLimits h200 = nominal_device_limits();
   const Dispatcher untuned(h200);
-  for (const Problem& p : case14_problems()) {
+  for (const Problem& p : case14_problems_and_rounded_attention()) {
     const DispatchChoice choice = untuned.lookup(p);
     const Primitive& primitive = *catalogue().find_primitive(p.primitive);
     const auto& declared = primitive.fallback_variants;

@@ -1,5 +1,7 @@
 // Every attention variant and config (cuDNN SDPA included) at awkward shapes, every mask, layout,
-// padding and dtype, against the float64 reference on fresh inputs with poisoned outputs.
+// padding and dtype, against the float64 reference on fresh inputs with poisoned outputs; the
+// rounded primitives (a materialised attention's rounding points) against their rounded reference
+// through every variant that computes them (naive, flash_mma).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -28,6 +30,18 @@ std::vector<std::string> attention_primitives() {
   return names;
 }
 
+// The rounded twins of every mask, layout and padding.
+std::vector<std::string> rounded_attention_primitives() {
+  std::vector<std::string> names;
+  for (const std::string& name : attention_primitives()) names.push_back(name + ".rounded");
+  return names;
+}
+
+// One query of one (batch, head); a tail of 1 past a tile of 16; whole tiles; a sequence no tile
+// size divides, at hd 64 and at the largest head dimension over two heads.
+const Case kRoundedShapes[] = {{1, 1, 1, 64}, {2, 3, 17, 32}, {1, 1, 128, 128}, {3, 1, 128, 32},
+                               {1, 1, 1000, 64}, {1, 2, 1000, 128}};
+
 class AttentionVariants : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
@@ -47,6 +61,37 @@ TEST_P(AttentionVariants, EveryConfigAtAwkwardShapes) {
     for (const Case& c : kShapes) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
       EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
+    }
+}
+
+// naive everywhere and flash_mma (every config its shared memory and registers allow) from sm_80
+// on; flash_wgmma and cuDNN SDPA refuse (tests/cpu/test_attention_catalogue).
+TEST_P(AttentionVariants, RoundedEveryConfigAtAwkwardShapes) {
+  std::uint64_t seed = std::random_device{}();
+  const int at_least = device_.limits.compute_capability >= 80 ? 2 : 1;
+  for (const std::string& primitive : rounded_attention_primitives())
+    for (const Case& c : kRoundedShapes) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
+    }
+}
+
+// Padded rows at the lengths 1 (one key: P = 1 exactly; every other query's output zero) and S
+// (every key visible: the all-valid case).
+TEST_P(AttentionVariants, RoundedWithLengthsOfOneAndTheWholeSequence) {
+  std::uint64_t seed = std::random_device{}();
+  const int at_least = device_.limits.compute_capability >= 80 ? 2 : 1;
+  for (const Case& c : {Case{2, 2, 1000, 64}, Case{3, 1, 17, 128}})
+    for (const std::int64_t length : {std::int64_t{1}, c.S}) {
+      const auto fixed = [length](std::vector<TensorSpec>& specs) {
+        for (TensorSpec& s : specs)
+          if (s.name == "lengths") s.low = static_cast<double>(length), s.high = static_cast<double>(length + 1);
+      };
+      for (const char* primitive : {"attention.causal.packed.padded.rounded", "attention.full.split.padded.rounded"}) {
+        const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+        EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, fixed), at_least)
+            << problem.key() << " lengths " << length;
+      }
     }
 }
 
