@@ -54,6 +54,10 @@ CommandSpec run_spec() {
             "matmul precision"},
            {"db", 0, "FILE", "the dispatch table (without it: every problem takes its primitive's default variant)"},
            {"dispatch", 0, "tuned|library", "tuned: the dispatch table (default); library: the library baselines"},
+           {"attention-rounding", 0, "eager|flash",
+            "eager: the attention rounds as the cases' materialised PyTorch reference (scores and normalised "
+            "probabilities stored in the model's type; attention.causal.split.rounded); flash: as a flash attention "
+            "(fp32 scores). Default: eager for f16/bf16 up to S = 16384 with the tuned dispatch, else flash"},
            {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
            {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
            {"input", 0, "FILE",
@@ -91,6 +95,11 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   const auto mode = parse_dispatch_mode(dispatch);
   if (!mode) throw UsageError("--dispatch must be tuned or library, got '" + dispatch + "'");
   options.dispatch = *mode;
+  std::optional<AttentionRounding> rounding;
+  if (auto text = a.value("attention-rounding")) {
+    rounding = parse_attention_rounding(*text);
+    if (!rounding) throw UsageError("--attention-rounding must be eager or flash, got '" + *text + "'");
+  }
   options.device = static_cast<int>(a.integer("device", 0, 0, 1024));
   const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
@@ -135,7 +144,9 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   RunnerCore core(options);
   out << "Transformer " << shape.describe() << ", " << dtype_text << ", on " << core.device().fingerprint.name
       << ", dispatch " << dispatch_mode_name(options.dispatch)
-      << (options.db_path.empty() ? std::string(" (no database: defaults)") : " from " + options.db_path) << "\n";
+      << (options.db_path.empty() ? std::string(" (no database: defaults)") : " from " + options.db_path)
+      << ", attention rounding "
+      << attention_rounding_name(rounding.value_or(default_attention_rounding(shape, *dtype, options.dispatch))) << "\n";
   if (has_padding(shape, input.valid_lengths)) {
     std::int64_t valid = 0;
     for (const std::int32_t l : input.valid_lengths) valid += l;
@@ -143,7 +154,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
         << std::fixed << std::setprecision(3) << 1 - static_cast<double>(valid) / static_cast<double>(shape.rows())
         << " padding)\n" << std::defaultfloat;
   }
-  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths);
+  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding);
   print_resolutions(core.resolutions(), out);
   runner.set_input(input.x);
   runner.forward();

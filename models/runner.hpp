@@ -80,6 +80,7 @@ class Resolver {
   // Throws std::runtime_error when the chosen variant cannot run the problem.
   std::pair<const Variant*, OpResolution> resolve(const ModelOp&) const;
   std::size_t tuned_problems() const { return dispatcher_.tuned_problems(); }
+  DispatchMode mode() const { return mode_; }
 
  private:
   Dispatcher dispatcher_;

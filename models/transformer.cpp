@@ -165,8 +165,30 @@ std::optional<TransformerTypes> transformer_types(DType model_dtype) {
   }
 }
 
+std::string_view attention_rounding_name(AttentionRounding r) { return r == AttentionRounding::eager ? "eager" : "flash"; }
+
+std::optional<AttentionRounding> parse_attention_rounding(std::string_view text) {
+  if (text == "eager") return AttentionRounding::eager;
+  if (text == "flash") return AttentionRounding::flash;
+  return std::nullopt;
+}
+
+AttentionRounding default_attention_rounding(const TransformerShape& s, DType model_dtype, DispatchMode dispatch) {
+  constexpr std::int64_t kLongestEagerSequence = 16384;
+  const bool sixteen_bit = model_dtype == DType::f16 || model_dtype == DType::bf16;
+  return sixteen_bit && s.seq <= kLongestEagerSequence && dispatch == DispatchMode::tuned ? AttentionRounding::eager
+                                                                                          : AttentionRounding::flash;
+}
+
 std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype, bool padded) {
+  return transformer_ops(s, model_dtype, padded, default_attention_rounding(s, model_dtype, DispatchMode::tuned));
+}
+
+std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype, bool padded,
+                                     AttentionRounding rounding) {
   const TransformerTypes t = *transformer_types(model_dtype);
+  const std::string attention = std::string("attention.causal.split") + (padded ? ".padded" : "") +
+                                (rounding == AttentionRounding::eager ? ".rounded" : "");
   const Shape rows_dim({{"rows", s.rows()}, {"cols", s.dim}});
   const auto gemm = [&](const std::string& op, std::int64_t n, std::int64_t k) {
     return Problem{op + ".nt", t.product, Shape({{"m", s.rows()}, {"n", n}, {"k", k}})};
@@ -175,9 +197,9 @@ std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtyp
       {"first LayerNorm", Problem{"layernorm", t.norm, rows_dim}},
       {"QKV projection", Problem{"qkv_projection", t.product,
                                  Shape({{"B", s.batch}, {"S", s.seq}, {"H", s.heads}, {"hd", s.head_dim()}})}},
-      {padded ? "causal attention, padded keys masked" : "causal attention",
-       Problem{padded ? "attention.causal.split.padded" : "attention.causal.split", t.product,
-                                   Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}},
+      {std::string(padded ? "causal attention, padded keys masked" : "causal attention") +
+           (rounding == AttentionRounding::eager ? ", rounded as eager PyTorch" : ""),
+       Problem{attention, t.product, Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}},
       {"output projection + bias", gemm("gemm_bias", s.dim, s.dim)},
       // PyTorch stores x + sublayer(x) in the model's type and normalises the stored sum: round_h = 1.
       // In 16 bits the statistics of the unrounded sum put every output of the LayerNorm a rounding
@@ -283,6 +305,14 @@ TensorValues generate_transformer_input(const TransformerShape& s, DType dtype, 
 
 std::vector<double> transformer_reference(const TransformerShape& s, DType model_dtype, const TransformerWeights& w,
                                           const TensorValues& input, const ValidLengths& valid_lengths) {
+  return transformer_reference(s, model_dtype, w, input, valid_lengths,
+                               default_attention_rounding(s, model_dtype, DispatchMode::tuned));
+}
+
+std::vector<double> transformer_reference(const TransformerShape& s, DType model_dtype, const TransformerWeights& w,
+                                          const TensorValues& input, const ValidLengths& valid_lengths,
+                                          AttentionRounding rounding) {
+  const bool eager = rounding == AttentionRounding::eager;
   if (const std::string why = valid_lengths_error(s, valid_lengths); !why.empty()) throw std::invalid_argument(why);
   const TransformerTypes t = *transformer_types(model_dtype);
   const Rounding norm_round = reference::rounding_for(t.norm);
@@ -321,16 +351,23 @@ std::vector<double> transformer_reference(const TransformerShape& s, DType model
             const double* kj = &qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + D + h * hd)];
             double dot = 0;
             for (std::int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
-            scores[static_cast<std::size_t>(j)] = dot * scale;
-            top = std::max(top, dot * scale);
+            // eager: the score GEMM's output stored, then the scaled scores stored.
+            const double score = eager ? product_round(product_round(dot) * scale) : dot * scale;
+            scores[static_cast<std::size_t>(j)] = score;
+            top = std::max(top, score);
           }
           double sum = 0;
           for (std::int64_t j = 0; j < keys; ++j) sum += (scores[static_cast<std::size_t>(j)] = std::exp(scores[static_cast<std::size_t>(j)] - top));
+          // eager: the normalised probabilities stored before P V.
+          if (eager)
+            for (std::int64_t j = 0; j < keys; ++j)
+              scores[static_cast<std::size_t>(j)] = product_round(scores[static_cast<std::size_t>(j)] / sum);
+          const double divisor = eager ? 1 : sum;
           for (std::int64_t d = 0; d < hd; ++d) {
             double acc = 0;
             for (std::int64_t j = 0; j < keys; ++j)
               acc += scores[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>(((bi * S + j) * 3 * D) + 2 * D + h * hd + d)];
-            ctx[static_cast<std::size_t>((bi * S + i) * D + h * hd + d)] = product_round(acc / sum);
+            ctx[static_cast<std::size_t>((bi * S + i) * D + h * hd + d)] = product_round(acc / divisor);
           }
         }
     linear(ctx, M, D, p(l, "attn.out.weight"), p(l, "attn.out.bias"), false, product_round, o);
@@ -451,7 +488,8 @@ struct TransformerRunner::State {
 };
 
 TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& shape, DType model_dtype,
-                                     const TransformerWeights& weights, const ValidLengths& valid_lengths) {
+                                     const TransformerWeights& weights, const ValidLengths& valid_lengths,
+                                     std::optional<AttentionRounding> rounding) {
   if (const std::string why = transformer_shape_error(shape); !why.empty()) throw std::runtime_error(why);
   if (const std::string why = valid_lengths_error(shape, valid_lengths); !why.empty()) throw std::runtime_error(why);
   if (!transformer_types(model_dtype))
@@ -495,7 +533,8 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   }
 
   // Each distinct problem's resolution is recorded once (its first op), for the table the CLI prints.
-  const std::vector<ModelOp> kinds = transformer_ops(shape, model_dtype, padded);
+  const std::vector<ModelOp> kinds = transformer_ops(
+      shape, model_dtype, padded, rounding.value_or(default_attention_rounding(shape, model_dtype, core.resolver().mode())));
   std::set<std::string> recorded;
   const auto bind = [&](const ModelOp& op, std::vector<void*> tensors, std::vector<double> scalars) {
     const bool first = recorded.insert(op.problem.key()).second;

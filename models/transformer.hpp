@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/types.hpp"
@@ -57,6 +58,24 @@ std::optional<TransformerTypes> transformer_types(DType model_dtype);
 
 // Every distinct operation of the forward, in the order it first runs (what shapes/transformer.yaml
 // must list for the dispatch table to hold every one); `padded`: the forward with a valid-token mask.
+// How the attention rounds. `eager`: as the cases' materialised reference (PyTorch eager) does,
+// through attention.*.rounded: the scores stored in the model's type (twice: Q K^T, then * scale),
+// the fp32 softmax stored as normalised probabilities, then P V. `flash`: as a flash attention
+// (PyTorch's SDPA, cuDNN's) does: fp32 scores, unnormalised probabilities in the product. In f16
+// only the eager points meet the TechJam rule against that reference on every element; a flash
+// attention misses it on a few per million (reports/cpu/2026-12-05-transformer-rounding-study).
+enum class AttentionRounding { eager, flash };
+std::string_view attention_rounding_name(AttentionRounding);
+std::optional<AttentionRounding> parse_attention_rounding(std::string_view);
+// eager for f16 and bf16 models up to S = 16384; flash for f32 models (TF32 products: the
+// reference's scores are fp32, as a flash kernel keeps them), for longer sequences (the rounded
+// attention makes two passes, 1.5x the FLOPs, and no materialised reference exists there to
+// match: case 14's would need 10 TB) and for the library dispatch (cuDNN's SDPA is a flash kernel).
+AttentionRounding default_attention_rounding(const TransformerShape&, DType model_dtype, DispatchMode);
+
+std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded,
+                                     AttentionRounding);
+// With the default rounding of the tuned dispatch.
 std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded = false);
 
 // Valid lengths, one per batch row, each in [1, S]; empty: every position valid.
@@ -97,6 +116,11 @@ TensorValues generate_transformer_input(const TransformerShape&, DType dtype, st
 // type as the GPU stores it: what the runner's GPU test compares with at small shapes. With
 // `valid_lengths`, the TechJam mask in every place techjam-cases.md puts it (masked keys; attention
 // output, each layer's output and the final output zero at invalid positions).
+// `rounding`: where the attention rounds, as the runner's (eager: scores and probabilities stored).
+std::vector<double> transformer_reference(const TransformerShape&, DType model_dtype, const TransformerWeights&,
+                                          const TensorValues& input, const ValidLengths& valid_lengths,
+                                          AttentionRounding rounding);
+// With the default rounding of the tuned dispatch.
 std::vector<double> transformer_reference(const TransformerShape&, DType model_dtype, const TransformerWeights&,
                                           const TensorValues& input, const ValidLengths& valid_lengths = {});
 
@@ -130,8 +154,9 @@ class TransformerRunner {
  public:
   // Throws std::runtime_error for a bad shape, weights that do not match it or lengths outside
   // [1, S], and when an op's resolved variant cannot run. Lengths with padding bind the masked ops.
+  // `rounding`: default_attention_rounding of the core's dispatch where not given.
   TransformerRunner(RunnerCore&, const TransformerShape&, DType model_dtype, const TransformerWeights&,
-                    const ValidLengths& valid_lengths = {});
+                    const ValidLengths& valid_lengths = {}, std::optional<AttentionRounding> rounding = std::nullopt);
   ~TransformerRunner();
   TransformerRunner(const TransformerRunner&) = delete;
   TransformerRunner& operator=(const TransformerRunner&) = delete;

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "models/dispatcher.hpp"
 #include "models/safetensors.hpp"
 #include "models/transformer.hpp"
 #include "support/test_support.hpp"
@@ -48,11 +50,75 @@ TEST(Transformer, EveryOpIsAValidProblemOfTheCatalogue) {
   EXPECT_EQ(f32[1].problem.dtype, DType::tf32) << "products in TF32";
   const auto padded = transformer_ops(*techjam_case(1), DType::f16, true);
   ASSERT_EQ(padded.size(), f32.size() + 1);
-  EXPECT_EQ(padded[2].problem.primitive, "attention.causal.split.padded");
+  EXPECT_EQ(padded[2].problem.primitive, "attention.causal.split.padded.rounded");
   EXPECT_EQ(padded.back().problem.primitive, "activation_backward.relu") << "the output's mask product";
   EXPECT_EQ(padded.back().problem.dtype, DType::f16);
   EXPECT_EQ(padded.back().problem.shape.at("n"), 64 * 128 * 128);
-  EXPECT_EQ(transformer_ops(*techjam_case(1), DType::f16)[2].problem.primitive, "attention.causal.split");
+  EXPECT_EQ(transformer_ops(*techjam_case(1), DType::f16)[2].problem.primitive, "attention.causal.split.rounded");
+  EXPECT_EQ(f32[2].problem.primitive, "attention.causal.split") << "an f32 model's attention is the flash one";
+}
+
+// The attention rounds as the eager reference in 16-bit models up to S = 16384 with the tuned
+// dispatch; as a flash attention otherwise (f32, case 14, the library dispatch); either on request.
+TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
+  const TransformerShape c1 = *techjam_case(1), c14 = *techjam_case(14);
+  EXPECT_EQ(default_attention_rounding(c1, DType::f16, DispatchMode::tuned), AttentionRounding::eager);
+  EXPECT_EQ(default_attention_rounding(c1, DType::bf16, DispatchMode::tuned), AttentionRounding::eager);
+  EXPECT_EQ(default_attention_rounding(c1, DType::f32, DispatchMode::tuned), AttentionRounding::flash);
+  EXPECT_EQ(default_attention_rounding(c14, DType::f16, DispatchMode::tuned), AttentionRounding::flash);
+  EXPECT_EQ(default_attention_rounding(c1, DType::f16, DispatchMode::library), AttentionRounding::flash);
+  EXPECT_EQ(transformer_ops(c1, DType::f16, true, AttentionRounding::flash)[2].problem.primitive,
+            "attention.causal.split.padded");
+  EXPECT_EQ(transformer_ops(c1, DType::f32, false, AttentionRounding::eager)[2].problem.primitive,
+            "attention.causal.split.rounded");
+  EXPECT_EQ(parse_attention_rounding("eager"), AttentionRounding::eager);
+  EXPECT_EQ(parse_attention_rounding("flash"), AttentionRounding::flash);
+  EXPECT_FALSE(parse_attention_rounding("fast"));
+  EXPECT_EQ(attention_rounding_name(AttentionRounding::eager), "eager");
+}
+
+// Without a table every op of cases 1-13, in either attention rounding, resolves to a variant that
+// runs it on an H200: the rounded attention included (naive at head dims the flash kernel lacks).
+TEST(Transformer, EveryOpResolvesUntunedToAVariantThatRunsIt) {
+  const DeviceLimits h200 = nominal_device_limits();
+  const Dispatcher untuned(h200);
+  for (int n = 1; n <= 13; ++n)
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (const bool padded : {false, true})
+        for (const AttentionRounding rounding : {AttentionRounding::eager, AttentionRounding::flash})
+          for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded, rounding)) {
+            const DispatchChoice choice = untuned.lookup(op.problem);
+            const Variant* v = catalogue().find_variant(op.problem.primitive, choice.variant);
+            ASSERT_NE(v, nullptr) << op.problem.key() << " -> " << choice.variant;
+            const Support s = v->supports(op.problem, choice.config, h200);
+            EXPECT_TRUE(s.ok) << op.problem.key() << " -> " << choice.variant << ": " << s.reason;
+          }
+}
+
+// The eager forward stores the scores and the probabilities: in f16 it differs from the flash
+// forward by roundings (a few units of f16 at most), and in both the masked rows agree with the
+// unmasked model's.
+TEST(Transformer, EagerReferenceRoundsScoresAndProbabilities) {
+  const TransformerShape s{2, 12, 32, 2, 48, 2};
+  const auto w = generate_transformer_weights(s, DType::f16, 5);
+  const TensorValues x = generate_transformer_input(s, DType::f16, 5);
+  const std::vector<double> eager = transformer_reference(s, DType::f16, w, x, {}, AttentionRounding::eager);
+  const std::vector<double> flash = transformer_reference(s, DType::f16, w, x, {}, AttentionRounding::flash);
+  EXPECT_EQ(transformer_reference(s, DType::f16, w, x), eager) << "eager is the tuned default in f16";
+  std::size_t differ = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    differ += eager[i] != flash[i];
+    worst = std::max(worst, std::abs(eager[i] - flash[i]));
+  }
+  EXPECT_GT(differ, eager.size() / 20) << "the rounded scores and probabilities reach the output";
+  EXPECT_LT(worst, 0.05);
+  // An f32 model (storage f32): eager rounds to f32 only, within 1e-5 of flash.
+  const auto w32 = generate_transformer_weights(s, DType::f32, 5);
+  const TensorValues x32 = generate_transformer_input(s, DType::f32, 5);
+  const std::vector<double> e32 = transformer_reference(s, DType::f32, w32, x32, {}, AttentionRounding::eager);
+  const std::vector<double> f32 = transformer_reference(s, DType::f32, w32, x32, {}, AttentionRounding::flash);
+  for (std::size_t i = 0; i < e32.size(); ++i) ASSERT_NEAR(e32[i], f32[i], 1e-5) << i;
 }
 
 // shapes/transformer.yaml holds exactly the problems of cases 1-13 in f32, f16 and bf16, with and

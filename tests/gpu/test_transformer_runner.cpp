@@ -1,11 +1,14 @@
 // The Transformer runner on the GPU against its float64 forward, at small awkward sizes (odd
 // sequence lengths, a head dim the flash kernels do not take, more than one layer), in f32 (TF32
-// products), f16 and bf16, with each problem's default variant and with the library baselines;
+// products), f16 and bf16, with each problem's default variant and with the library baselines, in
+// the dispatch's default attention rounding (eager in 16 bits: attention.*.rounded) and in flash;
 // and the same with a valid-token mask (lengths 1, S and between in one batch).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "models/transformer.hpp"
 #include "support/test_support.hpp"
@@ -49,26 +52,32 @@ TEST_P(TransformerRunnerTest, MatchesTheFloat64ForwardWithDefaultsAndLibraries) 
     for (const Case& c : kCases) {
       const auto weights = generate_transformer_weights(c.shape, dtype, 11);
       const TensorValues x = generate_transformer_input(c.shape, dtype, 11);
-      TransformerRunner runner(core, c.shape, dtype, weights);
-      runner.set_input(x);
-      runner.forward();
-      const TensorValues y = runner.output();
-      const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x);
-      ASSERT_EQ(y.values.size(), want.size());
-      const Tolerance tol = tolerance(dtype);
-      int bad = 0;
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        const double err = std::abs(y.values[i] - want[i]);
-        if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[i]))) {
-          if (++bad <= 3)
-            ADD_FAILURE() << c.shape.describe() << " (" << c.why << "), " << dispatch_mode_name(mode) << ": y[" << i
-                          << "] = " << y.values[i] << ", want " << want[i];
+      // The dispatch's default attention rounding (eager in 16 bits with the tuned dispatch), and
+      // flash as well where that is not the default.
+      std::vector<AttentionRounding> roundings{default_attention_rounding(c.shape, dtype, mode)};
+      if (roundings[0] != AttentionRounding::flash) roundings.push_back(AttentionRounding::flash);
+      for (const AttentionRounding rounding : roundings) {
+        const std::string what = c.shape.describe() + " (" + c.why + "), " + std::string(dispatch_mode_name(mode)) +
+                                 ", attention rounding " + std::string(attention_rounding_name(rounding));
+        TransformerRunner runner(core, c.shape, dtype, weights, {}, rounding);
+        runner.set_input(x);
+        runner.forward();
+        const TensorValues y = runner.output();
+        const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, {}, rounding);
+        ASSERT_EQ(y.values.size(), want.size());
+        const Tolerance tol = tolerance(dtype);
+        int bad = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const double err = std::abs(y.values[i] - want[i]);
+          if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[i]))) {
+            if (++bad <= 3) ADD_FAILURE() << what << ": y[" << i << "] = " << y.values[i] << ", want " << want[i];
+          }
         }
+        EXPECT_EQ(bad, 0) << what;
+        // A second forward (the graph replayed) gives the same output, bit for bit.
+        runner.forward();
+        EXPECT_EQ(runner.output().values, y.values) << what;
       }
-      EXPECT_EQ(bad, 0) << c.shape.describe() << ", " << dispatch_mode_name(mode);
-      // A second forward (the graph replayed) gives the same output, bit for bit.
-      runner.forward();
-      EXPECT_EQ(runner.output().values, y.values) << c.shape.describe();
     }
   }
 }
@@ -97,11 +106,12 @@ TEST_P(TransformerRunnerTest, WithPaddingMatchesTheFloat64ForwardAndZeroesInvali
     for (const PaddedCase& c : cases) {
       const auto weights = generate_transformer_weights(c.shape, dtype, 13);
       const TensorValues x = generate_transformer_input(c.shape, dtype, 13);
-      TransformerRunner runner(core, c.shape, dtype, weights, c.lengths);
+      const AttentionRounding rounding = default_attention_rounding(c.shape, dtype, mode);
+      TransformerRunner runner(core, c.shape, dtype, weights, c.lengths, rounding);
       runner.set_input(x);
       runner.forward();
       const TensorValues y = runner.output();
-      const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths);
+      const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths, rounding);
       ASSERT_EQ(y.values.size(), want.size());
       const Tolerance tol = tolerance(dtype);
       int bad = 0, nonzero = 0;
