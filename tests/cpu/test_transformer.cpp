@@ -77,6 +77,16 @@ TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
   EXPECT_EQ(attention_rounding_name(AttentionRounding::eager), "eager");
 }
 
+// shapes/transformer_case1.yaml: exactly case 1's problems in f16, as the runner binds them by default.
+TEST(Transformer, CaseOneShapeFileHoldsExactlyItsProblems) {
+  std::set<std::string> wanted, in_file;
+  for (const ModelOp& op : transformer_ops(*techjam_case(1), DType::f16)) wanted.insert(op.problem.key());
+  const ShapeFile file =
+      load_shape_file((test_support::source_dir() / "shapes" / "transformer_case1.yaml").string(), catalogue());
+  for (const auto& p : file.problems) in_file.insert(p.problem.key());
+  EXPECT_EQ(in_file, wanted);
+}
+
 // Without a table every op of cases 1-13, in either attention rounding, resolves to a variant that
 // runs it on an H200: the rounded attention included (naive at head dims the flash kernel lacks).
 TEST(Transformer, EveryOpResolvesUntunedToAVariantThatRunsIt) {
