@@ -21,16 +21,9 @@ import json
 import os
 import sys
 
+from results import load
+
 FASTER_MODES = ("eager_fused", "compile", "cuda_graph")
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError) as e:
-        print(f"cannot read {path}: {e}", file=sys.stderr)
-        return None
 
 
 def suite(run):

@@ -11,18 +11,10 @@ if a target that could be judged is missed. A benchmark verdict, never a test.
 --seed-run: tuned runs with other seeds, listed beside the default seed's final accuracy (the
 target is judged on the default run; the others show how much of a margin is seed noise).
 """
-import json
 import statistics
 import sys
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError) as e:
-        print(f"cannot read {path}: {e}", file=sys.stderr)
-        return None
+from results import load
 
 
 def steady(epochs):

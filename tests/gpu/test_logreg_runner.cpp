@@ -10,24 +10,13 @@
 #include "harness/host_tensor.hpp"
 #include "models/idx.hpp"
 #include "models/logreg.hpp"
+#include "support/fashion_mnist.hpp"
 #include "support/test_support.hpp"
 
 namespace shapetune {
 namespace {
 
-std::string data_dir() {
-  if (const char* env = std::getenv("SHAPETUNE_FASHION_MNIST")) return env;
-  return kFashionMnistDir;
-}
-
-#define REQUIRE_FASHION_MNIST()                                                                          \
-  do {                                                                                                   \
-    if (!std::filesystem::exists(data_dir() + "/train-images-idx3-ubyte.gz"))                            \
-      GTEST_SKIP() << "Fashion-MNIST not in " << data_dir()                                              \
-                   << " (Debian's dataset-fashion-mnist, or set SHAPETUNE_FASHION_MNIST)";               \
-  } while (0)
-
-LogregData shirts() { return select_classes(load_fashion_mnist(data_dir()), {0, 6}); }
+LogregData shirts() { return select_classes(load_fashion_mnist(test_support::fashion_mnist_dir()), {0, 6}); }
 
 // The values the device holds for X: p / 255 rounded once to the storage type.
 std::vector<double> stored_x(const BinaryImages& split, DType dtype) {
@@ -51,7 +40,7 @@ class LogregParity : public ::testing::TestWithParam<DType> {};
 // full step of lr, and the fp32 sum may round either way.
 TEST_P(LogregParity, FullBatchStepsTakeTheFloat64TrainersSteps) {
   SHAPETUNE_REQUIRE_GPU();
-  REQUIRE_FASHION_MNIST();
+  SHAPETUNE_REQUIRE_FASHION_MNIST();
   const LogregData data = shirts();
   ASSERT_EQ(data.train.count, 12000);
   ASSERT_EQ(data.test.count, 2000);
@@ -97,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, LogregParity, ::testing::Values(DType::f32, DTy
 // test set is balanced, so guessing one class scores 50%).
 TEST(LogregAccuracy, FiftyFullBatchEpochsPassEightyPercentOnTheTestSet) {
   SHAPETUNE_REQUIRE_GPU();
-  REQUIRE_FASHION_MNIST();
+  SHAPETUNE_REQUIRE_FASHION_MNIST();
   LogregOptions o;  // full batch, lr 0.01
   LogregTrainer trainer(o, shirts());
   LogregEpoch first, last;
@@ -115,7 +104,7 @@ TEST(LogregAccuracy, FiftyFullBatchEpochsPassEightyPercentOnTheTestSet) {
 // Same data, options and device: the same parameters, bit for bit (no variant uses atomics).
 TEST(LogregDeterminism, RerunsAreBitIdentical) {
   SHAPETUNE_REQUIRE_GPU();
-  REQUIRE_FASHION_MNIST();
+  SHAPETUNE_REQUIRE_FASHION_MNIST();
   const LogregData data = shirts();
   LogregOptions full;
   LogregOptions shuffled;

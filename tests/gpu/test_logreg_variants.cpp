@@ -70,28 +70,6 @@ TEST_P(LogregVariants, StableForLargeAbsoluteZ) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, LogregVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// The bytes of every output after one launch on a workspace filled with `fill` first.
-std::vector<std::vector<std::byte>> outputs_after_launch(const Variant& v, const Config& config, ProblemData& data,
-                                                         Measurer& measurer, int fill) {
-  const Problem& problem = data.problem();
-  const std::size_t workspace_bytes = v.workspace_bytes(problem, config);
-  DeviceBuffer workspace(workspace_bytes);
-  SHAPETUNE_CUDA_CHECK(cudaMemset(workspace.get(), fill, workspace_bytes));
-  std::vector<void*> pointers = data.pointers(0);
-  const LaunchArgs args{problem,         config,          pointers,      measurer.stream(), measurer.libraries(),
-                        workspace.get(), workspace_bytes, data.scalars()};
-  data.prepare(0, measurer.stream());
-  const LaunchStatus status = v.launch(args);
-  EXPECT_TRUE(status.ok) << v.name << ": " << status.message;
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer.stream()));
-  std::vector<std::vector<std::byte>> out;
-  for (std::size_t i = 4; i < data.specs().size(); ++i) {  // p, loss, dw, db
-    out.emplace_back(static_cast<std::size_t>(data.specs()[i].bytes()));
-    SHAPETUNE_CUDA_CHECK(cudaMemcpy(out.back().data(), pointers[i], out.back().size(), cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
 // fused_block's partials are added in block order, never by atomics: two runs, whatever the
 // workspace held before, give the same bits. (row_warp and unfused promise the same; checked too.)
 TEST(LogregEngine, RunsAreBitIdentical) {
@@ -105,10 +83,10 @@ TEST(LogregEngine, RunsAreBitIdentical) {
     for (const Variant* v : catalogue().variants("logistic_bce"))
       for (const Config& config : v->params.enumerate()) {
         if (!v->supports(problem, config, device.limits).ok) continue;
-        const auto zeroed = outputs_after_launch(*v, config, data, measurer, 0);
+        const auto zeroed = test_support::outputs_after_launch(*v, config, data, measurer, 0);
         EXPECT_EQ(data.check(0, tolerance_for(primitive, problem), measurer.stream()).mismatches, 0)
             << problem.key() << " " << v->name << "{" << config.key() << "}";
-        const auto poisoned = outputs_after_launch(*v, config, data, measurer, 0xFF);
+        const auto poisoned = test_support::outputs_after_launch(*v, config, data, measurer, 0xFF);
         EXPECT_TRUE(zeroed == poisoned) << problem.key() << " " << v->name << "{" << config.key()
                                         << "}: outputs differ between runs";
       }

@@ -10,22 +10,11 @@
 
 #include "models/idx.hpp"
 #include "models/mlp.hpp"
+#include "support/fashion_mnist.hpp"
 #include "support/test_support.hpp"
 
 namespace shapetune {
 namespace {
-
-std::string data_dir() {
-  if (const char* env = std::getenv("SHAPETUNE_FASHION_MNIST")) return env;
-  return kFashionMnistDir;
-}
-
-#define REQUIRE_FASHION_MNIST()                                                                          \
-  do {                                                                                                   \
-    if (!std::filesystem::exists(data_dir() + "/train-images-idx3-ubyte.gz"))                            \
-      GTEST_SKIP() << "Fashion-MNIST not in " << data_dir()                                              \
-                   << " (Debian's dataset-fashion-mnist, or set SHAPETUNE_FASHION_MNIST)";               \
-  } while (0)
 
 // |got - want| <= atol + rtol |want| per element, atol relative to the largest gradient: the
 // float GEMMs sum up to 784 products, whose rounding is relative to the sum's terms.
@@ -86,8 +75,8 @@ class MlpTraining : public ::testing::TestWithParam<bool> {};
 
 TEST_P(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
   SHAPETUNE_REQUIRE_GPU();
-  REQUIRE_FASHION_MNIST();
-  FashionMnist data = load_fashion_mnist(data_dir());
+  SHAPETUNE_REQUIRE_FASHION_MNIST();
+  FashionMnist data = load_fashion_mnist(test_support::fashion_mnist_dir());
   MlpOptions o;
   o.adam_in_graph = GetParam();
   o.batch = 64;
@@ -131,17 +120,17 @@ INSTANTIATE_TEST_SUITE_P(Adam, MlpTraining, ::testing::Values(false, true),
 
 TEST(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
   SHAPETUNE_REQUIRE_GPU();
-  REQUIRE_FASHION_MNIST();
+  SHAPETUNE_REQUIRE_FASHION_MNIST();
   MlpOptions o;
   o.train_limit = 10000;
-  MlpTrainer trainer(o, load_fashion_mnist(data_dir()));
+  MlpTrainer trainer(o, load_fashion_mnist(test_support::fashion_mnist_dir()));
   const EpochResult e = trainer.train_epoch();
   EXPECT_EQ(e.steps, 10000 / 128);
   EXPECT_GE(e.test_accuracy, 0.75) << "loss " << e.train_loss;
   EXPECT_TRUE(std::isfinite(e.train_loss));
 
   // Same seed, same device, same variants: the same parameters, bit for bit.
-  MlpTrainer again(o, load_fashion_mnist(data_dir()));
+  MlpTrainer again(o, load_fashion_mnist(test_support::fashion_mnist_dir()));
   again.train_epoch();
   EXPECT_EQ(trainer.parameters(), again.parameters());
 }

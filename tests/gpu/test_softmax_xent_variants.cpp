@@ -125,28 +125,6 @@ TEST_P(SoftmaxXentVariants, ClusterRowEveryConfigAtWideShapes) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, SoftmaxXentVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// The bytes of every output after one launch whose workspace was filled with `fill` first.
-std::vector<std::vector<std::byte>> outputs_after_launch(const Variant& v, const Config& config, ProblemData& data,
-                                                         Measurer& measurer, int fill) {
-  const Problem& problem = data.problem();
-  const std::size_t workspace_bytes = v.workspace_bytes ? v.workspace_bytes(problem, config) : 0;
-  DeviceBuffer workspace(workspace_bytes);
-  if (workspace_bytes) SHAPETUNE_CUDA_CHECK(cudaMemset(workspace.get(), fill, workspace_bytes));
-  std::vector<void*> pointers = data.pointers(0);
-  const LaunchArgs args{problem,         config,          pointers,      measurer.stream(), measurer.libraries(),
-                        workspace.get(), workspace_bytes, data.scalars()};
-  data.prepare(0, measurer.stream());
-  const LaunchStatus status = v.launch(args);
-  EXPECT_TRUE(status.ok) << v.name << ": " << status.message;
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer.stream()));
-  std::vector<std::vector<std::byte>> out;
-  for (std::size_t i = 2; i < data.specs().size(); ++i) {  // loss, dlogits
-    out.emplace_back(static_cast<std::size_t>(data.specs()[i].bytes()));
-    SHAPETUNE_CUDA_CHECK(cudaMemcpy(out.back().data(), pointers[i], out.back().size(), cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
 // The mean comes from a fixed-order reduction, never from atomics: the same bits on every run,
 // whatever the workspace held before (zeros, or NaN bytes from a previous user).
 TEST(SoftmaxXentEngine, EveryVariantIsDeterministicAndIgnoresStaleWorkspace) {
@@ -159,10 +137,10 @@ TEST(SoftmaxXentEngine, EveryVariantIsDeterministicAndIgnoresStaleWorkspace) {
     ProblemData data(primitive, problem, 23);
     for (const Variant* v : catalogue().variants("softmax_xent")) {
       if (!v->supports(problem, v->default_config, device.limits).ok) continue;
-      const auto zeroed = outputs_after_launch(*v, v->default_config, data, measurer, 0);
+      const auto zeroed = test_support::outputs_after_launch(*v, v->default_config, data, measurer, 0);
       EXPECT_EQ(data.check(0, primitive.tolerance(DType::f32), measurer.stream()).mismatches, 0)
           << problem.key() << " " << v->name;
-      const auto poisoned = outputs_after_launch(*v, v->default_config, data, measurer, 0xFF);
+      const auto poisoned = test_support::outputs_after_launch(*v, v->default_config, data, measurer, 0xFF);
       EXPECT_TRUE(zeroed == poisoned) << problem.key() << " " << v->name << ": outputs differ between runs";
     }
   }

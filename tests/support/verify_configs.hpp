@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "harness/cuda_check.hpp"
 #include "harness/device.hpp"
+#include "harness/device_buffer.hpp"
 #include "harness/measure.hpp"
 #include "harness/problem_data.hpp"
 #include "variants/catalogue.hpp"
@@ -47,6 +50,31 @@ inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, con
     }
   }
   return verified;
+}
+
+// The bytes of every output (and inout) tensor after one launch of `v` on the problem's first
+// buffer set, its workspace filled with the byte `fill` first: two calls with different fills
+// show whether a variant's results depend on what its workspace held (they must not).
+inline std::vector<std::vector<std::byte>> outputs_after_launch(const Variant& v, const Config& config,
+                                                                ProblemData& data, Measurer& measurer, int fill) {
+  const Problem& problem = data.problem();
+  const std::size_t workspace_bytes = v.workspace_bytes ? v.workspace_bytes(problem, config) : 0;
+  DeviceBuffer workspace(workspace_bytes);
+  if (workspace_bytes) SHAPETUNE_CUDA_CHECK(cudaMemset(workspace.get(), fill, workspace_bytes));
+  std::vector<void*> pointers = data.pointers(0);
+  const LaunchArgs args{problem,         config,          pointers,      measurer.stream(), measurer.libraries(),
+                        workspace.get(), workspace_bytes, data.scalars()};
+  data.prepare(0, measurer.stream());
+  const LaunchStatus status = v.launch(args);
+  EXPECT_TRUE(status.ok) << v.name << ": " << status.message;
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer.stream()));
+  std::vector<std::vector<std::byte>> out;
+  for (std::size_t i = 0; i < data.specs().size(); ++i) {
+    if (data.specs()[i].role == TensorRole::input) continue;
+    out.emplace_back(static_cast<std::size_t>(data.specs()[i].bytes()));
+    SHAPETUNE_CUDA_CHECK(cudaMemcpy(out.back().data(), pointers[i], out.back().size(), cudaMemcpyDeviceToHost));
+  }
+  return out;
 }
 
 }  // namespace shapetune::test_support
