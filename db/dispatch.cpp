@@ -37,7 +37,35 @@ std::optional<double> shape_log_distance(const Shape& a, const Shape& b) {
 }
 
 DispatchTable DispatchTable::load(const Store& store, const std::string& device_key) {
-  return from_winners(store.winners(device_key));
+  DispatchTable table = from_winners(store.winners(device_key));
+  for (const WinnerRecord& w : table.rows_) {
+    if (w.sweep_id == 0) continue;  // a winner stored without its sweep: no candidates to read
+    // Per variant: configs that ran, and the worst of those outside the tolerance.
+    std::map<std::string, std::pair<int, AccuracyFailure>> by_variant;
+    for (const CandidateRecord& c : store.candidates(w.sweep_id, w.problem.key())) {
+      if (!c.accuracy || (c.status != CandidateStatus::ok && c.status != CandidateStatus::failed_accuracy)) continue;
+      auto& [ran, failure] = by_variant[c.variant];
+      ++ran;
+      if (c.status != CandidateStatus::failed_accuracy) continue;
+      failure.variant = c.variant;
+      ++failure.configs;
+      if (failure.configs == 1 || c.accuracy->max_abs_error > failure.max_abs_error) {
+        failure.max_abs_error = c.accuracy->max_abs_error;
+        failure.first_mismatch = c.accuracy->first_mismatch;
+      }
+    }
+    std::vector<AccuracyFailure> failed;
+    for (auto& [variant, counts] : by_variant)
+      if (counts.second.configs > 0 && counts.second.configs == counts.first) failed.push_back(std::move(counts.second));
+    if (!failed.empty()) table.failures_.emplace(w.problem.key(), std::move(failed));
+  }
+  return table;
+}
+
+const std::vector<AccuracyFailure>& DispatchTable::accuracy_failures(const std::string& problem_key) const {
+  static const std::vector<AccuracyFailure> none;
+  const auto it = failures_.find(problem_key);
+  return it == failures_.end() ? none : it->second;
 }
 
 DispatchTable DispatchTable::from_winners(std::vector<WinnerRecord> winners) {

@@ -35,6 +35,16 @@ struct DispatchChoice {
   std::string library_algo;
 };
 
+// A variant none of whose configs passed the accuracy gate on a tuned problem, in the sweep that
+// chose its winner: what a runner shows beside the op, since the table took another variant for
+// it (the TechJam lesson: packed QKV failing the rule on a shape, split taken there).
+struct AccuracyFailure {
+  std::string variant;
+  int configs = 0;              // configs measured, all outside the tolerance
+  double max_abs_error = 0;     // the worst of them
+  std::string first_mismatch;   // the worst config's first element outside the tolerance
+};
+
 class DispatchTable {
  public:
   using SupportsFn = std::function<bool(const Problem&, const std::string& variant, const Config&)>;
@@ -52,10 +62,14 @@ class DispatchTable {
 
   std::size_t size() const { return by_key_.size(); }
   const std::vector<WinnerRecord>& rows() const { return rows_; }
+  // The variants that failed the accuracy gate on the tuned problem with this key (empty when
+  // none did, or the table came from winners alone).
+  const std::vector<AccuracyFailure>& accuracy_failures(const std::string& problem_key) const;
 
  private:
   std::vector<WinnerRecord> rows_;
   std::map<std::string, std::size_t> by_key_;  // problem key -> index in rows_
+  std::map<std::string, std::vector<AccuracyFailure>> failures_;  // problem key -> variants
 };
 
 // Log distances closer than this are equal. The same distance reached through different

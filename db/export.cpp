@@ -208,7 +208,8 @@ std::string cpp_double(double value) {
 }
 
 std::string cpp_entry(const WinnerRecord& winner) {
-  return "{" + cpp_string(winner.device_key) + ", " + cpp_string(winner.problem.primitive) + ", " +
+  std::string out = "{";  // appended to, not "{" + ...: GCC 12 warns falsely (-Wrestrict) on that form
+  return out + cpp_string(winner.device_key) + ", " + cpp_string(winner.problem.primitive) + ", " +
          cpp_string(dtype_name(winner.problem.dtype)) + ", " + cpp_string(winner.problem.shape.key()) + ", " +
          cpp_string(winner.variant) + ", " + cpp_string(winner.config.key()) + ", " +
          cpp_string(winner.library_algo) + ", " + cpp_double(winner.timing.median_us) + ", " +

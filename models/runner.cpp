@@ -30,7 +30,8 @@ Resolver::Resolver(const std::string& db_path, const DeviceInfo& device, Dispatc
       mode_(mode) {}
 
 std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) const {
-  OpResolution r{op, "", "", "", ""};
+  OpResolution r;
+  r.op = op;
   const Catalogue& cat = catalogue();
   const Variant* chosen = nullptr;
   Config config;
@@ -65,6 +66,7 @@ std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) con
       r.source = std::string(dispatch_source_name(choice.source));
     r.library_algo = choice.library_algo;
     if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
+    if (!choice.tuned_problem.empty()) r.accuracy_failures = dispatcher_.table().accuracy_failures(choice.tuned_problem);
   }
   for (const auto& [name, value] : op.pinned)
     if (const std::optional<std::int64_t> was = config.find(name); was && *was != value) {
@@ -162,10 +164,15 @@ void print_resolutions(const std::vector<OpResolution>& resolutions, std::ostrea
   }
   out << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_problem))
       << "problem" << "  " << std::setw(static_cast<int>(w_variant)) << "variant" << "  resolved by\n";
-  for (const auto& r : resolutions)
+  for (const auto& r : resolutions) {
     out << std::left << std::setw(static_cast<int>(w_name)) << r.op.name << "  " << std::setw(static_cast<int>(w_problem))
         << r.op.problem.key() << "  " << std::setw(static_cast<int>(w_variant)) << variant_text(r) << "  " << r.source
         << "\n";
+    for (const AccuracyFailure& f : r.accuracy_failures)
+      out << std::string(w_name + 2, ' ') << "not " << f.variant << ": " << f.configs
+          << (f.configs == 1 ? " config" : " configs") << " failed the accuracy gate in the sweep (worst |error| "
+          << f.max_abs_error << (f.first_mismatch.empty() ? "" : ", " + f.first_mismatch) << ")\n";
+  }
 }
 
 }  // namespace shapetune

@@ -56,6 +56,9 @@ struct OpResolution {
   std::string config;        // Config::key()
   std::string source;        // "exact", "nearest (gemm.nn/f32/m=...)", "default", "library: ..."
   std::string library_algo;  // the winner's recorded library algorithm, replayed (exact matches)
+  // Variants that failed the accuracy gate on the tuned problem the choice came from: why the
+  // table took another (printed under the op).
+  std::vector<AccuracyFailure> accuracy_failures;
 };
 
 // An operation bound to its tensors, scalars and workspace: one launch.

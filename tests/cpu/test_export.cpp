@@ -385,8 +385,11 @@ TEST(ExportFormats, NoBaselineIsNoneNotZero) {
   EXPECT_EQ(json_value_of(json, "speedup_vs_baseline"), "null");
   const auto rows = parse_csv(export_csv({winner}));
   ASSERT_EQ(rows.size(), 2u);
-  for (std::size_t i = 0; i < rows[0].size(); ++i)
-    if (rows[0][i] == "baseline_us" || rows[0][i] == "speedup_vs_baseline") EXPECT_EQ(rows[1][i], "") << rows[0][i];
+  for (std::size_t i = 0; i < rows[0].size(); ++i) {
+    if (rows[0][i] == "baseline_us" || rows[0][i] == "speedup_vs_baseline") {
+      EXPECT_EQ(rows[1][i], "") << rows[0][i];
+    }
+  }
   EXPECT_NE(line_with(export_header({winner}, header_source()), "\"softmax\"").find(", -1.0},"), std::string::npos);
 }
 

@@ -125,6 +125,68 @@ TEST(RunnerCore, PinnedConfigValuesOverrideTheTablesChoice) {
     }
 }
 
+// The TechJam lesson in the runner's table: where a variant failed the accuracy gate on the
+// tuned problem (every config it ran), the resolution names it and its worst error, so the user
+// sees why the table took another; a variant with one accurate config is not named.
+TEST(RunnerCore, NamesTheVariantsThatFailedTheAccuracyGate) {
+  const test_support::TempDir dir;
+  const std::string path = dir.file("failures.db");
+  const DeviceInfo info = h200_info();
+  const Problem qkv{"qkv_projection", DType::f16, Shape({{"B", 64}, {"S", 128}, {"H", 4}, {"hd", 32}})};
+  {
+    auto store = Store::open(path);
+    store->upsert_device(info.fingerprint);
+    const std::int64_t sweep = store->begin_sweep(SweepInfo{info.fingerprint.key(), "shapetune sweep", "abc",
+                                                            "shapes/x.yaml", "0", ""});
+    const auto candidate = [&](const std::string& variant, Config config, CandidateStatus status, double error,
+                               const std::string& mismatch) {
+      CandidateRecord c;
+      c.sweep_id = sweep;
+      c.problem = qkv;
+      c.variant = variant;
+      c.config = std::move(config);
+      c.status = status;
+      c.accuracy = AccuracyReport{error, error, status == CandidateStatus::ok ? 0 : 3, 1000, mismatch};
+      if (status == CandidateStatus::ok) c.timing = TimingStats{};
+      c.tolerance = {1e-3, 1e-2};
+      store->record_candidate(c);
+    };
+    candidate("packed_head_split", Config({{"tile", 2}, {"stages", 3}}), CandidateStatus::failed_accuracy, 4e-3,
+              "q[0,1]: got 1.004, want 1");
+    candidate("packed_head_split", Config({{"tile", 1}, {"stages", 2}}), CandidateStatus::failed_accuracy, 6e-3,
+              "k[3,7]: got 0.506, want 0.5");
+    candidate("packed", Config(), CandidateStatus::failed_accuracy, 5e-3, "v[1,1]: got 2.005, want 2");
+    candidate("packed", Config(), CandidateStatus::ok, 1e-4, "");
+    candidate("split", Config(), CandidateStatus::ok, 1e-4, "");
+    WinnerRecord w;
+    w.device_key = info.fingerprint.key();
+    w.problem = qkv;
+    w.variant = "split";
+    w.timing.median_us = 9;
+    w.sweep_id = sweep;
+    store->store_winner(w);
+  }
+  const Resolver resolver(path, info, DispatchMode::tuned);
+  const auto [variant, r] = resolver.resolve({"QKV projection", qkv});
+  EXPECT_EQ(variant->name, "split");
+  ASSERT_EQ(r.accuracy_failures.size(), 1u) << "packed had an accurate run: not named";
+  EXPECT_EQ(r.accuracy_failures[0].variant, "packed_head_split");
+  EXPECT_EQ(r.accuracy_failures[0].configs, 2);
+  EXPECT_DOUBLE_EQ(r.accuracy_failures[0].max_abs_error, 6e-3);
+  std::ostringstream out;
+  print_resolutions({r}, out);
+  EXPECT_NE(out.str().find("not packed_head_split: 2 configs failed the accuracy gate in the sweep (worst |error| "
+                           "0.006, k[3,7]: got 0.506, want 0.5)"),
+            std::string::npos)
+      << out.str();
+  // A nearest match carries the failures of the tuned shape it follows.
+  Problem other = qkv;
+  other.shape = Shape({{"B", 32}, {"S", 128}, {"H", 4}, {"hd", 32}});
+  EXPECT_EQ(resolver.resolve({"QKV projection", other}).second.accuracy_failures.size(), 1u);
+  // The library dispatch and the untuned table name none.
+  EXPECT_TRUE(Resolver("", info, DispatchMode::tuned).resolve({"QKV projection", qkv}).second.accuracy_failures.empty());
+}
+
 TEST(RunnerCore, PrintsOneAlignedRowPerOperation) {
   test_support::TempDir dir;
   const Resolver resolver(tuned_db(dir), h200_info(), DispatchMode::tuned);
