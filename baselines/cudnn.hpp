@@ -49,8 +49,10 @@ LibraryCallResult cudnn_activation_backward(LibraryHandles&, cudaStream_t, DType
 // PyTorch's layout ([G H, D] and [G H, H], gate order LSTM i, f, g, o; GRU r, z, n). algo: 0
 // STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, 3 PERSIST_STATIC_SMALL_H; an algorithm cuDNN
 // refuses for the problem is `not_supported` with cuDNN's reason. f32 takes fp32 products
-// (CUDNN_FMA_MATH, no TF32); f16 and bf16 tensor cores with fp32 accumulation. The first call
-// for a (cell, dtype, shape, algo) builds the descriptors and must not be inside a stream capture.
+// (CUDNN_FMA_MATH, no TF32); tf32 (fp32 tensors) TF32 products where cuDNN uses tensor cores
+// (CUDNN_DEFAULT_MATH, as PyTorch with allow_tf32); f16 and bf16 tensor cores; fp32 accumulation
+// everywhere. The first call for a (cell, dtype, shape, algo) builds the descriptors and must not
+// be inside a stream capture.
 enum class CudnnRnnCell : std::uint8_t { lstm, gru };
 struct CudnnRnnForward {
   CudnnRnnCell cell = CudnnRnnCell::lstm;

@@ -52,7 +52,7 @@ cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
     case DType::f16: return CUDNN_DATA_HALF;
     case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
+    default: return CUDNN_DATA_FLOAT;  // f32, and tf32 whose tensors are f32
   }
 }
 
@@ -101,6 +101,23 @@ struct Plans {
   std::map<Key, std::unique_ptr<Plan>> plans;
 };
 
+// fp32 accumulation for every type. f32: CUDNN_FMA_MATH, no TF32, as the primitive is defined.
+// f16, bf16: tensor cores (CUDNN_TENSOR_OP_MATH). tf32 (fp32 data, TF32 products allowed):
+// CUDNN_DEFAULT_MATH, which on sm_80+ permits TF32 tensor-core products for fp32 data (cuDNN's
+// cudnnMathType_t: "CUDNN_DEFAULT_MATH permits TF32 Tensor Core operation and CUDNN_FMA_MATH does
+// not"), and is what PyTorch sets for an fp32 nn.LSTM/nn.GRU while torch.backends.cudnn.allow_tf32
+// holds (aten/src/ATen/cudnn/Descriptors.h, RNNDescriptor), so this baseline is the RNN PyTorch
+// runs by default. Not CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: what it adds to tensor-op math is
+// an active down-conversion of the tensors to use tensor cores (FP32 data to FP16 when cuDNN 7.2
+// introduced it), which is not what PyTorch's figures are made with.
+cudnnMathType_t math_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDNN_FMA_MATH;
+    case DType::tf32: return CUDNN_DEFAULT_MATH;
+    default: return CUDNN_TENSOR_OP_MATH;
+  }
+}
+
 cudnnRNNAlgo_t algorithm(int algo) {
   switch (algo) {
     case 1: return CUDNN_RNN_ALGO_PERSIST_STATIC;
@@ -126,13 +143,11 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f, 
   check_cudnn(cudnnSetDropoutDescriptor(plan->dropout.raw, handle, 0.f, plan->dropout_states.ptr, state_bytes, 0),
               "cudnnSetDropoutDescriptor");
 
-  // fp32 products for every type (CUDNN_FMA_MATH for f32: no TF32, as the primitive is defined;
-  // tensor cores for the 16-bit types, which accumulate in fp32).
   check_cudnn(cudnnCreateRNNDescriptor(&plan->rnn.raw), "cudnnCreateRNNDescriptor");
   check_cudnn(cudnnSetRNNDescriptor_v8(plan->rnn.raw, algorithm(f.algo), lstm ? CUDNN_LSTM : CUDNN_GRU,
                                        CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type,
-                                       CUDNN_DATA_FLOAT, f.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH,
-                                       D, H, H, 1, plan->dropout.raw, CUDNN_RNN_PADDED_IO_DISABLED),
+                                       CUDNN_DATA_FLOAT, math_type(f.dtype), D, H, H, 1, plan->dropout.raw,
+                                       CUDNN_RNN_PADDED_IO_DISABLED),
               "cudnnSetRNNDescriptor_v8");
   if (f.algo == 2) check_cudnn(cudnnBuildRNNDynamic(handle, plan->rnn.raw, N), "cudnnBuildRNNDynamic");
 
@@ -187,9 +202,9 @@ std::unique_ptr<Plan> make_plan(cudnnHandle_t handle, const CudnnRnnForward& f, 
   return plan;
 }
 
-// Whether cuDNN's RNN takes the problem at all (32-bit extents, the three float types).
+// Whether cuDNN's RNN takes the problem at all (32-bit extents; f32, tf32, f16, bf16).
 LibraryCallResult refusal_of(const CudnnRnnForward& f) {
-  if (f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
+  if (f.dtype != DType::f32 && f.dtype != DType::tf32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
     return {false, true, "cuDNN's RNN has no " + std::string(dtype_name(f.dtype)) + " variant here"};
   if (std::max({f.steps, f.batch, f.input, f.hidden}) > INT_MAX / 4)
     return {false, true, "cuDNN's RNN API takes 32-bit extents"};
