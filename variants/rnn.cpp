@@ -10,6 +10,9 @@
 //               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
 //               through distributed shared memory (a cluster barrier a step, no grid barrier);
 //   cudnn:      cudnnRNNForward with each algorithm cuDNN has (the baseline).
+// dtypes f32, f16, bf16 and tf32 (variants/rnn_problem.hpp): tf32 runs every kernel as f32 and
+// takes the cuBLAS products (stepwise's all, the persistent rungs' input projection) and cuDNN's
+// in TF32; the persistent rungs' recurrent products stay fp32 FMAs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -76,11 +79,38 @@ Support validate_rnn_shape(const Shape& s) {
 // the other way (one ulp at |h| up to 1: 4.9e-4 f16, 3.9e-3 bf16), which later steps carry on;
 // the recurrences contract, so that stays of the same size over 1000 steps (a NumPy fp32 model of
 // these shapes: 2.6e-7, 4.9e-4, 3.9e-3 at most). The tolerance grows with log2 T all the same.
-Tolerance rnn_tolerance(DType dtype, std::int64_t steps) {
+//
+// tf32 is f32 with its products' operands rounded to TF32 (10-bit mantissas): each product is off
+// by up to 2^-9 of itself. A gate's pre-activation sums D + H products w x, w h with |w| <= k =
+// 1/sqrt(H) (PyTorch's initialisation range) and |x|, |h| <= 1, so it is off by a random walk that
+// the GEMM family's bound, scaled to products of size k, holds at over 7 sigma (variants/gemm.cpp):
+// A = 2^-9 k sqrt(D + H) = 2^-9 sqrt(1 + D/H). A step's h moves by about as much as one gate: with
+// e the errors of the gates' pre-activations, LSTM dh = e_o s'(o) tanh(c) + o tanh'(c) dc, dc =
+// e_f s'(f) c_prev + e_i s'(i) g + e_g tanh'(g) i; GRU dh = e_z s'(z) (h_prev - n) + (1 - z)
+// tanh'(n) (e_n + e_r s'(r) (W_hn h + b_hn)); the sigmoids' slope is at most 1/4, tanh's 1, and
+// c, g, h, n are about 1 at most, so the independent e's weigh in with squares summing to about
+// 1.2: about 1.1 A at the same 7 sigma. Through the recurrence that does not pile up with T as a
+// sum would: each step's rounding is fresh (a new h, a new x), and what earlier steps left is
+// multiplied every step by the recurrence's gain, below 1 where the recurrences contract (as
+// above), so the steps' errors form a geometric series, 1 / sqrt(1 - gain^2) times one step's at
+// random signs, summed within a few steps. The other dtypes' factor 1 + log2(T) / 4 stands for it
+// (1 at T = 1, where nothing is carried; 2.5 at T = 64; 3.5 at T = 1000: a gain of 0.9 or so).
+// So tf32's atol is f32's plus A growth, 6.9e-3 at T = 64, D = H = 128 (above f16's 2.5e-3: there
+// h's storage alone rounds, here every operand of every product); its rtol is f32's, since the
+// error is not relative to h (an h near 0 is as far off as any). A C++ model of both layers, fp32
+// with TF32 operands truncated (the worse case) or rounded, at the GPU tests' shapes and T up to
+// 1000 (D/H up to 32), stayed within 15% of this atol, and its error grew about 2x from T = 1 to
+// T = 1000.
+Tolerance rnn_tolerance(DType dtype, std::int64_t steps, std::int64_t input, std::int64_t hidden) {
   const double growth = 1 + std::log2(static_cast<double>(std::max<std::int64_t>(steps, 1))) / 4;
   switch (dtype) {
     case DType::f16: return Tolerance{1e-3 * growth, 2e-3 * growth};
     case DType::bf16: return Tolerance{8e-3 * growth, 1.6e-2 * growth};
+    case DType::tf32: {
+      const double width = static_cast<double>(input) / static_cast<double>(std::max<std::int64_t>(hidden, 1));
+      const double gate = 0x1p-9 * std::sqrt(1 + width);  // A
+      return Tolerance{(4e-6 + gate) * growth, 2e-5 * growth};
+    }
     default: return Tolerance{4e-6 * growth, 2e-5 * growth};
   }
 }
@@ -91,16 +121,17 @@ Primitive rnn_primitive(kr::Cell cell) {
   Primitive p;
   p.name = lstm ? "lstm.forward" : "gru.forward";
   p.description = std::string(lstm ? "LSTM" : "GRU") +
-                  " layer forward over a sequence: x [T, N, D] -> y [T, N, H], fp32 state and accumulation";
+                  " layer forward over a sequence: x [T, N, D] -> y [T, N, H], fp32 state and accumulation; "
+                  "tf32: fp32 tensors, products allowed in TF32";
   p.signature = lstm ? "(i,f,g,o) = (s,s,tanh,s)(W_ih x + b_ih + W_hh h + b_hh); c' = f c + i g; h' = o tanh(c')"
                      : "(r,z) = s(W_i x + b_i + W_h h + b_h); n = tanh(W_in x + b_in + r (W_hn h + b_hn)); "
                        "h' = (1-z) n + z h";
   p.axes = {"T", "N", "D", "H"};
-  p.dtypes = {DType::f32, DType::f16, DType::bf16};
+  p.dtypes = {DType::f32, DType::f16, DType::bf16, DType::tf32};
   p.tensors = [lstm, G](const Problem& problem) {
     const auto T = problem.shape.at("T"), N = problem.shape.at("N"), D = problem.shape.at("D"),
                H = problem.shape.at("H");
-    const DType t = problem.dtype;
+    const DType t = rnn_storage_of(problem.dtype);
     const double k = 1 / std::sqrt(static_cast<double>(H));  // PyTorch's initialisation range
     std::vector<TensorSpec> specs = {{"x", t, {T, N, D}, TensorRole::input, -1, 1},
                                      {"h0", t, {N, H}, TensorRole::input, -0.5, 0.5}};
@@ -134,8 +165,11 @@ Primitive rnn_primitive(kr::Cell cell) {
     // The products; the gates' nonlinearities and the cell are a few dozen FLOPs a unit, not counted.
     return Cost{bytes, 2 * T * N * G * H * (D + H)};
   };
-  p.problem_tolerance = [](const Problem& problem) { return rnn_tolerance(problem.dtype, problem.shape.at("T")); };
-  p.tolerance = [](DType dtype) { return rnn_tolerance(dtype, 64); };  // what `list` shows: at T = 64
+  p.problem_tolerance = [](const Problem& problem) {
+    return rnn_tolerance(problem.dtype, problem.shape.at("T"), problem.shape.at("D"), problem.shape.at("H"));
+  };
+  // What `list` shows: at T = 64, D = H = 128 (the first target shape's).
+  p.tolerance = [](DType dtype) { return rnn_tolerance(dtype, 64, 128, 128); };
   p.default_variant = "stepwise";
   p.validate_shape = validate_rnn_shape;
   return p;
@@ -159,17 +193,16 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   auto* c_state = reinterpret_cast<float*>(
       ws + input_gates_bytes(r) + align256(static_cast<std::size_t>(r.batch * r.gates * r.hidden) * sizeof(float)));
   const std::int64_t GH = r.gates * r.hidden, NH = r.batch * r.hidden;
-  if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype,
-                                                                   r.steps * r.batch, GH, r.input, l.x, w_ih_of(a),
-                                                                   input_gates));
+  if (LaunchStatus s = library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
+                                                            GH, r.input, l.x, w_ih_of(a), input_gates));
       !s.ok)
     return s;
   if (r.cell == kr::Cell::lstm)
     if (LaunchStatus s = launch_status(kr::widen(l.c0, c_state, NH, a.stream)); !s.ok) return s;
   for (std::int64_t t = 0; t < r.steps; ++t) {
     const T* h_prev = t == 0 ? l.h0 : l.y + (t - 1) * NH;
-    if (LaunchStatus s = library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.batch,
-                                                                     GH, r.hidden, h_prev, l.w_hh, recurrent_gates));
+    if (LaunchStatus s = library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.batch, GH,
+                                                              r.hidden, h_prev, l.w_hh, recurrent_gates));
         !s.ok)
       return s;
     if (LaunchStatus s = launch_status(kr::cell_step(r.cell, input_gates + t * r.batch * GH, recurrent_gates, l.b_ih,
@@ -188,11 +221,11 @@ LaunchStatus stepwise(const LaunchArgs& a) {
 
 // ---- persistent -------------------------------------------------------------------------------
 
-// The input projection of every step at once, input_gates = x W_ih^T (fp32), which both
-// persistent rungs start from.
+// The input projection of every step at once, input_gates = x W_ih^T (fp32; TF32 products for
+// tf32 problems), which both persistent rungs start from.
 LaunchStatus project_inputs(const LaunchArgs& a, const RnnProblem& r, const void* x, float* input_gates) {
-  return library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
-                                                    r.gates * r.hidden, r.input, x, w_ih_of(a), input_gates));
+  return library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
+                                             r.gates * r.hidden, r.input, x, w_ih_of(a), input_gates));
 }
 
 kr::PersistentConfig persistent_config(const Config& c) {
@@ -316,7 +349,7 @@ LaunchStatus cudnn_forward(const LaunchArgs& a) {
 template <LaunchStatus (*kFloat)(const LaunchArgs&), LaunchStatus (*kHalf)(const LaunchArgs&),
           LaunchStatus (*kBf16)(const LaunchArgs&)>
 LaunchStatus by_type(const LaunchArgs& a) {
-  switch (a.problem.dtype) {
+  switch (rnn_storage_of(a.problem.dtype)) {
     case DType::f32: return kFloat(a);
     case DType::f16: return kHalf(a);
     case DType::bf16: return kBf16(a);
@@ -386,7 +419,8 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   c.primitive = primitive;
   c.name = "cudnn";
   c.description = "cudnnRNNForward (inference), algo: 0 STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, "
-                  "3 PERSIST_STATIC_SMALL_H; weights repacked into cuDNN's weight space by one copy kernel";
+                  "3 PERSIST_STATIC_SMALL_H; weights repacked into cuDNN's weight space by one copy kernel; FMA math "
+                  "for f32, tensor-op math for the others (TF32 products for tf32)";
   c.baseline = true;
   c.library = true;
   c.params = ParamSpace({{"algo", {0, 1, 2, 3}, "cuDNN's RNN algorithm"}});

@@ -15,6 +15,8 @@
 //             products over all T N rows as stepwise;
 //   cudnn:    cudnnRNNForward in training mode, cudnnRNNBackwardData_v8 and
 //             cudnnRNNBackwardWeights_v8, with each algorithm cuDNN has (the baseline).
+// tf32 problems (variants/rnn_problem.hpp) run as f32 with every cuBLAS product in TF32; the
+// persistent chain's products stay fp32 FMAs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -69,9 +71,17 @@ Tensors tensors_of(const LaunchArgs& a) {
 // kept in 16 bits, as cuDNN keeps them: on the H200 its f16 and bf16 weight and bias gradients
 // at T N = 119 were off by up to 1.3 times the forward's atol (stepwise, which keeps them in
 // fp32, by less); sqrt(119 / 32) = 1.9 leaves room for other draws.
+// tf32's forward error sits in its atol (TF32 products: variants/rnn.cpp), so the twice as many
+// operations double its atol as they double the others' rtol; and each of the weight gradients'
+// T N terms is a TF32 product of a gate gradient that carries that error, so twice again: 4
+// times the forward's atol, grown by sqrt(T N / 32). A C++ model of the LSTM's forward and
+// backward with TF32 operands (truncated, the worse case) put its weight gradients at up to half
+// of twice that atol where the growth is least (T = 1, N = 64: dW_ih 3.9e-3), its activations'
+// gradients at a tenth.
 Tolerance backward_tolerance(const Tolerance& forward, const Problem& p) {
   const double terms = static_cast<double>(p.shape.at("T") * p.shape.at("N"));
-  return Tolerance{forward.atol * std::max(1.0, std::sqrt(terms / 32)), 2 * forward.rtol};
+  const double atol = p.dtype == DType::tf32 ? 4 * forward.atol : forward.atol;
+  return Tolerance{atol * std::max(1.0, std::sqrt(terms / 32)), 2 * forward.rtol};
 }
 
 Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
@@ -83,7 +93,8 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
                   " layer backward through time over a sequence: the gradients of x, h0" + (lstm ? ", c0" : "") +
                   " and the weights from dy [T, N, H] and the final state's; every variant recomputes the forward "
                   "activations it needs in its own launch, so the time is a training step's forward with saved "
-                  "activations plus its backward; fp32 state, products and weight-gradient sums";
+                  "activations plus its backward; fp32 state, products and weight-gradient sums (tf32: the products "
+                  "in TF32)";
   p.signature = lstm ? "dL/d(x, h0, c0, W_ih, W_hh, b_ih, b_hh) for L = sum dy.y + dh_t.h_T + dc_t.c_T, y = lstm.forward"
                      : "dL/d(x, h0, W_ih, W_hh, b_ih, b_hh) for L = sum dy.y + dh_t.h_T, y = gru.forward "
                        "(b_hn's and W_hn's gradients take r dn, b_in's dn)";
@@ -92,7 +103,7 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
   p.tensors = [forward_tensors = forward.tensors, lstm, G](const Problem& problem) {
     const auto T = problem.shape.at("T"), N = problem.shape.at("N"), D = problem.shape.at("D"),
                H = problem.shape.at("H");
-    const DType t = problem.dtype;
+    const DType t = rnn_storage_of(problem.dtype);
     // The forward's inputs, with its ranges, then the incoming gradients and the outgoing ones.
     std::vector<TensorSpec> specs;
     for (TensorSpec& spec : forward_tensors(problem))
@@ -172,7 +183,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
     at += align256(static_cast<std::size_t>(elements) * element_bytes);
     return here;
   };
-  const bool lstm = r.cell == kr::Cell::lstm, narrow = dtype != DType::f32;
+  const bool lstm = r.cell == kr::Cell::lstm, narrow = rnn_storage_of(dtype) != DType::f32;
   const std::int64_t T = r.steps, N = r.batch, D = r.input, H = r.hidden, GH = r.gates * r.hidden;
   StepwiseLayout l{};
   l.gates = take(T * N * GH);
@@ -180,7 +191,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
   l.recurrent = take(N * GH);
   l.saved = take(T * N * kr::kSavedGates * H);
   l.cells = take(lstm ? (T + 1) * N * H : 0);
-  l.h_stored = take(T * N * H, dtype_size(dtype));
+  l.h_stored = take(T * N * H, dtype_size(rnn_storage_of(dtype)));
   l.h_prev = take(T * N * H);
   l.dh = take(N * H);
   l.dc = take(lstm ? N * H : 0);
@@ -250,6 +261,7 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
                              const float* d_input, const float* d_hidden, const float* h_prev, Steps& steps) {
   const Fp32Views<Element> v{static_cast<char*>(a.workspace), a.stream};
   const std::int64_t rows = r.steps * r.batch, D = r.input, GH = r.gates * r.hidden;
+  const DType dtype = a.problem.dtype;
   LibraryHandles& libraries = a.libraries;
   const float* x = v.widened(t.x, l.x, rows * D, steps);
   const float* w_ih = v.widened(t.w_ih, l.w_ih, GH * D, steps);
@@ -258,12 +270,12 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
   float* dw_hh = v.accumulator(t.dw_hh, l.dw_hh);
   float* db_ih = v.accumulator(t.db_ih, l.db_ih);
   float* db_hh = v.accumulator(t.db_hh, l.db_hh);
-  steps << library_status(cublas_product_f32(libraries, a.stream, rows, D, GH, d_input, false, w_ih, dx));
-  steps << library_status(cublas_product_f32(libraries, a.stream, GH, D, rows, d_input, true, x, dw_ih));
-  steps << library_status(cublas_product_f32(libraries, a.stream, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
   steps << launch_status(kr::fill(v.f32(l.ones), rows, 1.f, a.stream));
-  steps << library_status(cublas_product_f32(libraries, a.stream, GH, 1, rows, d_input, true, v.f32(l.ones), db_ih));
-  steps << library_status(cublas_product_f32(libraries, a.stream, GH, 1, rows, d_hidden, true, v.f32(l.ones), db_hh));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_input, true, v.f32(l.ones), db_ih));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_hidden, true, v.f32(l.ones), db_hh));
   steps << v.store(dx, t.dx, rows * D) << v.store(dw_ih, t.dw_ih, GH * D) << v.store(dw_hh, t.dw_hh, GH * r.hidden)
         << v.store(db_ih, t.db_ih, GH) << v.store(db_hh, t.db_hh, GH);
 }
@@ -309,12 +321,12 @@ LaunchStatus stepwise(const LaunchArgs& a) {
 
   Steps steps;
   // Forward, keeping the activations.
-  steps << library_status(cublas_times_transposed_f32(libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
+  steps << library_status(rnn_times_transposed(libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), cells, NH, stream));
   for (std::int64_t s = 0; s < T && steps.ok(); ++s) {
     const Element* h_in = s == 0 ? h0 : h_stored + (s - 1) * NH;
-    steps << library_status(cublas_times_transposed_f32(libraries, stream, dtype, r.batch, GH, r.hidden, h_in, t.w_hh,
-                                                        f32(l.recurrent)));
+    steps << library_status(
+        rnn_times_transposed(libraries, stream, dtype, r.batch, GH, r.hidden, h_in, t.w_hh, f32(l.recurrent)));
     steps << launch_status(kr::cell_step_saving(r.cell, gates + s * NGH, f32(l.recurrent), b_ih, b_hh, h_in,
                                                 lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
                                                 saved + s * r.batch * kr::kSavedGates * H, h_stored + s * NH, N, H,
@@ -331,8 +343,8 @@ LaunchStatus stepwise(const LaunchArgs& a) {
                                                   lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
                                                   h_prev + s * NH, dy + s * NH, dh, dc, d_input + s * NGH,
                                                   lstm ? nullptr : d_hidden + s * NGH, N, H, stream));
-    steps << library_status(cublas_product_f32(libraries, stream, r.batch, r.hidden, GH, d_hidden + s * NGH, false,
-                                               w_hh, dh, lstm ? 0.f : 1.f));
+    steps << library_status(rnn_product(libraries, stream, dtype, r.batch, r.hidden, GH, d_hidden + s * NGH, false,
+                                        w_hh, dh, lstm ? 0.f : 1.f));
   }
   steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, stream));
   if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, stream));
@@ -490,8 +502,8 @@ LaunchStatus persistent(const LaunchArgs& a) {
 
   Steps steps;
   // Forward, keeping the activations: the input projection, then one persistent launch.
-  steps << library_status(cublas_times_transposed_f32(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
-                                                      r.gates * r.hidden, r.input, t.x, t.w_ih, gates));
+  steps << library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
+                                               r.gates * r.hidden, r.input, t.x, t.w_ih, gates));
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), f32(l.cells), NH, a.stream));
   kr::Layer<Element> layer;
   layer.cell = r.cell;
@@ -574,7 +586,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   s.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
   s.workspace_bytes = stepwise_workspace;
   s.launch = [](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, "the recurrent family", [&](auto tag) {
+    return with_storage_type(rnn_storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
       return stepwise<decltype(tag)>(a);
     });
   };
@@ -611,7 +623,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   };
   p.workspace_bytes = persistent_workspace;
   p.launch = [](const LaunchArgs& a) {
-    return with_storage_type(a.problem.dtype, "the recurrent family", [&](auto tag) {
+    return with_storage_type(rnn_storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
       return persistent<decltype(tag)>(a);
     });
   };

@@ -1,9 +1,18 @@
 // What both halves of the recurrent family's catalogue (rnn.cpp, the forward; rnn_backward.cpp,
-// the backward) read off a problem: the cell, from the primitive's family, and the four axes.
+// the backward) read off a problem: the cell, from the primitive's family, and the four axes; the
+// storage type of its tensors; and how its products are taken.
+//
+// dtypes f32, f16, bf16 and tf32. A tf32 problem is an f32 problem whose products may be taken in
+// TF32 (10-bit mantissas, fp32 accumulation), as cuDNN's RNN takes them with tensor-op math on
+// fp32 data and PyTorch's nn.LSTM/nn.GRU do by default (torch.backends.cudnn.allow_tf32): its
+// tensors are fp32 and every kernel runs it as f32; only its cuBLAS products (and cuDNN) differ.
+// The persistent rungs' recurrent products are fp32 FMAs whatever the dtype, more accurate than
+// TF32 and so within a tf32 problem's tolerance.
 #pragma once
 
 #include <cstdint>
 
+#include "baselines/cublas.hpp"
 #include "core/primitive_name.hpp"
 #include "core/types.hpp"
 #include "kernels/rnn/rnn.cuh"
@@ -20,6 +29,41 @@ inline RnnProblem rnn_of(const Problem& p) {
   namespace kr = kernels::rnn;
   const kr::Cell cell = PrimitiveName::parse(p.primitive)->family == "gru" ? kr::Cell::gru : kr::Cell::lstm;
   return {cell, p.shape.at("T"), p.shape.at("N"), p.shape.at("D"), p.shape.at("H"), kr::gate_count(cell)};
+}
+
+// The storage type of a problem's tensors: tf32's are fp32.
+inline DType rnn_storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
+
+// C [rows, cols] = beta C + A [rows, depth] W^T, W stored [cols, depth], row-major, C fp32, A and W
+// in the problem's storage type: the gates' pre-activations. fp32 products (16-bit ones exact),
+// TF32 ones for tf32 problems (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32, as the GEMM family's tf32).
+inline LibraryCallResult rnn_times_transposed(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
+                                              std::int64_t rows, std::int64_t cols, std::int64_t depth,
+                                              const void* a, const void* w, float* c, float beta = 0.f) {
+  if (dtype != DType::tf32)
+    return cublas_times_transposed_f32(libraries, stream, dtype, rows, cols, depth, a, w, c, beta);
+  GemmOperands g;
+  g.a = a, g.b = w, g.c = c;
+  g.m = rows, g.n = cols, g.k = depth;
+  g.beta = beta;
+  g.layout = kernels::gemm::Layout::nt;
+  return cublas_gemm(libraries, stream, DType::tf32, g);
+}
+
+// C [rows, cols] = beta C + op(A) B over row-major fp32 matrices: op(A) [rows, depth] is A stored
+// [rows, depth], or A^T where a_transposed and A is stored [depth, rows]; B is [depth, cols]. The
+// backward's products; fp32, TF32 for tf32 problems.
+inline LibraryCallResult rnn_product(LibraryHandles& libraries, cudaStream_t stream, DType dtype, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t depth, const float* a, bool a_transposed,
+                                     const float* b, float* c, float beta = 0.f) {
+  if (dtype != DType::tf32)
+    return cublas_product_f32(libraries, stream, rows, cols, depth, a, a_transposed, b, c, beta);
+  GemmOperands g;
+  g.a = a, g.b = b, g.c = c;
+  g.m = rows, g.n = cols, g.k = depth;
+  g.beta = beta;
+  g.layout = a_transposed ? kernels::gemm::Layout::tn : kernels::gemm::Layout::nn;
+  return cublas_gemm(libraries, stream, DType::tf32, g);
 }
 
 }  // namespace shapetune

@@ -127,6 +127,82 @@ TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
   EXPECT_GT(stepwise.workspace_bytes(p, {}), stepwise.workspace_bytes({"lstm.backward", DType::f32, shape}, {}));
 }
 
+// tf32 is f32 whose products may be taken in TF32: listed by the layers (not by the cells, which
+// take no products), stored as f32, measured against f32's reference with an atol widened for
+// TF32 products; the other dtypes' tolerances stay as they were.
+TEST(RnnCatalogue, Tf32IsF32StorageWithAToleranceForTf32Products) {
+  const std::vector<DType> layer_dtypes{DType::f32, DType::f16, DType::bf16, DType::tf32};
+  for (const char* name : {"lstm.forward", "gru.forward", "lstm.backward", "gru.backward"})
+    EXPECT_EQ(catalogue().find_primitive(name)->dtypes, layer_dtypes) << name;
+  for (const char* name : {"lstm_cell.forward", "gru_cell.forward", "lstm_cell.backward", "gru_cell.backward"})
+    EXPECT_EQ(catalogue().find_primitive(name)->dtypes, (std::vector<DType>{DType::f32, DType::f16, DType::bf16}))
+        << name;
+
+  const Shape shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}});
+  for (const char* name : {"lstm.forward", "gru.backward"}) {
+    const Primitive& p = *catalogue().find_primitive(name);
+    const auto tf32 = p.tensors({name, DType::tf32, shape});
+    const auto f32 = p.tensors({name, DType::f32, shape});
+    ASSERT_EQ(tf32.size(), f32.size()) << name;
+    for (std::size_t k = 0; k < tf32.size(); ++k) {
+      EXPECT_EQ(tf32[k].dtype, DType::f32) << name << " " << tf32[k].name;
+      EXPECT_EQ(tf32[k].extents, f32[k].extents) << name << " " << tf32[k].name;
+    }
+    EXPECT_EQ(p.cost({name, DType::tf32, shape}).bytes, p.cost({name, DType::f32, shape}).bytes) << name;
+  }
+  // The stepwise backward reads and writes fp32 tensors in place, as for f32: no widened copies.
+  const Variant& stepwise = *catalogue().find_variant("lstm.backward", "stepwise");
+  EXPECT_EQ(stepwise.workspace_bytes({"lstm.backward", DType::tf32, shape}, {}),
+            stepwise.workspace_bytes({"lstm.backward", DType::f32, shape}, {}));
+
+  // The forward's tolerances at T = 64 (growth 1 + log2(64) / 4 = 2.5): f32, f16, bf16 unchanged.
+  const Primitive& lstm = *catalogue().find_primitive("lstm.forward");
+  const auto at = [&](DType dtype, std::int64_t T, std::int64_t D, std::int64_t H) {
+    return tolerance_for(lstm, {"lstm.forward", dtype, Shape({{"T", T}, {"N", 8}, {"D", D}, {"H", H}})});
+  };
+  EXPECT_DOUBLE_EQ(at(DType::f32, 64, 128, 128).atol, 4e-6 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::f32, 64, 128, 128).rtol, 2e-5 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::f16, 64, 128, 128).atol, 1e-3 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::f16, 64, 128, 128).rtol, 2e-3 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::bf16, 64, 128, 128).atol, 8e-3 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::bf16, 64, 128, 128).rtol, 1.6e-2 * 2.5);
+  EXPECT_DOUBLE_EQ(at(DType::f32, 64, 1024, 32).atol, at(DType::f32, 64, 128, 128).atol) << "f32 ignores D and H";
+  // tf32: f32's atol plus the gate bound 2^-9 sqrt(1 + D/H), times the same growth; f32's rtol.
+  const Tolerance tf32 = at(DType::tf32, 64, 128, 128);
+  EXPECT_DOUBLE_EQ(tf32.atol, (4e-6 + 0x1p-9 * std::sqrt(2.0)) * 2.5);
+  EXPECT_DOUBLE_EQ(tf32.rtol, at(DType::f32, 64, 128, 128).rtol);
+  EXPECT_DOUBLE_EQ(at(DType::tf32, 1, 128, 128).atol, 4e-6 + 0x1p-9 * std::sqrt(2.0)) << "one step: no growth";
+  EXPECT_DOUBLE_EQ(at(DType::tf32, 64, 384, 128).atol, (4e-6 + 0x1p-9 * 2) * 2.5) << "wider inputs, longer sums";
+  EXPECT_GT(at(DType::tf32, 1000, 128, 128).atol, tf32.atol);
+  EXPECT_GT(tf32.atol, at(DType::f16, 64, 128, 128).atol) << "TF32 rounds every operand, f16 only h's storage";
+  EXPECT_LT(tf32.atol, at(DType::bf16, 64, 128, 128).atol);
+  // What `list` shows: T = 64, D = H = 128.
+  EXPECT_DOUBLE_EQ(lstm.tolerance(DType::tf32).atol, tf32.atol);
+
+  // The backward: 4 times the forward's atol (its error sits there) with the same sqrt(T N / 32)
+  // growth, twice its rtol as for every dtype.
+  const Primitive& backward = *catalogue().find_primitive("lstm.backward");
+  const Tolerance b = tolerance_for(backward, {"lstm.backward", DType::tf32, shape});
+  const Tolerance f = tolerance_for(lstm, {"lstm.forward", DType::tf32, shape});
+  EXPECT_DOUBLE_EQ(b.atol, 4 * f.atol * std::sqrt(64.0 * 64 / 32));
+  EXPECT_DOUBLE_EQ(b.rtol, 2 * f.rtol);
+  const Tolerance b32 = tolerance_for(backward, {"lstm.backward", DType::f32, shape});
+  const Tolerance f32 = tolerance_for(lstm, {"lstm.forward", DType::f32, shape});
+  EXPECT_DOUBLE_EQ(b32.atol, f32.atol * std::sqrt(64.0 * 64 / 32)) << "f32's backward unchanged";
+  EXPECT_DOUBLE_EQ(b32.rtol, 2 * f32.rtol);
+
+  // Every rung takes tf32 where it takes f32: the same refusals.
+  const DeviceLimits h200 = nominal_device_limits();
+  for (const char* name : {"lstm.forward", "gru.forward", "lstm.backward", "gru.backward"})
+    for (const Variant* v : catalogue().variants(name))
+      for (const Shape& s : {shape, Shape({{"T", 8}, {"N", 64}, {"D", 8}, {"H", 1024}})}) {
+        const Support a = v->supports({name, DType::f32, s}, v->default_config, h200);
+        const Support t = v->supports({name, DType::tf32, s}, v->default_config, h200);
+        EXPECT_EQ(a.ok, t.ok) << name << " " << v->name << " " << s.key();
+        EXPECT_EQ(a.reason, t.reason) << name << " " << v->name << " " << s.key();
+      }
+}
+
 TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent");
   const DeviceLimits h200 = nominal_device_limits();
@@ -198,7 +274,7 @@ TEST(RnnCatalogue, PersistentBackwardTakesIssue20sTargetsAndRefusesWhatCannotBeH
   for (const char* name : {"lstm.backward", "gru.backward"}) {
     const Variant& v = *catalogue().find_variant(name, "persistent");
     for (const Shape& shape : targets)
-      for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      for (const DType dtype : {DType::f32, DType::tf32, DType::f16, DType::bf16}) {
         const Problem p{name, dtype, shape};
         const Support s = v.supports(p, v.default_config, h200);
         EXPECT_TRUE(s.ok) << p.key() << ": " << s.reason;

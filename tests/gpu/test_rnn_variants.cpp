@@ -1,5 +1,6 @@
 // Every LSTM and GRU forward and backward variant and config (cuDNN's algorithms included) at
-// awkward shapes, every dtype, against the float64 reference on fresh inputs with poisoned outputs.
+// awkward shapes, every dtype (tf32: fp32 tensors, TF32 products in cuBLAS and cuDNN), against the
+// float64 reference on fresh inputs with poisoned outputs.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -88,7 +89,7 @@ TEST_P(RnnVariants, PersistentBackwardStagesWideRowsInTiles) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, RnnVariants, ::testing::Values(DType::f32, DType::f16, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, RnnVariants, ::testing::Values(DType::f32, DType::tf32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
