@@ -420,7 +420,7 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   c.name = "cudnn";
   c.description = "cudnnRNNForward (inference), algo: 0 STANDARD, 1 PERSIST_STATIC, 2 PERSIST_DYNAMIC, "
                   "3 PERSIST_STATIC_SMALL_H; weights repacked into cuDNN's weight space by one copy kernel; FMA math "
-                  "for f32, tensor-op math for the others (TF32 products for tf32)";
+                  "for f32, tensor-op math for f16 and bf16, default math (TF32 products) for tf32";
   c.baseline = true;
   c.library = true;
   c.params = ParamSpace({{"algo", {0, 1, 2, 3}, "cuDNN's RNN algorithm"}});
