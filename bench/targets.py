@@ -65,6 +65,11 @@ def peer_keys(r):
         yield ("attention.causal.split", r["dtype"], f"B={r['B']},H={r['H']},S={r['S']},hd={r['hd']}"), r["op"]
         return
     if "H" in r:  # bench/peers/rnn_torch.py: T, N, D, H
+        # Its dtype says whether TF32 was on (f32: off, tf32: on), as shapetune's does, and each result
+        # carries the flags it ran under. An f32 result without them is from before that, when f32
+        # ran at PyTorch's default (TF32 on in cuDNN) unless --no-tf32: neither kind for certain.
+        if r["dtype"] == "f32" and "cudnn_allow_tf32" not in r:
+            return
         cell = "lstm" if "LSTM" in r["op"] else "gru"
         direction = "backward" if r["op"].endswith("+backward") else "forward"
         yield (f"{cell}.{direction}", r["dtype"], f"T={r['T']},N={r['N']},D={r['D']},H={r['H']}"), r["op"]
@@ -239,7 +244,9 @@ def judge_rnn(run):
     """Issue 20. Forward: the best shapetune variant >= 1.5x the best cuDNN algorithm at the three
     target shapes with H <= 256, >= 1.0x at H = 512, and never slower than cuDNN anywhere.
     Backward (forward with saved activations + BPTT, as both sides time it): >= 1.0x the best
-    cuDNN algorithm at the four target shapes."""
+    cuDNN algorithm at the four target shapes. The targets are f32's; every other dtype (tf32, whose
+    cuDNN takes TF32 products, included) must not be slower than cuDNN. PyTorch's figures are
+    judged against the problem of their own dtype: its f32 with TF32 off, its tf32 with TF32 on."""
     table = Verdicts("rnn")
     add = table.add
 
