@@ -122,10 +122,7 @@ void linear(const std::vector<double>& x, std::int64_t rows, std::int64_t in, co
       double sum = b.values[static_cast<std::size_t>(o)];
       for (std::int64_t i = 0; i < in; ++i)
         sum += x[static_cast<std::size_t>(r * in + i)] * w.values[static_cast<std::size_t>(o * in + i)];
-      if (gelu) {
-        sum = round(sum);  // GELU of the stored pre-activation, as PyTorch's Linear then GELU
-        sum = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
-      }
+      if (gelu) sum = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
       y[static_cast<std::size_t>(r * out + o)] = round(sum);
     }
 }

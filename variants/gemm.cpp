@@ -78,9 +78,7 @@ std::string signature_of(GemmKind kind) {
     case Epilogue::none: return "C[i,j] = " + sum;
     case Epilogue::bias: return "C[i,j] = " + sum + " + bias[j]";
     case Epilogue::bias_relu: return "C[i,j] = relu(" + sum + " + bias[j])";
-    case Epilogue::bias_gelu:
-      return "C[i,j] = gelu(" + sum + " + bias[j]), gelu(x) = x Phi(x) (erf form); in f16/bf16 the gelu reads its "
-             "input rounded to the storage type, as a framework's Linear then GELU";
+    case Epilogue::bias_gelu: return "C[i,j] = gelu(" + sum + " + bias[j]), gelu(x) = x Phi(x) (erf form)";
   }
   return sum;
 }
@@ -143,12 +141,7 @@ Primitive gemm_primitive(const std::string& name, GemmKind kind) {
     spec.beta = scalars.size() > 1 ? scalars[1] : 0;
     spec.bias = has_bias ? t[2].data() : nullptr;
     if (kind.epilogue == Epilogue::bias_relu) spec.activation = reference::Activation::relu;
-    if (kind.epilogue == Epilogue::bias_gelu) {
-      spec.activation = reference::Activation::gelu;
-      // The kernels' GELU reads the 16-bit pre-activation as stored (kernels/gemm/epilogue.cuh).
-      if (problem.dtype == DType::f16 || problem.dtype == DType::bf16)
-        spec.round_pre_activation = reference::rounding_for(problem.dtype);
-    }
+    if (kind.epilogue == Epilogue::bias_gelu) spec.activation = reference::Activation::gelu;
     reference::gemm(spec, t[0].data(), t[1].data(), t[has_bias ? 3 : 2].data());
   };
   p.cost = [kind](const Problem& problem) {

@@ -371,7 +371,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float
       const int idx = lane + e * kWarpSize, r = idx / C::kWarpN, c = idx % C::kWarpN;
       const std::int64_t row = row0 + 16 * i + r, col = col0 + c;
       if (row < p.m && col < p.n)
-        *output_at(p, row, col) = from_float<T>(apply_activation<T>(p.epilogue, staging[r * kStride + c]));
+        *output_at(p, row, col) = from_float<T>(apply_activation(p.epilogue, staging[r * kStride + c]));
     }
   }
 }

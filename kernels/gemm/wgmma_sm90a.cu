@@ -222,7 +222,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
       float v = p.alpha * staging[r * kStride + c];
       if (read_c) v += p.beta * to_float(p.c[row * p.ldc + col]);
       if (p.bias) v += to_float(p.bias[col]);
-      p.c[row * p.ldc + col] = from_float<T>(apply_activation<T>(p.epilogue, v));
+      p.c[row * p.ldc + col] = from_float<T>(apply_activation(p.epilogue, v));
     }
   }
 }
