@@ -17,6 +17,8 @@ benchmark_lib=$(ldd build-gpu/shapetune-bench | awk '/libbenchmark/ {print $3}')
 [ -z "$benchmark_lib" ] || cp -L "$benchmark_lib" "$stage/$(basename "$benchmark_lib")"
 strip -o "$stage/tests/shapetune_gpu_tests" build-gpu/tests/shapetune_gpu_tests
 strip -o "$stage/tests/shapetune_cpu_tests" build-gpu/tests/shapetune_cpu_tests
+# The CPU tests of the parallel sweep run this stand-in for a GPU worker.
+strip -o "$stage/tests/shapetune_fixture_sweep" build-gpu/tests/shapetune_fixture_sweep
 # One thread and a dictionary larger than any binary: xz then finds each binary's kernels again
 # in the next one, so the archive holds them about once.
 tar -C "$stage" -cf - . | xz -T1 --lzma2=preset=6,dict=192MiB >build-gpu/bundle.tar.xz
