@@ -30,7 +30,8 @@ the floor a flash attention is measured against (in bf16 two correct computation
 other points differ by more than the rule allows; reports/cpu/2026-12-05-transformer-rounding-study).
 Exit 1 if the runner's output fails the rule.
 
-Prints one JSON object (times are medians of CUDA-event-timed forwards after warm-up, in us):
+Prints one JSON object per trial (times are medians of CUDA-event-timed forwards after warm-up, in us;
+--also adds trials compared without timing):
 reference_us, sdpa_us, compiled_us (with --compile), runner_us (as given), failing, sdpa_failing,
 failing_vs_sdpa, max_abs_error, elements, nonzero_padding; --json appends it to a list in a file.
 """
@@ -171,6 +172,71 @@ def median_us(fn, args, warmup, iterations):
     return times[len(times) // 2]
 
 
+def run_trial(args, weights, input_file, compare, label, timing):
+    """One trial: the model on these weights and this input; returns (result dict, passed)."""
+    dtype = DTYPES[args.dtype]
+    state = read_safetensors(weights)
+    inputs = read_safetensors(input_file)
+    x = inputs["x"].to("cuda", dtype)
+    lengths = inputs.get("valid_lengths")
+    if lengths is not None:
+        lengths = lengths.to("cuda", torch.int64)
+        if lengths.shape != (x.shape[0],) or int(lengths.min()) < 1 or int(lengths.max()) > x.shape[1]:
+            sys.exit(f"{input_file}: valid_lengths must be I32 [B] with values in [1, S]")
+    # Lengths all S are no mask, as the runner takes them (its unmasked forward).
+    valid = None if lengths is None or bool((lengths == x.shape[1]).all()) else valid_mask(lengths, x.shape[1])
+    layers = 1 + max(int(k.split(".")[1]) for k in state if k.startswith("layers."))
+    dim = state["ln_f.weight"].shape[0]
+    ffn = state["layers.0.ffn.fc1.weight"].shape[0]
+    model = Transformer(dim, args.heads, ffn, layers).to("cuda", dtype).eval()
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+
+    free, _ = torch.cuda.mem_get_info()
+    need = scores_bytes(x, args.heads)
+    reference_runs = need <= 0.5 * free
+    result = {"label": label, "dtype": args.dtype, "shape": list(x.shape), "heads": args.heads,
+              "layers": layers, "ffn": ffn, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+              "padding": 0.0 if valid is None else 1 - float(valid.float().mean()),
+              "compared_with": "reference" if reference_runs else "sdpa"}
+    if not reference_runs:
+        result["reference_refused"] = f"needs {need / 2**30:.0f} GiB of scores; {free / 2**30:.0f} GiB free"
+    if timing and args.runner_us is not None:
+        result["runner_us"] = args.runner_us
+    with torch.inference_mode():
+        y_sdpa = model.set_materialise(False)(x, valid)
+        if timing:
+            result["sdpa_us"] = median_us(model, (x, valid), args.warmup, args.iterations)
+            if args.compile:
+                compiled = torch.compile(model, mode="reduce-overhead")
+                result["compiled_us"] = median_us(compiled, (x, valid), args.warmup, args.iterations)
+        y_ref = None
+        if reference_runs:
+            y_ref = model.set_materialise(True)(x, valid)
+            if timing:
+                result["reference_us"] = median_us(model, (x, valid), args.warmup, args.iterations)
+            model.set_materialise(False)
+    ok = True
+    if compare:
+        compared = read_safetensors(compare)
+        ours = compared["y"].to("cuda", torch.float32)
+        theirs_lengths = compared.get("valid_lengths")
+        if (theirs_lengths is None) != (lengths is None) or (
+                lengths is not None and not torch.equal(theirs_lengths.to("cuda", torch.int64), lengths)):
+            sys.exit(f"{compare} and {input_file} disagree on valid_lengths")
+        if ours.shape != y_sdpa.shape:
+            sys.exit(f"{compare}: y is {list(ours.shape)} where the model's output is {list(y_sdpa.shape)}")
+        ref = y_ref if y_ref is not None else y_sdpa
+        result["failing"], result["max_abs_error"] = rule_failures(ours, ref)
+        result["failing_vs_sdpa"], _ = rule_failures(ours, y_sdpa)
+        if y_ref is not None:
+            result["sdpa_failing"], result["sdpa_max_abs_error"] = rule_failures(y_sdpa, y_ref)
+        result["elements"] = ours.numel()
+        # Past each row's length the output is exactly 0, not merely within the rule of it.
+        result["nonzero_padding"] = 0 if valid is None else int((ours[~valid] != 0).sum())
+        ok = result["failing"] == 0 and result["nonzero_padding"] == 0
+    return result, ok
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--weights", required=True)
@@ -185,78 +251,28 @@ def main():
     p.add_argument("--iterations", type=int, default=50)
     p.add_argument("--runner-us", type=float, help="the runner's median forward (us), carried into the JSON")
     p.add_argument("--label", default="", help="a name for this run in the JSON (e.g. case 1 f16 trial 1)")
-    p.add_argument("--json", help="append this run's results to a JSON list here")
+    p.add_argument("--also", nargs=4, action="append", default=[], metavar=("WEIGHTS", "INPUT", "COMPARE", "LABEL"),
+                   help="one more trial of the same model shape, compared only (no timing), in this process "
+                        "(repeatable: the trials after the first without a Python start and a CUDA context each)")
+    p.add_argument("--json", help="append the results (one per trial) to a JSON list here")
     args = p.parse_args()
 
     torch.set_float32_matmul_precision("high")
-    dtype = DTYPES[args.dtype]
-    state = read_safetensors(args.weights)
-    inputs = read_safetensors(args.input)
-    x = inputs["x"].to("cuda", dtype)
-    lengths = inputs.get("valid_lengths")
-    if lengths is not None:
-        lengths = lengths.to("cuda", torch.int64)
-        if lengths.shape != (x.shape[0],) or int(lengths.min()) < 1 or int(lengths.max()) > x.shape[1]:
-            sys.exit(f"{args.input}: valid_lengths must be I32 [B] with values in [1, S]")
-    # Lengths all S are no mask, as the runner takes them (its unmasked forward).
-    valid = None if lengths is None or bool((lengths == x.shape[1]).all()) else valid_mask(lengths, x.shape[1])
-    layers = 1 + max(int(k.split(".")[1]) for k in state if k.startswith("layers."))
-    dim = state["ln_f.weight"].shape[0]
-    ffn = state["layers.0.ffn.fc1.weight"].shape[0]
-    model = Transformer(dim, args.heads, ffn, layers).to("cuda", dtype).eval()
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()})
-
-    free, _ = torch.cuda.mem_get_info()
-    need = scores_bytes(x, args.heads)
-    reference_runs = need <= 0.5 * free
-    result = {"label": args.label, "dtype": args.dtype, "shape": list(x.shape), "heads": args.heads,
-              "layers": layers, "ffn": ffn, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-              "padding": 0.0 if valid is None else 1 - float(valid.float().mean()),
-              "compared_with": "reference" if reference_runs else "sdpa"}
-    if not reference_runs:
-        result["reference_refused"] = f"needs {need / 2**30:.0f} GiB of scores; {free / 2**30:.0f} GiB free"
-    if args.runner_us is not None:
-        result["runner_us"] = args.runner_us
-    with torch.inference_mode():
-        y_sdpa = model.set_materialise(False)(x, valid)
-        if not args.no_timing:
-            result["sdpa_us"] = median_us(model, (x, valid), args.warmup, args.iterations)
-            if args.compile:
-                compiled = torch.compile(model, mode="reduce-overhead")
-                result["compiled_us"] = median_us(compiled, (x, valid), args.warmup, args.iterations)
-        y_ref = None
-        if reference_runs:
-            y_ref = model.set_materialise(True)(x, valid)
-            if not args.no_timing:
-                result["reference_us"] = median_us(model, (x, valid), args.warmup, args.iterations)
-            model.set_materialise(False)
-    ok = True
-    if args.compare:
-        compared = read_safetensors(args.compare)
-        ours = compared["y"].to("cuda", torch.float32)
-        theirs_lengths = compared.get("valid_lengths")
-        if (theirs_lengths is None) != (lengths is None) or (
-                lengths is not None and not torch.equal(theirs_lengths.to("cuda", torch.int64), lengths)):
-            sys.exit(f"{args.compare} and {args.input} disagree on valid_lengths")
-        if ours.shape != y_sdpa.shape:
-            sys.exit(f"{args.compare}: y is {list(ours.shape)} where the model's output is {list(y_sdpa.shape)}")
-        ref = y_ref if y_ref is not None else y_sdpa
-        result["failing"], result["max_abs_error"] = rule_failures(ours, ref)
-        result["failing_vs_sdpa"], _ = rule_failures(ours, y_sdpa)
-        if y_ref is not None:
-            result["sdpa_failing"], result["sdpa_max_abs_error"] = rule_failures(y_sdpa, y_ref)
-        result["elements"] = ours.numel()
-        # Past each row's length the output is exactly 0, not merely within the rule of it.
-        result["nonzero_padding"] = 0 if valid is None else int((ours[~valid] != 0).sum())
-        ok = result["failing"] == 0 and result["nonzero_padding"] == 0
-    print(json.dumps(result))
+    trials = [(args.weights, args.input, args.compare, args.label, not args.no_timing)]
+    trials += [(w, x, y, label, False) for w, x, y, label in args.also]
+    results, ok = [], True
+    for weights, input_file, compare, label, timing in trials:
+        result, passed = run_trial(args, weights, input_file, compare, label, timing)
+        ok = ok and passed
+        print(json.dumps(result), flush=True)
+        results.append(result)
     if args.json:
         try:
             with open(args.json) as f:
                 runs = json.load(f)
         except FileNotFoundError:
             runs = []
-        runs.append(result)
+        runs += results
         with open(args.json, "w") as f:
             json.dump(runs, f, indent=1)
     return 0 if ok else 1
