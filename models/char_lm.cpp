@@ -508,7 +508,7 @@ struct CharLmTrainer::State {
     enqueue_training_body();
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
 
-    const Graph body = capture(stream(), [&] {
+    Graph body = capture(stream(), [&] {
       enqueue_training_body();
       SHAPETUNE_CUDA_CHECK(training_kernels::record_loss(static_cast<const std::int32_t*>(step.get()),
                                                           static_cast<const float*>(loss.get()),
@@ -518,7 +518,7 @@ struct CharLmTrainer::State {
                                                           static_cast<double*>(loss_sum.get()), stream()));
       carry_state();
     });
-    step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
+    step_graph = StepGraph(std::move(body), [this](std::int64_t t) { return capture_adam(t); });
 
     const Graph eval = capture(stream(), [&] {
       gather(val_inputs, val_targets, val_step);

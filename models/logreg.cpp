@@ -220,8 +220,8 @@ struct LogregTrainer::State {
     if (!full_batch) gather();
     step_op.launch(stream(), core->libraries());
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    const Graph body = capture(stream(), [&] { enqueue_step_body(); });
-    step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
+    Graph body = capture(stream(), [&] { enqueue_step_body(); });
+    step_graph = StepGraph(std::move(body), [this](std::int64_t t) { return capture_adam(t); });
   }
 };
 

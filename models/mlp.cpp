@@ -240,7 +240,7 @@ struct MlpTrainer::State {
     enqueue_forward_backward();
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
 
-    const Graph body = capture(stream(), [&] {
+    Graph body = capture(stream(), [&] {
       gather();
       enqueue_forward_backward();
       SHAPETUNE_CUDA_CHECK(training_kernels::finish_step(static_cast<std::int32_t*>(step_counter.get()),
@@ -248,9 +248,9 @@ struct MlpTrainer::State {
                                                           static_cast<double*>(loss_sum.get()), stream()));
     });
     if (options.adam_in_graph)
-      step_graph = StepGraph(body, [this](std::int64_t t) { return capture_adam(t); });
+      step_graph = StepGraph(std::move(body), [this](std::int64_t t) { return capture_adam(t); });
     else
-      step_graph = StepGraph(body, {});
+      step_graph = StepGraph(std::move(body), {});
   }
 
   void replay_step() {

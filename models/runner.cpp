@@ -120,14 +120,25 @@ Graph& Graph::operator=(Graph&& o) noexcept {
 
 GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }
 
-StepGraph::StepGraph(const Graph& body, CaptureUpdate capture_update) : capture_update_(std::move(capture_update)) {
-  cudaGraph_t parent = nullptr;
-  SHAPETUNE_CUDA_CHECK(cudaGraphCreate(&parent, 0));
-  graph_ = Graph(parent);
-  cudaGraphNode_t body_node = nullptr;  // the parent holds clones of its child graphs
-  SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&body_node, parent, nullptr, 0, body.get()));
-  if (capture_update_)
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&update_node_, parent, &body_node, 1, capture_update_(1).get()));
+StepGraph::StepGraph(Graph body, CaptureUpdate capture_update)
+    : capture_update_(std::move(capture_update)), graph_(std::move(body)) {
+  // The update joins the body's own graph, after its leaves (the nodes nothing depends on), rather
+  // than both going in as children of a new graph: a child graph may not hold memory nodes, and a
+  // library's captured calls can bring them into the body (cuBLAS's did: `train logreg --dispatch
+  // library` failed with cudaErrorNotSupported).
+  if (capture_update_) {
+    std::size_t count = 0;
+    SHAPETUNE_CUDA_CHECK(cudaGraphGetNodes(graph_.get(), nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count), leaves;
+    SHAPETUNE_CUDA_CHECK(cudaGraphGetNodes(graph_.get(), nodes.data(), &count));
+    for (cudaGraphNode_t node : nodes) {
+      std::size_t dependents = 0;
+      SHAPETUNE_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &dependents));
+      if (dependents == 0) leaves.push_back(node);
+    }
+    SHAPETUNE_CUDA_CHECK(cudaGraphAddChildGraphNode(&update_node_, graph_.get(), leaves.data(), leaves.size(),
+                                                    capture_update_(1).get()));
+  }
   exec_ = GraphExec(graph_);
 }
 

@@ -180,7 +180,7 @@ class StepGraph {
  public:
   using CaptureUpdate = std::function<Graph(std::int64_t step)>;  // the update of step t (from 1), captured
   StepGraph() = default;
-  StepGraph(const Graph& body, CaptureUpdate capture_update);
+  StepGraph(Graph body, CaptureUpdate capture_update);  // the update runs after all of the body
   // The host half of the next step: its update captured and swapped in. Call it before recording
   // the step's start event, so event time is the GPU's alone; launches already queued keep the
   // update they were launched with.
@@ -194,7 +194,7 @@ class StepGraph {
 
  private:
   CaptureUpdate capture_update_;
-  Graph graph_;  // outlives exec_: the update node's handle belongs to it
+  Graph graph_;  // the body with the update node; outlives exec_, and the node's handle belongs to it
   GraphExec exec_;
   cudaGraphNode_t update_node_ = nullptr;
   std::int64_t steps_ = 0;

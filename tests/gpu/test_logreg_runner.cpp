@@ -29,7 +29,7 @@ std::vector<double> stored_x(const BinaryImages& split, DType dtype) {
   return out;
 }
 
-class LogregParity : public ::testing::TestWithParam<DType> {};
+class LogregParity : public ::testing::TestWithParam<std::tuple<DType, DispatchMode>> {};
 
 // Five full-batch epochs are five steps: each step's loss against the float64 trainer's, then the
 // parameters. Losses within 1e-4: the primitive's own bound on z at depth 784 (u (2D + 64)),
@@ -45,7 +45,8 @@ TEST_P(LogregParity, FullBatchStepsTakeTheFloat64TrainersSteps) {
   ASSERT_EQ(data.train.count, 12000);
   ASSERT_EQ(data.test.count, 2000);
   LogregOptions o;
-  o.dtype = GetParam();
+  o.dtype = std::get<0>(GetParam());
+  o.dispatch = std::get<1>(GetParam());  // library: cuBLAS's calls inside the step's graph
   const int steps = 5;
   LogregTrainer trainer(o, data);
   ASSERT_EQ(trainer.steps_per_epoch(), 1);
@@ -78,8 +79,13 @@ TEST_P(LogregParity, FullBatchStepsTakeTheFloat64TrainersSteps) {
   EXPECT_GT(compared, got.size() * 9 / 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, LogregParity, ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, LogregParity,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(DispatchMode::tuned, DispatchMode::library)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  std::string(dispatch_mode_name(std::get<1>(info.param)));
+                         });
 
 // The floor is a guess to be confirmed on the GPU box: a linear model on T-shirt/top vs Shirt is
 // expected in the mid 80s; 80% leaves room while still failing a model that learned nothing (the

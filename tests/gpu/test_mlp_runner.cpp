@@ -118,10 +118,14 @@ TEST_P(MlpTraining, GraphReplaysTakeTheAdamStepsOfTheHost) {
 INSTANTIATE_TEST_SUITE_P(Adam, MlpTraining, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "in_graph" : "after_graph"; });  // adam_in_graph
 
-TEST(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
+class MlpEpoch : public ::testing::TestWithParam<DispatchMode> {};
+
+// Library dispatch too: its cuBLAS calls are captured into the step's graph with Adam's update.
+TEST_P(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
   SHAPETUNE_REQUIRE_GPU();
   SHAPETUNE_REQUIRE_FASHION_MNIST();
   MlpOptions o;
+  o.dispatch = GetParam();
   o.train_limit = 10000;
   MlpTrainer trainer(o, load_fashion_mnist(test_support::fashion_mnist_dir()));
   const EpochResult e = trainer.train_epoch();
@@ -134,6 +138,9 @@ TEST(MlpEpoch, OneEpochOnTenThousandImagesReaches75Percent) {
   again.train_epoch();
   EXPECT_EQ(trainer.parameters(), again.parameters());
 }
+
+INSTANTIATE_TEST_SUITE_P(Dispatch, MlpEpoch, ::testing::Values(DispatchMode::tuned, DispatchMode::library),
+                         [](const auto& info) { return std::string(dispatch_mode_name(info.param)); });
 
 }  // namespace
 }  // namespace shapetune
