@@ -1,6 +1,7 @@
 #include "kernels/layernorm.cuh"
 
 #include "kernels/common/async_copy.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
@@ -628,14 +629,9 @@ cudaError_t dispatch_register(const ResidualRow<T>& p, int threads_per_row, int 
 // Persistent: as many blocks as fit the device at once (more would only queue behind them).
 template <typename Kernel>
 cudaError_t resident_grid(Kernel kernel, int block_size, std::size_t shared, std::int64_t rows, unsigned* grid) {
-  int device = 0, sms = 0, blocks_per_sm = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_size, shared);
-      e != cudaSuccess)
-    return e;
-  if (blocks_per_sm == 0) return cudaErrorLaunchOutOfResources;
-  const std::int64_t resident = static_cast<std::int64_t>(sms) * blocks_per_sm;
+  std::int64_t resident = 0;
+  if (cudaError_t e = resident_blocks(kernel, block_size, shared, &resident); e != cudaSuccess) return e;
+  if (resident == 0) return cudaErrorLaunchOutOfResources;
   *grid = static_cast<unsigned>(rows < resident ? rows : resident);
   return cudaSuccess;
 }

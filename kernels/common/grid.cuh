@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace shapetune::kernels {
 
@@ -12,6 +13,21 @@ namespace shapetune::kernels {
 inline unsigned grid_stride_blocks(std::size_t items, unsigned threads, unsigned max_blocks) {
   const std::size_t wanted = (items + threads - 1) / threads;
   return static_cast<unsigned>(wanted < max_blocks ? (wanted > 0 ? wanted : 1) : max_blocks);
+}
+
+// How many blocks of `kernel` (`threads` each, `shared_bytes` of dynamic shared memory) the
+// current device holds at once: its SMs times the occupancy calculator's blocks per SM (0 when
+// one block does not fit). What a cooperative or a persistent launch sizes its grid by.
+template <typename Kernel>
+cudaError_t resident_blocks(Kernel kernel, int threads, std::size_t shared_bytes, std::int64_t* blocks) {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
+      e != cudaSuccess)
+    return e;
+  *blocks = static_cast<std::int64_t>(per_sm) * sms;
+  return cudaSuccess;
 }
 
 // Programmatic dependent launch (sm_90; no-ops below, and unless the grid was launched with the
