@@ -21,16 +21,40 @@ __device__ __forceinline__ int visible_keys(int i, int seq, int length, Mask mas
   return limit < length ? limit : length;
 }
 
+// The row of scores this thread's warp owns (a warp per row), its lane, and the keys the row's
+// query may see; row -1 for warps past the last row.
+struct WarpRow {
+  std::int64_t row;
+  int lane;
+  int keys;
+};
+
+__device__ __forceinline__ WarpRow warp_row(const int* lengths, int batch, int heads, int seq, Mask mask) {
+  const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  if (row >= std::int64_t{batch} * heads * seq) return {-1, lane, 0};
+  const int i = static_cast<int>(row % seq);
+  const int b = static_cast<int>(row / (std::int64_t{heads} * seq));
+  return {row, lane, visible_keys(i, seq, lengths ? lengths[b] : seq, mask)};
+}
+
+// The grid of a softmax kernel: kRowsPerBlock rows of scores a block.
+cudaError_t softmax_blocks(int batch, int heads, int seq, unsigned* blocks) {
+  const std::int64_t rows = std::int64_t{batch} * heads * seq;
+  const std::int64_t wanted = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (wanted > 0x7fffffff) return cudaErrorInvalidValue;
+  *blocks = static_cast<unsigned>(wanted);
+  return cudaSuccess;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
     masked_softmax_kernel(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
                           Mask mask) {
-  const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (row >= std::int64_t{batch} * heads * seq) return;
-  const int i = static_cast<int>(row % seq);
-  const int b = static_cast<int>(row / (std::int64_t{heads} * seq));
-  const int keys = visible_keys(i, seq, lengths ? lengths[b] : seq, mask);
+  const WarpRow r = warp_row(lengths, batch, heads, seq, mask);
+  if (r.row < 0) return;
+  const std::int64_t row = r.row;
+  const int lane = r.lane, keys = r.keys;
   const float* in = scores + row * seq;
   T* out = p + row * seq;
   MaxSum stats;
@@ -51,12 +75,10 @@ template <typename T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
     rounded_masked_softmax_kernel(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
                                   float scale, Mask mask) {
-  const std::int64_t row = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (row >= std::int64_t{batch} * heads * seq) return;
-  const int i = static_cast<int>(row % seq);
-  const int b = static_cast<int>(row / (std::int64_t{heads} * seq));
-  const int keys = visible_keys(i, seq, lengths ? lengths[b] : seq, mask);
+  const WarpRow r = warp_row(lengths, batch, heads, seq, mask);
+  if (r.row < 0) return;
+  const std::int64_t row = r.row;
+  const int lane = r.lane, keys = r.keys;
   const T* in = scores + row * seq;
   T* out = p + row * seq;
   const auto score = [&](int j) { return to_float(from_float<T>(__fmul_rn(to_float(in[j]), scale))); };
@@ -90,10 +112,9 @@ __global__ void zero_invalid_rows_kernel(T* o, Strides o_strides, const int* len
 template <typename T>
 cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
                            Mask mask, cudaStream_t stream) {
-  const std::int64_t rows = std::int64_t{batch} * heads * seq;
-  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  masked_softmax_kernel<T><<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarpSize, 0, stream>>>(
+  unsigned blocks = 0;
+  if (cudaError_t e = softmax_blocks(batch, heads, seq, &blocks); e != cudaSuccess) return e;
+  masked_softmax_kernel<T><<<blocks, kRowsPerBlock * kWarpSize, 0, stream>>>(
       scores, p, lengths, batch, heads, seq, scale, mask);
   return cudaGetLastError();
 }
@@ -101,10 +122,9 @@ cudaError_t masked_softmax(const float* scores, T* p, const int* lengths, int ba
 template <typename T>
 cudaError_t rounded_masked_softmax(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
                                    float scale, Mask mask, cudaStream_t stream) {
-  const std::int64_t rows = std::int64_t{batch} * heads * seq;
-  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  rounded_masked_softmax_kernel<T><<<static_cast<unsigned>(blocks), kRowsPerBlock * kWarpSize, 0, stream>>>(
+  unsigned blocks = 0;
+  if (cudaError_t e = softmax_blocks(batch, heads, seq, &blocks); e != cudaSuccess) return e;
+  rounded_masked_softmax_kernel<T><<<blocks, kRowsPerBlock * kWarpSize, 0, stream>>>(
       scores, p, lengths, batch, heads, seq, scale, mask);
   return cudaGetLastError();
 }
