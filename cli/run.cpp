@@ -2,7 +2,9 @@
 
 #include <iomanip>
 #include <ostream>
+#include <utility>
 
+#include "cli/runner_options.hpp"
 #include "core/build_info.hpp"
 #include "harness/device.hpp"
 #include "models/idx.hpp"
@@ -36,7 +38,7 @@ TransformerShape shape_of(const ParsedArgs& a) {
 }  // namespace
 
 CommandSpec run_spec() {
-  return {"run",
+  CommandSpec spec{"run",
           "Run a model's inference through the dispatch table: `transformer`, the TechJam causal Transformer "
           "(pre-LN, QKV projection, causal attention, GELU FFN, final LayerNorm).",
           "MODEL",
@@ -52,8 +54,6 @@ CommandSpec run_spec() {
            {"dtype", 0, "f32|f16|bf16",
             "the model's type (default f16); f32 runs LayerNorms in f32 and products in TF32, as PyTorch's \"high\" "
             "matmul precision"},
-           {"db", 0, "FILE", "the dispatch table (without it: every problem takes its primitive's default variant)"},
-           {"dispatch", 0, "tuned|library", "tuned: the dispatch table (default); library: the library baselines"},
            {"attention-rounding", 0, "eager|flash",
             "eager: the attention rounds as the cases' materialised PyTorch reference (scores and normalised "
             "probabilities stored in the model's type; attention.causal.split.rounded); flash: as a flash attention "
@@ -72,8 +72,7 @@ CommandSpec run_spec() {
            {"output", 'o', "FILE",
             "write the output [B, S, D] as safetensors (tensor \"y\", and \"valid_lengths\" with a mask)"},
            {"warmup", 0, "N", "forwards before timing (default 10)"},
-           {"iterations", 0, "N", "timed forwards (default 50)"},
-           {"device", 0, "N", "CUDA device ordinal (default 0)"}},
+           {"iterations", 0, "N", "timed forwards (default 50)"}},
           "Prints how each distinct operation resolved (exact, nearest, default, library), then the forward's\n"
           "median time (CUDA events around one replay of the forward's CUDA graph) with p10/p90.\n"
           "Weight names follow bench/peers/transformer_torch.py's module, which reads --save-weights, --save-input\n"
@@ -81,6 +80,8 @@ CommandSpec run_spec() {
           "With a valid-token mask (--padding-ratio, or valid_lengths in --input) keys past a row's length are\n"
           "masked and the output there is 0, as techjam-cases.md defines; lengths all equal to S run the unmasked\n"
           "forward. Exit codes: 0 ran; 1 failed on the GPU; 2 bad usage or input, or no CUDA device."};
+  for (OptionSpec& o : runner_option_specs()) spec.options.push_back(std::move(o));
+  return spec;
 }
 
 int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const std::string& command_line) {
@@ -89,18 +90,12 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   const std::string dtype_text = a.value("dtype").value_or("f16");
   const auto dtype = parse_dtype(dtype_text);
   if (!dtype || !transformer_types(*dtype)) throw UsageError("--dtype must be f32, f16 or bf16, got '" + dtype_text + "'");
-  RunnerOptions options;
-  if (auto db = a.value("db")) options.db_path = *db;
-  const std::string dispatch = a.value("dispatch").value_or("tuned");
-  const auto mode = parse_dispatch_mode(dispatch);
-  if (!mode) throw UsageError("--dispatch must be tuned or library, got '" + dispatch + "'");
-  options.dispatch = *mode;
+  RunnerOptions options = parse_runner_options(a);
   std::optional<AttentionRounding> rounding;
   if (auto text = a.value("attention-rounding")) {
     rounding = parse_attention_rounding(*text);
     if (!rounding) throw UsageError("--attention-rounding must be eager or flash, got '" + *text + "'");
   }
-  options.device = static_cast<int>(a.integer("device", 0, 0, 1024));
   const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
   const int iterations = static_cast<int>(a.integer("iterations", 50, 1, 100000));

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "cli/runner_options.hpp"
 #include "core/build_info.hpp"
 #include "core/json.hpp"
 #include "db/store.hpp"
@@ -565,15 +566,9 @@ CommandSpec train_spec() {
   std::string summary = "Train a model runner through the dispatch table:";
   for (const auto& r : runners()) summary += " `" + r.name + "` (" + r.summary + ")";
   summary += ".";
-  std::vector<OptionSpec> options = {
-      {"db", 0, "FILE", "the database whose winners of this device are dispatched (without it: every problem "
-                        "takes its primitive's default variant)"},
-      {"dispatch", 0, "tuned|library",
-       "tuned: the dispatch table (default); library: cuBLAS/cuBLASLt/cuDNN baselines only, for comparison"},
-      {"seed", 0, "N", "seed of the initial weights and the shuffles (default 1)"},
-      {"device", 0, "N", "CUDA device ordinal (default 0)"},
-      {"results", 0, "FILE", "also write the run (resolutions, every epoch) as JSON here"},
-  };
+  std::vector<OptionSpec> options = runner_option_specs();
+  options.push_back({"seed", 0, "N", "seed of the initial weights and the shuffles (default 1)"});
+  options.push_back({"results", 0, "FILE", "also write the run (resolutions, every epoch) as JSON here"});
   // An option several runners take is listed once: the runners that share a help text are named
   // together before it ("lstm, gru: ..."), different texts follow each other.
   const std::size_t common = options.size();
@@ -639,12 +634,7 @@ int run_train(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
                          "`");
     }
   TrainCommon c;
-  if (auto db = a.value("db")) c.runner.db_path = *db;
-  const std::string dispatch = a.value("dispatch").value_or("tuned");
-  const auto mode = parse_dispatch_mode(dispatch);
-  if (!mode) throw UsageError("--dispatch must be tuned or library, got '" + dispatch + "'");
-  c.runner.dispatch = *mode;
-  c.runner.device = static_cast<int>(a.integer("device", 0, 0, 1024));
+  c.runner = parse_runner_options(a);
   c.seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   c.results_path = a.value("results");
   c.command_line = command_line;
