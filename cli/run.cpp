@@ -1,5 +1,6 @@
 #include "cli/run.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <ostream>
 #include <utility>
@@ -33,6 +34,43 @@ TransformerShape shape_of(const ParsedArgs& a) {
   s.layers = a.integer("layers", s.layers, 1, 1000);
   if (const std::string why = transformer_shape_error(s); !why.empty()) throw UsageError(why);
   return s;
+}
+
+// Per distinct operation (name, problem, variant) in the order it first runs: how many times a
+// forward runs it, and the sum of those runs' medians, with its share of the total.
+void print_op_times(const std::vector<TransformerRunner::OpTime>& times, int iterations, std::ostream& out) {
+  struct Row {
+    const TransformerRunner::OpTime* first;
+    int count = 0;
+    double us = 0;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (const auto& t : times) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+      return r.first->name == t.name && r.first->problem == t.problem && r.first->variant == t.variant;
+    });
+    if (it == rows.end()) it = rows.insert(rows.end(), Row{&t});
+    ++it->count;
+    it->us += t.median_us;
+    total += t.median_us;
+  }
+  std::size_t w_name = 2, w_variant = 7;
+  for (const Row& r : rows) {
+    w_name = std::max(w_name, r.first->name.size());
+    w_variant = std::max(w_variant, r.first->variant.size());
+  }
+  out << "where a forward's time goes (medians of " << iterations
+      << " replays with an event after each op; their sum is above the plain forward's by the events):\n"
+      << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_variant))
+      << "variant" << "  runs        us  share\n";
+  for (const Row& r : rows)
+    out << std::left << std::setw(static_cast<int>(w_name)) << r.first->name << "  "
+        << std::setw(static_cast<int>(w_variant)) << r.first->variant << "  " << std::right << std::setw(4) << r.count
+        << std::fixed << std::setprecision(1) << std::setw(10) << r.us << std::setw(6) << std::setprecision(0)
+        << 100 * r.us / total << "%\n" << std::defaultfloat;
+  out << std::left << std::setw(static_cast<int>(w_name + w_variant + 8)) << "sum" << std::right << std::fixed
+      << std::setprecision(1) << std::setw(10) << total << "\n" << std::defaultfloat;
 }
 
 }  // namespace
@@ -72,7 +110,10 @@ CommandSpec run_spec() {
            {"output", 'o', "FILE",
             "write the output [B, S, D] as safetensors (tensor \"y\", and \"valid_lengths\" with a mask)"},
            {"warmup", 0, "N", "forwards before timing (default 10)"},
-           {"iterations", 0, "N", "timed forwards (default 50)"}},
+           {"iterations", 0, "N", "timed forwards (default 50)"},
+           {"op-times", 0, "",
+            "also show where a forward's time goes: per operation, its median time inside a replay (events between "
+            "the ops in the graph), summed over the layers"}},
           "Prints how each distinct operation resolved (exact, nearest, default, library), then the forward's\n"
           "median time (CUDA events around one replay of the forward's CUDA graph) with p10/p90.\n"
           "Weight names follow bench/peers/transformer_torch.py's module, which reads --save-weights, --save-input\n"
@@ -167,6 +208,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   out << std::fixed << std::setprecision(1) << "forward: median " << t.median_us << " us (p10 " << t.p10_us << ", p90 "
       << t.p90_us << ") over " << t.iterations << " replays of one CUDA graph; " << std::setprecision(0)
       << tokens / (t.median_us * 1e-6) << " tokens/s\n";
+  if (a.has("op-times")) print_op_times(runner.op_times(warmup, iterations), iterations, out);
   return 0;
 }
 

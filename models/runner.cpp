@@ -106,6 +106,48 @@ BoundOp RunnerCore::bind(ModelOp op, std::vector<void*> tensors, std::vector<dou
 
 void RunnerCore::resolve(const ModelOp& op) { resolutions_.push_back(resolver_->resolve(op).second); }
 
+std::vector<double> RunnerCore::op_times_us(const std::vector<BoundOp>& ops, int warmup, int iterations) {
+  if (ops.empty() || iterations < 1) return std::vector<double>(ops.size(), 0.0);
+  struct Events {
+    std::vector<cudaEvent_t> all;
+    ~Events() {
+      for (cudaEvent_t e : all) cudaEventDestroy(e);
+    }
+  } events;
+  for (std::size_t i = 0; i <= ops.size(); ++i) {
+    cudaEvent_t e = nullptr;
+    SHAPETUNE_CUDA_CHECK(cudaEventCreate(&e));
+    events.all.push_back(e);
+  }
+  // External: captured as event record nodes, which a replay records, rather than as the
+  // capture's own ordering.
+  const Graph g = capture(stream_, [&] {
+    SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[0], stream_, cudaEventRecordExternal));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ops[i].launch(stream_, libraries_);
+      SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[i + 1], stream_, cudaEventRecordExternal));
+    }
+  });
+  const GraphExec exec(g);
+  std::vector<std::vector<double>> samples(ops.size());
+  for (int r = 0; r < warmup + iterations; ++r) {
+    exec.launch(stream_);
+    SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (r < warmup) continue;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      float ms = 0;
+      SHAPETUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.all[i], events.all[i + 1]));
+      samples[i].push_back(ms * 1e3);
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
 Graph::~Graph() {
   if (graph_) cudaGraphDestroy(graph_);
 }

@@ -118,6 +118,13 @@ class RunnerCore {
   void resolve(const ModelOp&);
   const std::vector<OpResolution>& resolutions() const { return resolutions_; }
 
+  // Each op's share of one forward as the graph runs it: `ops` captured in order with an event
+  // recorded after each (event nodes in the graph), replayed `warmup` times, then `iterations`
+  // times; per op the median over those replays of the time between its event and the one before
+  // (its kernels, and the gap before them). The events add a little to each op, so the sum runs
+  // above the plain graph's time; what each op costs relative to the others is what it is for.
+  std::vector<double> op_times_us(const std::vector<BoundOp>& ops, int warmup, int iterations);
+
  private:
   DeviceInfo device_;
   std::unique_ptr<Resolver> resolver_;

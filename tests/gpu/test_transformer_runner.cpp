@@ -169,6 +169,27 @@ TEST_P(TransformerRunnerTest, FullLengthsRunTheUnmaskedForward) {
   }
 }
 
+// --op-times: one time per op of the forward, in order, each positive, and the output the same
+// after the timed replays (the graph with events runs the same ops on the same buffers).
+TEST_P(TransformerRunnerTest, OpTimesCoverEveryOpOfTheForward) {
+  const DType dtype = GetParam();
+  RunnerCore core(RunnerOptions{});
+  if (core.device().limits.compute_capability < 80) GTEST_SKIP() << "the tensor-core defaults need sm_80+";
+  const TransformerShape shape = kCases[0].shape;
+  TransformerRunner runner(core, shape, dtype, generate_transformer_weights(shape, dtype, 5));
+  runner.set_input(generate_transformer_input(shape, dtype, 5));
+  runner.forward();
+  const std::vector<float> before = runner.output().values;
+  const std::vector<TransformerRunner::OpTime> times = runner.op_times(2, 5);
+  // The first LayerNorm, then per layer: QKV projection, attention, output projection, residual
+  // LayerNorm, FFN in, FFN out, residual LayerNorm.
+  ASSERT_EQ(times.size(), static_cast<std::size_t>(1 + 7 * shape.layers));
+  EXPECT_EQ(times[0].name, core.resolutions()[0].op.name);
+  for (const auto& t : times) EXPECT_GT(t.median_us, 0) << t.name << " " << t.problem;
+  runner.forward();
+  EXPECT_EQ(runner.output().values, before);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, TransformerRunnerTest, ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
