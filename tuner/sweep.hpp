@@ -5,8 +5,10 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/types.hpp"
 #include "harness/measure.hpp"
 #include "tuner/progress.hpp"
 #include "tuner/search.hpp"
@@ -66,6 +68,13 @@ struct PlannedProblem;
 // The problems a sweep with these options measures, in file order: those of the chosen
 // primitives, then, with options.shard, that shard's part of them.
 std::vector<const PlannedProblem*> sweep_problems(const ShapeFile&, const SweepOptions&);
+
+// A problem's candidates (variant, config) in the order a sweep measures them: the baselines,
+// then each variant's default config in the order dispatch falls back through them (the
+// primitive's default variant first), then every other config. The configs are all the
+// variants' parameters enumerate; supports() filters them later.
+std::vector<std::pair<std::string, Config>> measuring_order(const PlannedProblem&,
+                                                            const std::vector<std::string>& cli_variants);
 
 // What the cost model expects a problem to take on a GPU: its inputs and float64 reference on the
 // host, then each candidate supports() accepts under `limits`. Shards are split by it (at nominal

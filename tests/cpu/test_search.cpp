@@ -11,6 +11,9 @@
 
 #include "tuner/choose.hpp"
 #include "tuner/search.hpp"
+#include "tuner/shape_file.hpp"
+#include "tuner/sweep.hpp"
+#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -499,6 +502,44 @@ TEST(SearchOptionsText, NamesAndDescriptions) {
   o.samples.reset();
   o.fraction = 0.25;
   EXPECT_EQ(o.describe(), "random (fraction 0.25, seed 1)");
+}
+
+// ---- the sweep's measuring order ------------------------------------------------------------
+
+// Baselines, then the variants' defaults in dispatch's order, then the other configs. Attention's
+// default variant is flash_mma and naive comes first in the catalogue: measured first, naive
+// (0.2 s a launch at 40,000 heads) would be the winner a budget keeps once it has one.
+TEST(MeasuringOrder, BaselinesThenTheDefaultVariantFirstAmongTheDefaults) {
+  for (const char* name : {"attention.causal.split.rounded", "attention.causal.split", "gemm_bias.nt"}) {
+    PlannedProblem planned;
+    const bool attention = std::string(name).rfind("attention", 0) == 0;
+    planned.problem = attention ? Problem{name, DType::f16, Shape({{"B", 10000}, {"H", 4}, {"S", 128}, {"hd", 32}})}
+                                : Problem{name, DType::f16, Shape({{"m", 8192}, {"n", 128}, {"k", 128}})};
+    const Primitive& primitive = *catalogue().find_primitive(name);
+    const auto order = measuring_order(planned, {});
+    ASSERT_FALSE(order.empty()) << name;
+    const auto is_baseline = [&](const std::string& v) { return catalogue().find_variant(name, v)->baseline; };
+    std::size_t i = 0;
+    while (i < order.size() && is_baseline(order[i].first)) ++i;
+    for (std::size_t j = i; j < order.size(); ++j) EXPECT_FALSE(is_baseline(order[j].first)) << name << " " << j;
+    ASSERT_LT(i, order.size()) << name;
+    // The first of dispatch's order (the default variant, then its fallbacks) that is no baseline.
+    std::vector<std::string> dispatch_order{primitive.default_variant};
+    dispatch_order.insert(dispatch_order.end(), primitive.fallback_variants.begin(), primitive.fallback_variants.end());
+    const auto own = std::find_if(dispatch_order.begin(), dispatch_order.end(),
+                                  [&](const std::string& v) { return !is_baseline(v); });
+    ASSERT_NE(own, dispatch_order.end()) << name;
+    EXPECT_EQ(order[i].first, *own) << name;
+    // Every variant's default once, right after the baselines, before any other config.
+    std::set<std::string> defaults;
+    for (std::size_t j = i; j < order.size(); ++j) {
+      const Variant& v = *catalogue().find_variant(name, order[j].first);
+      if (!(order[j].second == v.default_config)) break;
+      EXPECT_TRUE(defaults.insert(v.name).second) << name << ": " << v.name << " twice";
+    }
+    for (const Variant* v : catalogue().variants(name))
+      if (!v->baseline) EXPECT_TRUE(defaults.count(v->name)) << name << ": " << v->name << "'s default is not among them";
+  }
 }
 
 }  // namespace
