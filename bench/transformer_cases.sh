@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The TechJam cases on a GPU box: shapetune's Transformer runner against the PyTorch peer
 # (bench/peers/transformer_torch.py) on the same weights and inputs, then the targets judged
-# (bench/transformer_targets.py). Per case and dtype, trial 1 times everything (the runner, the
-# materialised reference, eager SDPA and, with --compile, torch.compile reduce-overhead); trials
-# 2..N draw fresh weights and inputs (--seed) and check accuracy only.
+# (bench/transformer_targets.py). Per case and dtype, trial 1 times everything (the runner, with
+# its per-op times, the materialised reference, eager SDPA and, with --compile, torch.compile
+# reduce-overhead); trials 2..N draw fresh weights and inputs (--seed) and check accuracy only.
 #
 #   bench/transformer_cases.sh OUTDIR [--cases "1 2 3"] [--dtypes "f32 f16 bf16"] [--trials 5]
 #                              [--db FILE] [--dispatch tuned|library] [--padding-ratio R] [--no-compile]
@@ -44,7 +44,8 @@ for c in $cases; do
     echo "== case $c $dt, $n trial(s)"
     for t in $(seq 1 "$n"); do
       w=$out/tensors/w$t.st x=$out/tensors/x$t.st y=$out/tensors/y$t.st
-      [ "$t" = 1 ] || timing=(--warmup 0 --iterations 1)
+      # Trial 1 also shows where the forward's time goes (--op-times); the others only check.
+      if [ "$t" = 1 ]; then timing+=(--op-times); else timing=(--warmup 0 --iterations 1); fi
       if ! "$shapetune" run transformer --case "$c" --dtype "$dt" --seed "$t" "${runner_args[@]}" "${timing[@]}" \
           --save-weights "$w" --save-input "$x" -o "$y" > "$log-$t.runner.log" 2>&1; then
         echo "   trial $t: runner failed: $(tail -1 "$log-$t.runner.log")"; status=1; continue
