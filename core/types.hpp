@@ -23,6 +23,8 @@ enum class DType : std::uint8_t { f32, f16, bf16, i32, tf32 };
 std::string_view dtype_name(DType);
 std::optional<DType> parse_dtype(std::string_view);
 std::size_t dtype_size(DType);
+// The type a dtype's tensors are stored in: tf32's are f32 (only its products are TF32).
+constexpr DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 // Names accepted by parse_dtype, for error messages.
 std::string dtype_names();
 

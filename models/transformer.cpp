@@ -46,7 +46,6 @@ float stored(DType dtype, float v) {
   }
 }
 
-DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 
 // `values` as the bytes of `dtype`'s storage.
 std::vector<std::byte> to_bytes(DType dtype, const std::vector<float>& values) {

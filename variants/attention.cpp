@@ -90,8 +90,6 @@ Pointers pointers_of(const AttentionProblem& a, std::span<void* const> tensors, 
   return p;
 }
 
-// f16 and bf16 are stored as themselves, tf32 as f32.
-DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 
 // ---- the primitive ------------------------------------------------------------------------------
 

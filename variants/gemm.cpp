@@ -20,8 +20,6 @@ using kg::Layout;
 
 // ---- the primitives -----------------------------------------------------------------------------
 
-// Tensors of a tf32 problem are fp32; only the products may be taken in TF32.
-DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 
 }  // namespace
 

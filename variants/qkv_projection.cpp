@@ -41,8 +41,6 @@ Projection projection_of(const Problem& p) {
   return {p.shape.at("B"), p.shape.at("S"), p.shape.at("H"), p.shape.at("hd")};
 }
 
-// f16 and bf16 are stored as themselves, tf32 as f32.
-DType storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
 
 // The float64 reference costs 3 D^2 multiply-adds a row; past this many in all, a sample of rows
 // is computed and checked (TechJam case 14, 3.2 million rows at D = 1024, would take 1e13).

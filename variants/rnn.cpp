@@ -131,7 +131,7 @@ Primitive rnn_primitive(kr::Cell cell) {
   p.tensors = [lstm, G](const Problem& problem) {
     const auto T = problem.shape.at("T"), N = problem.shape.at("N"), D = problem.shape.at("D"),
                H = problem.shape.at("H");
-    const DType t = rnn_storage_of(problem.dtype);
+    const DType t = storage_of(problem.dtype);
     const double k = 1 / std::sqrt(static_cast<double>(H));  // PyTorch's initialisation range
     std::vector<TensorSpec> specs = {{"x", t, {T, N, D}, TensorRole::input, -1, 1},
                                      {"h0", t, {N, H}, TensorRole::input, -0.5, 0.5}};
@@ -349,7 +349,7 @@ LaunchStatus cudnn_forward(const LaunchArgs& a) {
 template <LaunchStatus (*kFloat)(const LaunchArgs&), LaunchStatus (*kHalf)(const LaunchArgs&),
           LaunchStatus (*kBf16)(const LaunchArgs&)>
 LaunchStatus by_type(const LaunchArgs& a) {
-  switch (rnn_storage_of(a.problem.dtype)) {
+  switch (storage_of(a.problem.dtype)) {
     case DType::f32: return kFloat(a);
     case DType::f16: return kHalf(a);
     case DType::bf16: return kBf16(a);

@@ -103,7 +103,7 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
   p.tensors = [forward_tensors = forward.tensors, lstm, G](const Problem& problem) {
     const auto T = problem.shape.at("T"), N = problem.shape.at("N"), D = problem.shape.at("D"),
                H = problem.shape.at("H");
-    const DType t = rnn_storage_of(problem.dtype);
+    const DType t = storage_of(problem.dtype);
     // The forward's inputs, with its ranges, then the incoming gradients and the outgoing ones.
     std::vector<TensorSpec> specs;
     for (TensorSpec& spec : forward_tensors(problem))
@@ -183,7 +183,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
     at += align256(static_cast<std::size_t>(elements) * element_bytes);
     return here;
   };
-  const bool lstm = r.cell == kr::Cell::lstm, narrow = rnn_storage_of(dtype) != DType::f32;
+  const bool lstm = r.cell == kr::Cell::lstm, narrow = storage_of(dtype) != DType::f32;
   const std::int64_t T = r.steps, N = r.batch, D = r.input, H = r.hidden, GH = r.gates * r.hidden;
   StepwiseLayout l{};
   l.gates = take(T * N * GH);
@@ -191,7 +191,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
   l.recurrent = take(N * GH);
   l.saved = take(T * N * kr::kSavedGates * H);
   l.cells = take(lstm ? (T + 1) * N * H : 0);
-  l.h_stored = take(T * N * H, dtype_size(rnn_storage_of(dtype)));
+  l.h_stored = take(T * N * H, dtype_size(storage_of(dtype)));
   l.h_prev = take(T * N * H);
   l.dh = take(N * H);
   l.dc = take(lstm ? N * H : 0);
@@ -586,7 +586,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   s.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
   s.workspace_bytes = stepwise_workspace;
   s.launch = [](const LaunchArgs& a) {
-    return with_storage_type(rnn_storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
       return stepwise<decltype(tag)>(a);
     });
   };
@@ -623,7 +623,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   };
   p.workspace_bytes = persistent_workspace;
   p.launch = [](const LaunchArgs& a) {
-    return with_storage_type(rnn_storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
       return persistent<decltype(tag)>(a);
     });
   };

@@ -31,9 +31,6 @@ inline RnnProblem rnn_of(const Problem& p) {
   return {cell, p.shape.at("T"), p.shape.at("N"), p.shape.at("D"), p.shape.at("H"), kr::gate_count(cell)};
 }
 
-// The storage type of a problem's tensors: tf32's are fp32.
-inline DType rnn_storage_of(DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; }
-
 // C [rows, cols] = beta C + A [rows, depth] W^T, W stored [cols, depth], row-major, C fp32, A and W
 // in the problem's storage type: the gates' pre-activations. fp32 products (16-bit ones exact),
 // TF32 ones for tf32 problems (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32, as the GEMM family's tf32).

@@ -141,7 +141,7 @@ TEST(AttentionReference, RoundedOutputsAreStoredAndNearThePlainOnes) {
     HostTensors r = draw(rounded, 5, {40, 23});
     run_reference(plain, u);
     run_reference(rounded, r);
-    const reference::Rounding st = reference::rounding_for(dtype == DType::tf32 ? DType::f32 : dtype);
+    const reference::Rounding st = reference::rounding_for(storage_of(dtype));
     const Tolerance tol = tolerance_for(primitive(plain.primitive), plain);
     int different = 0;
     for (std::size_t e = 0; e < r[4].size(); ++e) {

@@ -74,7 +74,7 @@ TEST(GemmCatalogue, TensorsFollowTheLayoutAndTheEpilogue) {
     for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32}) {
       const auto specs = primitive(e.name).tensors(problem(e.name, dtype, m, n, k));
       ASSERT_EQ(specs.size(), e.bias ? 4u : 3u) << e.name;
-      const DType storage = dtype == DType::tf32 ? DType::f32 : dtype;
+      const DType storage = storage_of(dtype);
       EXPECT_EQ(specs[0].name, "a");
       EXPECT_EQ(specs[0].extents, e.a) << e.name;
       EXPECT_EQ(specs[1].name, "b");
