@@ -34,6 +34,9 @@ using GemmOperands = kernels::gemm::Args<void>;
 // 16 bits), as the primitive promises. Epilogues other than none are refused: plain cuBLAS cannot
 // fuse them. Extents beyond 2^31-1 are refused (the 32-bit API).
 LibraryCallResult cublas_gemm(LibraryHandles&, cudaStream_t, DType, const GemmOperands&);
+// op(A) op(B) of 16-bit operands (g's layout, m, n, k, a and b) into fp32 c [m, n], row-major, fp32
+// accumulation: the GEMM of an unfused chain whose epilogue runs as a pass of its own.
+LibraryCallResult cublas_product_to_f32(LibraryHandles&, cudaStream_t, DType, const GemmOperands& g, float* c);
 
 // C [rows, cols] = beta C + A [rows, depth] W^T, W [cols, depth]: row-major operands in dtype
 // (f32, f16 or bf16), C in fp32, products accumulated in fp32 (never TF32): a linear layer's

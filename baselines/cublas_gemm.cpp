@@ -135,6 +135,24 @@ LibraryCallResult cublas_gemm(LibraryHandles& libraries, cudaStream_t stream, DT
                      "cublasGemmEx");
 }
 
+LibraryCallResult cublas_product_to_f32(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
+                                        const GemmOperands& g, float* c) {
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    return refusal("an fp32 product of " + std::string(dtype_name(dtype)) + " operands is cublas_gemm's own output");
+  if (std::max({g.m, g.n, g.k}) > INT_MAX) return refusal("cuBLAS's 32-bit API takes extents up to 2^31-1");
+  const ColumnMajorGemm v = column_major(g);
+  cublasHandle_t handle = libraries.cublas(stream);
+  const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  if (LibraryCallResult r = from_status(cublasSetMathMode(handle, math), "cublasSetMathMode"); !r.ok) return r;
+  const float one = 1.f, zero = 0.f;
+  const cudaDataType_t type = data_type(dtype);
+  return from_status(cublasGemmEx(handle, v.op_first, v.op_second, static_cast<int>(v.rows), static_cast<int>(v.cols),
+                                  static_cast<int>(v.depth), &one, v.first, type, static_cast<int>(v.ld_first),
+                                  v.second, type, static_cast<int>(v.ld_second), &zero, c, CUDA_R_32F,
+                                  static_cast<int>(v.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx");
+}
+
 LibraryCallResult cublas_times_transposed_f32(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
                                               std::int64_t rows, std::int64_t cols, std::int64_t depth, const void* a,
                                               const void* w, float* c, float beta) {

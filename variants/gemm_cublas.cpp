@@ -4,11 +4,17 @@
 //   cublas       plain cuBLAS in the problem's precision; no epilogues
 //   cublas_tf32  plain cuBLAS with TF32 products, for tf32 problems only
 //   cublaslt     cuBLASLt, the heuristic's algorithm of rank `algo`, epilogues fused
+// and, for the primitives with an epilogue, the chain a fused kernel replaces:
+//   unfused      cuBLAS's GEMM with an fp32 result, then one pass adding the bias and applying the
+//                activation (kernels/gemm: finish_product); the baseline where cuBLASLt's epilogue
+//                is refused (its GELU is the tanh form, its 16-bit bias epilogue rounds twice)
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "baselines/cublas.hpp"
+#include "kernels/gemm/gemm.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
 #include "variants/launch_helpers.hpp"
@@ -118,6 +124,57 @@ void add_cublaslt(Catalogue& cat, const Primitive* primitive, GemmKind kind) {
   cat.add(v);
 }
 
+// The unfused chain: the product through cuBLAS (in C itself where C is fp32, else in an fp32
+// workspace), then alpha, beta, the bias and the activation in one pass, rounded once: what the
+// fused kernels compute, two launches and an fp32 round trip through memory later.
+LaunchStatus launch_unfused(const LaunchArgs& a) {
+  const DType dtype = a.problem.dtype;
+  return with_storage_type(storage_of(dtype), "the unfused GEMM chain", [&](auto tag) {
+    using T = decltype(tag);
+    kg::Args<T> finish = gemm_args<T>(a);
+    const float* product = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      GemmOperands plain = gemm_args<void>(a);  // alpha op(A) op(B) + beta C into C, in fp32 (TF32 for tf32)
+      plain.epilogue = kg::Epilogue::none;
+      plain.bias = nullptr;
+      if (LaunchStatus s = library_status(cublas_gemm(a.libraries, a.stream, dtype, plain)); !s.ok) return s;
+      finish.alpha = 1.f, finish.beta = 0.f;  // applied; the pass reads its product from C
+      product = finish.c;
+    } else {
+      float* acc = static_cast<float*>(a.workspace);
+      if (LaunchStatus s = library_status(cublas_product_to_f32(a.libraries, a.stream, dtype, gemm_args<void>(a), acc));
+          !s.ok)
+        return s;
+      product = acc;
+    }
+    return launch_status(kg::finish_product(finish, product, a.stream));
+  });
+}
+
+void add_unfused(Catalogue& cat, const std::string& primitive, GemmKind kind) {
+  if (kind.epilogue == kg::Epilogue::none) return;
+  Variant v;
+  v.primitive = primitive;
+  v.name = "unfused";
+  v.description = "the chain a fused epilogue replaces: cuBLAS's GEMM with an fp32 result (TF32 products for tf32 "
+                  "only), then one pass for alpha, beta, the bias and the activation";
+  v.baseline = true;  // the unfused chain, not a library alone: reports say "over the unfused chain"
+  v.supports = [](const Problem& p, const Config&, const DeviceLimits& limits) {
+    if (Support s = fits_32_bit_api(p); !s.ok) return s;
+    const std::size_t product = static_cast<std::size_t>(p.shape.at("m")) * static_cast<std::size_t>(p.shape.at("n")) *
+                                sizeof(float);
+    if (storage_of(p.dtype) != DType::f32 && static_cast<double>(product) > 0.5 * static_cast<double>(limits.global_memory_bytes))
+      return Support::no("its fp32 product would take more than half the device's memory");
+    return Support::yes();
+  };
+  v.workspace_bytes = [](const Problem& p, const Config&) -> std::size_t {
+    if (storage_of(p.dtype) == DType::f32) return 0;  // the product goes to C itself
+    return static_cast<std::size_t>(p.shape.at("m")) * static_cast<std::size_t>(p.shape.at("n")) * sizeof(float);
+  };
+  v.launch = launch_unfused;
+  cat.add(v);
+}
+
 }  // namespace
 
 void register_gemm_cublas(Catalogue& cat) {
@@ -129,6 +186,7 @@ void register_gemm_cublas(Catalogue& cat) {
     add_cublas(cat, name, kind);
     add_cublas_tf32(cat, name, kind);
     add_cublaslt(cat, primitive, kind);
+    add_unfused(cat, name, kind);
   }
 }
 

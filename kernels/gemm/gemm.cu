@@ -513,6 +513,29 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
   }
 }
 
+// The second half of an unfused chain (a library GEMM's fp32 product, then this pass): four
+// consecutive outputs of a row a thread, finished as every kernel's store finishes them. `acc` may
+// be C itself when T is float (each quad read, then written, by one thread).
+template <typename T>
+__global__ void finish_product_kernel(Args<T> p, const float* acc, bool vector_ok) {
+  const Index quads_per_row = ceil_div(p.n, 4);
+  const Index total = p.m * quads_per_row;
+  for (Index q = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; q < total;
+       q += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index row = q / quads_per_row, col = (q - row * quads_per_row) * 4;
+    const float* in = acc + row * p.n + col;
+    float quad[4];
+    if (vector_ok) {
+      const float4 v = *reinterpret_cast<const float4*>(in);
+      quad[0] = v.x, quad[1] = v.y, quad[2] = v.z, quad[3] = v.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) quad[e] = col + e < p.n ? in[e] : 0.f;
+    }
+    store_quad(p, row, col, quad, vector_ok);
+  }
+}
+
 // ---- v7: warp_tiled_broadcast ------------------------------------------------------------------
 //
 // Why v5's large tile (35.8 TFLOP/s at 4096^3 f32 on an H200, 55% of the FMA peak) stops there:
@@ -1160,6 +1183,18 @@ cudaError_t split_k(const Args<T>& p, int tile, int splits, void* workspace, std
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t finish_product(const Args<T>& p, const float* acc, cudaStream_t stream) {
+  if (!valid(p) || !acc) return cudaErrorInvalidValue;
+  // Whole quads of acc and C (and the bias) where n % 4 == 0 and all are aligned to them.
+  const bool vector_ok = flags_of(p).out_vector && aligned(acc, 16);
+  constexpr int kThreads = 256;
+  const Index blocks = ceil_div(p.m * ceil_div(p.n, 4), kThreads);
+  finish_product_kernel<<<static_cast<unsigned>(min_index(blocks, Index{1} << 20)), kThreads, 0, stream>>>(p, acc,
+                                                                                                        vector_ok);
+  return cudaGetLastError();
+}
+
 #define SHAPETUNE_INSTANTIATE_GEMM(T)                                                                   \
   template cudaError_t naive<T>(const Args<T>&, int, cudaStream_t);                                      \
   template cudaError_t smem_tiled<T>(const Args<T>&, int, int, cudaStream_t);                            \
@@ -1167,6 +1202,7 @@ cudaError_t split_k(const Args<T>& p, int tile, int splits, void* workspace, std
   template cudaError_t double_buffered<T>(const Args<T>&, int, cudaStream_t);                            \
   template cudaError_t warp_tiled<T>(const Args<T>&, int, cudaStream_t);                                 \
   template cudaError_t split_k<T>(const Args<T>&, int, int, void*, std::size_t, cudaStream_t);          \
+  template cudaError_t finish_product<T>(const Args<T>&, const float*, cudaStream_t);                   \
   template cudaError_t warp_tiled_broadcast<T>(const Args<T>&, int, cudaStream_t);
 
 SHAPETUNE_INSTANTIATE_GEMM(float)

@@ -193,6 +193,13 @@ inline std::size_t split_k_workspace_bytes(std::int64_t m, std::int64_t n, int s
   return static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * static_cast<std::size_t>(splits) * sizeof(float);
 }
 
+// The second half of an unfused chain, after a library GEMM that wrote its product in fp32:
+// C = epilogue(alpha acc + beta C + bias) for acc [m, n] row-major fp32 (alpha, beta, the bias
+// and the activation as every kernel here applies them; the layout and k are not read). acc may
+// be C itself when T is float.
+template <typename T>
+cudaError_t finish_product(const Args<T>&, const float* acc, cudaStream_t);
+
 // v7: v5 for large problems, where shared-memory bandwidth is what limits v5: kBroadcastTiles[tile]
 // with each warp's lanes paired so that every float4 read of a shared tile is shared by two lanes
 // (an SM returns 128 bytes of shared memory per clock, one register per lane; a paired LDS.128

@@ -561,13 +561,15 @@ DeviceLimits t4_limits() {
 }
 
 // Untuned, a GEMM problem goes to the library where cuBLASLt computes it, else to the tensor-core
-// kernel of its dtype, else to the fastest CUDA-core kernel that runs it; never to a plainer rung.
+// kernel of its dtype, else to the fastest CUDA-core kernel that runs it, else to the unfused
+// chain; never to a plainer rung.
 // Every layout, epilogue and dtype, shapes from 1x1x1 to 4096^3, on an H200's limits and a T4's.
 TEST(GemmDispatch, UntunedProblemsTakeTheLibraryElseTheBestKernelThatRunsThem) {
   const auto expected = [](GemmKind kind, DType dtype, bool sm_80) -> std::string {
     const bool fp32_storage = dtype == DType::f32 || dtype == DType::tf32;
     if (kind.epilogue == Epilogue::none || (kind.epilogue != Epilogue::bias_gelu && fp32_storage)) return "cublaslt";
-    if (dtype == DType::tf32) return sm_80 ? "mma_sync_tf32" : "";  // before sm_80 nothing takes it
+    // Before sm_80 only the unfused chain (cuBLAS, then the epilogue's pass) takes it.
+    if (dtype == DType::tf32) return sm_80 ? "mma_sync_tf32" : "unfused";
     if (!sm_80) return "warp_tiled_broadcast";
     return dtype == DType::f32 ? "warp_tiled_async" : "mma_sync";
   };

@@ -370,10 +370,15 @@ TEST(SweepFilters, LeavingNoSupportedCandidateIsAnErrorNotASilentSuccess) {
                          "supported (nominal sm_90 limits)");
   EXPECT_CONTAINS(r.err, "gemm_bias_gelu.nt/bf16/m=4096,n=1024,k=1024: cublas: unsupported: ");
   EXPECT_CONTAINS(r.err, "cublaslt: 8 unsupported (");
-  // The same problem with every variant: measurable, but its baselines are gone, which is said.
-  const Result all = cli({"sweep", shapes("quick.yaml"), "--dry-run", "--primitive", "gemm_bias_gelu.nt"});
+  // With a kernel too: measurable, but the baselines left are gone, which is said.
+  const Result all = cli({"sweep", shapes("quick.yaml"), "--dry-run", "--primitive", "gemm_bias_gelu.nt", "--variant",
+                          "mma_sync,cublas,cublaslt"});
   EXPECT_EQ(all.code, 0) << all.err;
   EXPECT_CONTAINS(all.err, "warning: gemm_bias_gelu.nt/bf16/m=4096,n=1024,k=1024: no baseline supports it");
+  // Every variant of the file's matrix: the unfused chain is its baseline, and nothing is said.
+  const Result whole = cli({"sweep", shapes("quick.yaml"), "--dry-run", "--primitive", "gemm_bias_gelu.nt"});
+  EXPECT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.err.find("no baseline"), std::string::npos) << whole.err;
   // A filter that leaves some problem something is no error; nor is a shard holding nothing.
   EXPECT_EQ(cli({"sweep", shapes("quick.yaml"), "--dry-run", "--variant", "cublas,cublaslt"}).code, 0);
   const Result shard = cli({"sweep", shapes("quick.yaml"), "--dry-run", "--primitive", "gemm_bias_gelu.nt", "--variant",
