@@ -15,4 +15,5 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHAPETUN
 cmake --build "$build_dir" --parallel "$(nproc)" --target shapetune_cpu_tests
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$build_dir" --output-on-failure --timeout 1200 -L cpu
+# The CPU tests share nothing on disk or in ports, so they run side by side, one per core.
+ctest --test-dir "$build_dir" --output-on-failure --timeout 1200 -L cpu -j "$(nproc)"
