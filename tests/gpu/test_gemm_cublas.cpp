@@ -1,4 +1,4 @@
-// The cuBLAS and cuBLASLt GEMM baselines against the float64 reference: every variant, every
+// The cuBLAS, cuBLASLt and unfused-chain GEMM baselines against the float64 reference: every variant, every
 // config (each cuBLASLt heuristic rank), every layout and epilogue, every dtype, at awkward
 // shapes (single elements, M, N or K of 1, odd extents) and at 256^3, with beta 0 and beta != 0.
 // Then what random data in cudaMalloc'd buffers does not show: beta = 0 with NaN in C, buffers off
@@ -48,7 +48,8 @@ bool mentions(const std::string& text, const std::string& word) { return text.fi
 std::vector<const Variant*> cublas_variants(const std::string& primitive) {
   std::vector<const Variant*> out;
   for (const Variant* v : catalogue().variants(primitive))
-    if (v->name == "cublas" || v->name == "cublas_tf32" || v->name == "cublaslt") out.push_back(v);
+    if (v->name == "cublas" || v->name == "cublas_tf32" || v->name == "cublaslt" || v->name == "unfused")
+      out.push_back(v);
   return out;
 }
 
@@ -150,14 +151,16 @@ TEST_P(GemmCublas, EveryVariantConfigLayoutShapeAndScalarsMatchFloat64) {
   }
   // The variants that must run did run wherever they were supported, and were supported where
   // they should be: plain cuBLAS on the three plain GEMMs of its dtypes, cuBLASLt on the plain
-  // GEMMs and, in fp32 and tf32, with bias and bias+ReLU (never GELU: it is the tanh form).
-  for (const char* key : {"cublas{}", "cublas_tf32{}", "cublaslt{algo=0}"})
+  // GEMMs and, in fp32 and tf32, with bias and bias+ReLU (never GELU: it is the tanh form), the
+  // unfused chain on every GEMM with an epilogue.
+  for (const char* key : {"cublas{}", "cublas_tf32{}", "cublaslt{algo=0}", "unfused{}"})
     EXPECT_EQ(verified[key], supported[key]) << key;
   const int plain_problems = static_cast<int>(kGemmLayouts.size() * std::size(kShapes) * std::size(kScalars));
   EXPECT_EQ(supported[dtype == DType::tf32 ? "cublas_tf32{}" : "cublas{}"], plain_problems);
   EXPECT_EQ(supported[dtype == DType::tf32 ? "cublas{}" : "cublas_tf32{}"], 0);
   const bool sixteen_bit = dtype == DType::f16 || dtype == DType::bf16;
   EXPECT_EQ(supported["cublaslt{algo=0}"], (sixteen_bit ? 1 : 3) * plain_problems);
+  EXPECT_EQ(supported["unfused{}"], 3 * plain_problems);  // bias, bias+ReLU, bias+GELU
 }
 
 TEST_P(GemmCublas, BetaZeroNeverReadsC) {
