@@ -28,20 +28,22 @@ const fs::path& work_dir() {
   return dir;
 }
 
-// An empty database of this build's schema, made once and copied for every input.
-const fs::path& empty_output() {
-  static const fs::path path = [] {
-    const fs::path p = work_dir() / "empty.db";
-    fs::remove(p);
-    shapetune::Store::open(p.string());
-    return p;
-  }();
-  return path;
-}
-
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// An empty database of this build's schema, made once; its bytes are written out for every input.
+// Written through a stream, not fs::copy_file: libFuzzer's timer signal can interrupt the
+// latter's sendfile, which then throws EINTR out of the harness (a crash that is not the input's).
+const std::string& empty_output_bytes() {
+  static const std::string bytes = [] {
+    const fs::path p = work_dir() / "empty.db";
+    fs::remove(p);
+    shapetune::Store::open(p.string());
+    return read_all(p);
+  }();
+  return bytes;
 }
 
 void remove_db(const fs::path& db) {
@@ -56,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const fs::path output = work_dir() / "out.db";
   remove_db(input);
   remove_db(output);
-  fs::copy_file(empty_output(), output);
+  const std::string& empty = empty_output_bytes();
+  std::ofstream(output, std::ios::binary).write(empty.data(), static_cast<std::streamsize>(empty.size()));
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   std::ofstream(input, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 
