@@ -1,5 +1,6 @@
-// The activation of a GEMM epilogue, for the tensor-core kernels (tensor_core.cu, wgmma_sm90a.cu),
-// which stage their accumulators and apply it once per output.
+// The activation of a GEMM epilogue: one definition for every GEMM kernel (gemm.cu's CUDA-core
+// kernels and finish_product, tensor_core.cu, wgmma_sm90a.cu), so variants differ only in order
+// of summation, never in the activation they apply.
 #pragma once
 
 #include "kernels/gemm/gemm.cuh"

@@ -17,6 +17,7 @@
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/shared_address.cuh"
 #include "kernels/common/vector_io.cuh"
+#include "kernels/gemm/epilogue.cuh"
 #include "kernels/gemm/raster.cuh"
 
 namespace shapetune::kernels::gemm {
@@ -47,18 +48,12 @@ cudaError_t with_layout(Layout layout, Fn&& fn) {
 
 // ---- the store: alpha, beta, bias and activation, shared by every kernel ------------------------
 
-__device__ __forceinline__ float activate(float v, Epilogue epilogue) {
-  if (epilogue == Epilogue::bias_relu) return fmaxf(v, 0.f);
-  if (epilogue == Epilogue::bias_gelu) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-  return v;
-}
-
 template <typename T>
 __device__ __forceinline__ void store_element(const Args<T>& p, Index row, Index col, float acc) {
   T* out = p.c + row * p.n + col;
   float v = p.alpha * acc;
   if (p.beta != 0.f) v = fmaf(p.beta, to_float(*out), v);  // beta == 0: C may hold NaN, never read
-  if (p.epilogue != Epilogue::none) v = activate(v + to_float(p.bias[col]), p.epilogue);
+  if (p.epilogue != Epilogue::none) v = apply_activation(p.epilogue, v + to_float(p.bias[col]));
   *out = from_float<T>(v);
 }
 
@@ -91,7 +86,7 @@ __device__ __forceinline__ void store_quad(const Args<T>& p, Index row, Index co
   if (p.epilogue != Epilogue::none) {
     const Quad<T> bias = *reinterpret_cast<const Quad<T>*>(p.bias + col);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = activate(v[e] + to_float(bias.v[e]), p.epilogue);
+    for (int e = 0; e < 4; ++e) v[e] = apply_activation(p.epilogue, v[e] + to_float(bias.v[e]));
   }
   Quad<T> result;
 #pragma unroll

@@ -11,6 +11,7 @@
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/vector_io.cuh"
 #include "kernels/gemm/epilogue.cuh"
 #include "kernels/gemm/raster.cuh"
 
@@ -51,6 +52,9 @@ struct Params {
   int tiles_m, tiles_n;
   int stages;
   bool a_vector, b_vector;
+  // Every 16-byte chunk of C's columns (and of the bias) is one aligned 128-bit access: row-major
+  // C aligned with ldc a whole number of chunks, or head-split outputs aligned with head_dim one.
+  bool c_vector;
   HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
 };
 
@@ -330,16 +334,22 @@ __device__ __forceinline__ void load_fragments(Fragments<C>& f, unsigned a_base,
 
 // Writes the warp's accumulators: c[m][n] = act(alpha acc + beta c[m][n] + bias[n]).
 // Each 16-row slice of the warp tile goes through the warp's own staging area in shared memory
-// first: the mma layout (a lane holds scattered pairs) becomes row-major, so C is read and
-// written by consecutive lanes at consecutive columns, and the epilogue's code is a loop over the
-// slice rather than one copy per accumulator register (erfcf inlined 128 times would dominate
-// the kernel's size and compile time).
+// first: the mma layout (a lane holds scattered pairs) becomes row-major. Then each lane takes
+// whole 16-byte chunks of a row (8 halves or 4 floats): one 128-bit store, one bias load and, for
+// the head split, one address computation per chunk. Element by element, the 2-byte stores and
+// the per-element head-split divisions made the epilogue cost several times the K = 128 GEMM
+// behind it. Chunks that straddle the right edge, and outputs whose alignment or head width
+// breaks the chunks (p.c_vector false), are stored element by element. The loop over chunks is
+// not unrolled: erfcf inlined once per element of every chunk would dominate the kernel's size.
 template <class C>
 __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float (&acc)[C::kMTiles][C::kNTiles][4],
                                            float* staging, std::int64_t row0, std::int64_t col0, int lane) {
   using T = typename C::T;
   constexpr int kStride = C::kStagingStride;
-  constexpr int kPerLane = 16 * C::kWarpN / kWarpSize;
+  constexpr int kChunk = Pack<T>::kCount;
+  constexpr int kChunksPerRow = C::kWarpN / kChunk;
+  constexpr int kChunksPerLane = 16 * kChunksPerRow / kWarpSize;
+  static_assert(C::kWarpN % kChunk == 0 && (16 * kChunksPerRow) % kWarpSize == 0, "whole chunks per lane");
   const int group = lane / 4, thread_in_group = lane % 4;
   const bool read_c = p.beta != 0.f;
 
@@ -354,24 +364,42 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float
             make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     __syncwarp();
 
-    // Everything but the activation, with the loads of C and bias of 8 outputs in flight at once.
-#pragma unroll 8
-    for (int e = 0; e < kPerLane; ++e) {
-      const int idx = lane + e * kWarpSize, r = idx / C::kWarpN, c = idx % C::kWarpN;
-      const std::int64_t row = row0 + 16 * i + r, col = col0 + c;
-      float v = p.alpha * staging[r * kStride + c];
-      if (row < p.m && col < p.n) {
-        if (read_c) v += p.beta * to_float(p.c[row * p.ldc + col]);
-        if (p.bias) v += to_float(p.bias[col]);
-      }
-      staging[r * kStride + c] = v;  // each element is this lane's alone from here on
-    }
 #pragma unroll 1
-    for (int e = 0; e < kPerLane; ++e) {
-      const int idx = lane + e * kWarpSize, r = idx / C::kWarpN, c = idx % C::kWarpN;
+    for (int e = 0; e < kChunksPerLane; ++e) {
+      const int idx = lane + e * kWarpSize, r = idx / kChunksPerRow, c = (idx % kChunksPerRow) * kChunk;
       const std::int64_t row = row0 + 16 * i + r, col = col0 + c;
-      if (row < p.m && col < p.n)
-        *output_at(p, row, col) = from_float<T>(apply_activation(p.epilogue, staging[r * kStride + c]));
+      if (row >= p.m) continue;
+      const float* staged = staging + r * kStride + c;
+      if (p.c_vector && col + kChunk <= p.n) {
+        float v[kChunk];
+#pragma unroll
+        for (int x = 0; x < kChunk; x += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(staged + x);
+          v[x] = p.alpha * f.x, v[x + 1] = p.alpha * f.y, v[x + 2] = p.alpha * f.z, v[x + 3] = p.alpha * f.w;
+        }
+        if (read_c) {
+          float old[kChunk];
+          to_floats(load_pack(p.c + row * p.ldc + col), old);
+#pragma unroll
+          for (int x = 0; x < kChunk; ++x) v[x] += p.beta * old[x];
+        }
+        if (p.bias) {
+          float bias[kChunk];
+          to_floats(load_pack(p.bias + col), bias);
+#pragma unroll
+          for (int x = 0; x < kChunk; ++x) v[x] += bias[x];
+        }
+#pragma unroll
+        for (int x = 0; x < kChunk; ++x) v[x] = apply_activation(p.epilogue, v[x]);
+        store_pack(output_at(p, row, col), pack_of_floats<T>(v));
+      } else {
+        for (int x = 0; x < kChunk && col + x < p.n; ++x) {
+          float v = p.alpha * staged[x];
+          if (read_c) v += p.beta * to_float(p.c[row * p.ldc + col + x]);
+          if (p.bias) v += to_float(p.bias[col + x]);
+          *output_at(p, row, col + x) = from_float<T>(apply_activation(p.epilogue, v));
+        }
+      }
     }
   }
 }
@@ -516,6 +544,11 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.a_vector = aligned(args.a, kChunkBytes) && p.lda % kChunkElements == 0;
   p.b_vector = aligned(args.b, kChunkBytes) && p.ldb % kChunkElements == 0;
   p.split = split;
+  const bool bias_vector = !p.bias || aligned(p.bias, kChunkBytes);
+  p.c_vector = bias_vector && (split.dst[0] ? aligned(split.dst[0], kChunkBytes) && aligned(split.dst[1], kChunkBytes) &&
+                                                  aligned(split.dst[2], kChunkBytes) &&
+                                                  split.head_dim % kChunkElements == 0
+                                            : aligned(args.c, kChunkBytes) && p.ldc % kChunkElements == 0);
 
   const std::size_t smem = static_cast<std::size_t>(stages) * C::kStageBytes;
   auto kernel = mma_sync_kernel<C>;

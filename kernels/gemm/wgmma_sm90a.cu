@@ -16,6 +16,7 @@
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/common/sm90a_guard.cuh"
+#include "kernels/common/vector_io.cuh"
 #include "kernels/gemm/epilogue.cuh"
 #include "kernels/gemm/raster.cuh"
 
@@ -63,6 +64,9 @@ struct Params {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
+  // C aligned to 16 bytes with ldc a whole number of 16-byte chunks, and the bias aligned: every
+  // chunk of 8 outputs inside the matrix is one 128-bit access.
+  bool c_vector;
 };
 
 // kAKMajor: A's K is contiguous (nn, nt: A is [M, K]); else A is [K, M] (tn, M-major).
@@ -197,13 +201,19 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
 // c[m][n] = act(alpha acc + beta c[m][n] + bias[n]) for one m64 tile of a consumer warpgroup:
 // warp w holds rows 16w..16w+15 of it in wgmma's accumulator layout (register 4j + 2h + e: row
 // lane / 4 + 8h, column 8j + 2 (lane % 4) + e). Each warp stages its 16 rows through its own
-// shared area so that lanes then walk C row-major, consecutive lanes on consecutive columns, and
-// the epilogue's code is one loop rather than one copy per register (erfcf inlined 128 times).
+// shared area so that lanes then walk C row-major in 16-byte chunks (8 outputs: one 128-bit
+// store, one bias load); element by element, the 2-byte stores cost several times the K = 128
+// GEMM behind them. Chunks past the right edge, and a C whose alignment or ldc breaks the chunks
+// (p.c_vector false), go element by element. The loop is not unrolled: erfcf inlined once per
+// element of every chunk would dominate the kernel's size.
 template <class C>
 __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const float (&acc)[C::kAccumulators],
                                            float* staging, std::int64_t row0, std::int64_t col0, int lane) {
   using T = typename C::T;
   constexpr int kStride = C::kStagingStride;
+  constexpr int kChunk = Pack<T>::kCount;
+  constexpr int kChunksPerRow = C::kBN / kChunk;
+  static_assert((16 * kChunksPerRow) % kWarpSize == 0, "whole chunks per lane");
   __syncwarp();  // the previous tile's reads of the staging are done
 #pragma unroll
   for (int j = 0; j < C::kBN / 8; ++j)
@@ -214,15 +224,42 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
   __syncwarp();
 
   const bool read_c = p.beta != 0.f;
-#pragma unroll 4
-  for (int e = 0; e < 16 * C::kBN / kWarpSize; ++e) {
-    const int idx = lane + e * kWarpSize, r = idx / C::kBN, c = idx % C::kBN;
+#pragma unroll 1
+  for (int e = 0; e < 16 * kChunksPerRow / kWarpSize; ++e) {
+    const int idx = lane + e * kWarpSize, r = idx / kChunksPerRow, c = (idx % kChunksPerRow) * kChunk;
     const std::int64_t row = row0 + r, col = col0 + c;
-    if (row < p.m && col < p.n) {
-      float v = p.alpha * staging[r * kStride + c];
-      if (read_c) v += p.beta * to_float(p.c[row * p.ldc + col]);
-      if (p.bias) v += to_float(p.bias[col]);
-      p.c[row * p.ldc + col] = from_float<T>(apply_activation(p.epilogue, v));
+    if (row >= p.m) continue;
+    const float* staged = staging + r * kStride + c;
+    T* out = p.c + row * p.ldc + col;
+    if (p.c_vector && col + kChunk <= p.n) {
+      float v[kChunk];
+#pragma unroll
+      for (int x = 0; x < kChunk; x += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(staged + x);
+        v[x] = p.alpha * f.x, v[x + 1] = p.alpha * f.y, v[x + 2] = p.alpha * f.z, v[x + 3] = p.alpha * f.w;
+      }
+      if (read_c) {
+        float old[kChunk];
+        to_floats(load_pack(out), old);
+#pragma unroll
+        for (int x = 0; x < kChunk; ++x) v[x] += p.beta * old[x];
+      }
+      if (p.bias) {
+        float bias[kChunk];
+        to_floats(load_pack(p.bias + col), bias);
+#pragma unroll
+        for (int x = 0; x < kChunk; ++x) v[x] += bias[x];
+      }
+#pragma unroll
+      for (int x = 0; x < kChunk; ++x) v[x] = apply_activation(p.epilogue, v[x]);
+      store_pack(out, pack_of_floats<T>(v));
+    } else {
+      for (int x = 0; x < kChunk && col + x < p.n; ++x) {
+        float v = p.alpha * staged[x];
+        if (read_c) v += p.beta * to_float(out[x]);
+        if (p.bias) v += to_float(p.bias[col + x]);
+        out[x] = from_float<T>(apply_activation(p.epilogue, v));
+      }
     }
   }
 }
@@ -356,6 +393,8 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
+  p.c_vector = reinterpret_cast<std::uintptr_t>(args.c) % 16 == 0 && p.ldc % 8 == 0 &&
+               (!p.bias || reinterpret_cast<std::uintptr_t>(p.bias) % 16 == 0);
 
   const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages);
   auto kernel = wgmma_kernel<C>;

@@ -32,10 +32,11 @@ struct Case {
 // Partial tiles everywhere; M = 1 and N = 8 (one n8 piece of the smallest tile); K = 8 (one
 // eighth of a stage, the rest zero-filled by TMA), K = 72, 264, 520 (a stage and a bit); whole
 // tiles (64^3). Shapes with M not a multiple of 8 are refused in tn (A is [K, M]) and checked
-// as refusals there.
-const Case kEdgeShapes[] = {{64, 64, 64},    {8, 8, 8},       {1, 8, 8},     {17, 40, 72},
-                            {127, 136, 264}, {300, 264, 520}, {136, 8, 200}, {8, 520, 136}};
-const Case kEpilogueShapes[] = {{24, 40, 72}, {136, 264, 200}, {1, 8, 8}, {127, 136, 264}};
+// as refusals there. N = 44 (nt only: B's leading dimension is K there) gives a C whose rows are
+// not whole 16-byte chunks: the epilogue's element-by-element store path.
+const Case kEdgeShapes[] = {{64, 64, 64},    {8, 8, 8},     {1, 8, 8},     {17, 40, 72},   {127, 136, 264},
+                            {300, 264, 520}, {136, 8, 200}, {8, 520, 136}, {33, 44, 72}};
+const Case kEpilogueShapes[] = {{24, 40, 72}, {136, 264, 200}, {1, 8, 8}, {127, 136, 264}, {33, 44, 72}};
 const Case kLargeSquare = {1024, 1024, 1024};
 const std::vector<double> kAlphaBeta = {0.75, -0.5};
 
