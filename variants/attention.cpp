@@ -239,10 +239,10 @@ Primitive attention_primitive(ka::Mask mask, bool packed, bool padded, bool roun
   };
   p.tolerance = rounded ? rounded_attention_tolerance : attention_tolerance;
   p.default_variant = "flash_mma";
-  // flash_mma has no code for hd 8 or 256 (and needs sm_80). At those head dims cuDNN's fused
-  // attention won every 16-bit problem on the H200 (naive never won one), and tf32, which cuDNN
-  // lacks, has only naive (reports/h200/2026-12-03-attention-rnn-backward). cuDNN does not round
-  // as `rounded` asks: naive alone backs flash_mma there.
+  // flash_mma has no code for hd 8 (nor for block_k 128 at hd 256), and needs sm_80. At hd 8
+  // cuDNN's fused attention won every 16-bit problem on the H200 (naive never won one), and tf32,
+  // which cuDNN lacks, has only naive (reports/h200/2026-12-03-attention-rnn-backward). cuDNN does
+  // not round as `rounded` asks: naive alone backs flash_mma there.
   p.fallback_variants = rounded ? std::vector<std::string>{"naive"} : std::vector<std::string>{"cudnn_sdpa", "naive"};
   p.validate_shape = validate_attention_shape;
   return p;
@@ -377,7 +377,11 @@ Support flash_mma_supports(const Problem& problem, const Config& config, const D
                        std::to_string(limits.compute_capability));
   const AttentionProblem a = attention_of(problem);
   if (!ka::flash_mma_head_dim_supported(a.head_dim))
-    return Support::no("built for hd 32, 64, 80, 96 and 128; not " + std::to_string(a.head_dim));
+    return Support::no("built for hd 32, 64, 80, 96, 128 and 256; not " + std::to_string(a.head_dim));
+  if (cfg(config, "block_k") > ka::flash_mma_max_block_k(a.head_dim))
+    return Support::no("at hd " + std::to_string(a.head_dim) + " key tiles stop at " +
+                       std::to_string(ka::flash_mma_max_block_k(a.head_dim)) +
+                       " rows: 128 keys of fp32 scores (64 registers a thread) beside the output's 128 would spill");
   if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
   const std::size_t shared =
       ka::flash_mma_shared_bytes(flash_config(config), a.head_dim, static_cast<int>(dtype_size(storage_of(problem.dtype))));

@@ -94,8 +94,10 @@ struct FlashMmaConfig {
   int stages = 2;    // 1 or 2 K/V tiles in flight
 };
 
-// Head dimensions the kernel is instantiated for.
+// Head dimensions the kernel is instantiated for, and the widest key tile built for one (128, or
+// 64 at hd 256; a wider block_k is cudaErrorNotSupported).
 bool flash_mma_head_dim_supported(int head_dim);
+int flash_mma_max_block_k(int head_dim);
 // Dynamic shared memory of a config (element_bytes: 2 for f16/bf16, 4 for tf32's float).
 std::size_t flash_mma_shared_bytes(const FlashMmaConfig&, int head_dim, int element_bytes);
 

@@ -68,6 +68,9 @@ constexpr int kWarpSize = 32;
 constexpr int kRowPadBytes = 16;  // see the top of the file
 constexpr int kMmaRows = 16;      // query rows of a warp, the mma's M
 constexpr int kDefaultSharedLimit = 48 * 1024;
+// Tiles of 128 keys are built up to hd 128: at hd 256 their 64 fp32 scores a thread beside O's
+// 128 would spill.
+constexpr int kMaxHeadDimOfWideKeyTiles = 128;
 
 constexpr std::size_t padded_row_bytes(int head_dim, int element_bytes) {
   return static_cast<std::size_t>(head_dim) * element_bytes + kRowPadBytes;
@@ -97,10 +100,11 @@ struct Tiling {
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kQBytes = kBlockQ * kRowBytes;
   // Q's fragments (kDimSteps * 4 registers) stay in registers for the whole block where that
-  // leaves room for the rest: always for 16-bit types (at most 32), for TF32 up to hd 64. TF32 at
-  // hd 80-128 (40-64 registers) beside the fp32 O and S spilled under the 255-register cap, so
-  // there each warp reads its Q rows from shared memory again for every key tile.
-  static constexpr bool kQInRegisters = !kTf32 || kHeadDim <= 64;
+  // leaves room for the rest: for 16-bit types up to hd 128 (32 registers), for TF32 up to hd 64.
+  // TF32 at hd 80-128 (40-64 registers) beside the fp32 O and S spilled under the 255-register
+  // cap, as would hd 256 (64 registers beside O's 128), so there each warp reads its Q fragments
+  // from shared memory again, one k-step at a time, for every key tile.
+  static constexpr bool kQInRegisters = kHeadDim <= (kTf32 ? 64 : 128);
   static_assert(kHeadDim % 16 == 0, "whole k-steps for both element sizes, an even number of O tiles");
   static_assert(kRowBytes % 32 == 16, "rows an odd number of 16-byte chunks apart: conflict-free fragment loads");
   static_assert(kKeyTiles % 2 == 0 && kDimTiles % 2 == 0, "one ldmatrix.x4 feeds two n tiles");
@@ -148,16 +152,28 @@ __device__ __forceinline__ void load_q(unsigned (&q)[C::kDimSteps][4], unsigned 
 // S = Q K^T for the warp's 16 rows and the tile's block_k keys. k_lane: this lane's ldmatrix row
 // address in the K tile; its matrices are (keys 0-7, chunk 0), (keys 0-7, chunk 1), (keys 8-15,
 // chunk 0), (keys 8-15, chunk 1) = b0, b1 of two score tiles. For TF32 a chunk is one 4-float row
-// of an 8 x 4 matrix, which lands in the m16n8k8 B layout as it stands.
+// of an 8 x 4 matrix, which lands in the m16n8k8 B layout as it stands. Q's fragments come from
+// `q` (kQInRegisters) or, one k-step at a time, from the Q tile at q_lane (load_q's address).
 template <class C>
 __device__ __forceinline__ void multiply_qk(float (&s)[C::kKeyTiles][4], const unsigned (&q)[C::kDimSteps][4],
-                                            unsigned k_lane) {
+                                            unsigned q_lane, unsigned k_lane) {
 #pragma unroll
   for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
 #pragma unroll
-  for (int ks = 0; ks < C::kDimSteps; ++ks)
+  for (int ks = 0; ks < C::kDimSteps; ++ks) {
+    unsigned q_step[4];
+    if constexpr (C::kQInRegisters) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) q_step[e] = q[ks][e];
+    } else {
+      ldmatrix_x4(q_step, q_lane + static_cast<unsigned>(ks * 2 * kChunkBytes));
+      if constexpr (C::kTf32) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) q_step[e] = to_tf32(q_step[e]);
+      }
+    }
 #pragma unroll
     for (int jp = 0; jp < C::kKeyTiles / 2; ++jp) {
       unsigned b[4];
@@ -167,9 +183,10 @@ __device__ __forceinline__ void multiply_qk(float (&s)[C::kKeyTiles][4], const u
         for (int e = 0; e < 4; ++e) b[e] = to_tf32(b[e]);
       }
       const unsigned b_lo[2] = {b[0], b[1]}, b_hi[2] = {b[2], b[3]};
-      Mma<typename C::T>::run(s[2 * jp], q[ks], b_lo);
-      Mma<typename C::T>::run(s[2 * jp + 1], q[ks], b_hi);
+      Mma<typename C::T>::run(s[2 * jp], q_step, b_lo);
+      Mma<typename C::T>::run(s[2 * jp + 1], q_step, b_hi);
     }
+  }
 }
 
 // Turns the tile's scores into probabilities against the running row maxima and rescales what
@@ -460,8 +477,7 @@ __global__ void __launch_bounds__(C::kThreads)
         if (u == key_tiles) merge_row_statistics<C>(row_max, row_sum);  // every lane, before pass 2
         float s[C::kKeyTiles][4];
         if (warp_active) {
-          if constexpr (!C::kQInRegisters) load_q<C>(q, q_lane);
-          multiply_qk<C>(s, q, slot(u) + k_lane_offset);
+          multiply_qk<C>(s, q, q_lane, slot(u) + k_lane_offset);
           round_scores<C>(s, p.scale, masked, causal, k0 + 2 * thread_in_group, warp_q0 + group, valid);
           if (second_pass)
             normalised_probabilities<C>(s, row_max, row_sum);
@@ -506,8 +522,7 @@ __global__ void __launch_bounds__(C::kThreads)
 
         float s[C::kKeyTiles][4];
         if (warp_active) {
-          if constexpr (!C::kQInRegisters) load_q<C>(q, q_lane);
-          multiply_qk<C>(s, q, k_tile(t) + k_lane_offset);
+          multiply_qk<C>(s, q, q_lane, k_tile(t) + k_lane_offset);
           online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group,
                             warp_q0 + group, valid);
         }
@@ -605,7 +620,11 @@ cudaError_t launch_block_k(const Params<T>& p, const FlashMmaConfig& config, cud
   switch (config.block_k) {
     case 32: return launch<Tiling<T, kHeadDim, kWarps, 32, kRounded>>(p, config.stages, stream);
     case 64: return launch<Tiling<T, kHeadDim, kWarps, 64, kRounded>>(p, config.stages, stream);
-    case 128: return launch<Tiling<T, kHeadDim, kWarps, 128, kRounded>>(p, config.stages, stream);
+    case 128:
+      if constexpr (kHeadDim <= kMaxHeadDimOfWideKeyTiles)
+        return launch<Tiling<T, kHeadDim, kWarps, 128, kRounded>>(p, config.stages, stream);
+      else
+        return cudaErrorNotSupported;
     default: return cudaErrorInvalidValue;
   }
 }
@@ -641,8 +660,10 @@ cudaError_t require_sm80() {
 }  // namespace
 
 bool flash_mma_head_dim_supported(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
+  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256;
 }
+
+int flash_mma_max_block_k(int head_dim) { return head_dim <= kMaxHeadDimOfWideKeyTiles ? 128 : 64; }
 
 std::size_t flash_mma_shared_bytes(const FlashMmaConfig& config, int head_dim, int element_bytes) {
   return shared_bytes(config.warps, config.block_k, config.stages, head_dim, element_bytes);
@@ -660,6 +681,7 @@ cudaError_t flash_mma_forward(const Params<T>& p, const FlashMmaConfig& config, 
     case 80: return launch_warps<T, 80>(p, config, stream);
     case 96: return launch_warps<T, 96>(p, config, stream);
     case 128: return launch_warps<T, 128>(p, config, stream);
+    case 256: return launch_warps<T, 256>(p, config, stream);
     default: return cudaErrorNotSupported;
   }
 }

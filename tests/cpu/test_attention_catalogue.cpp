@@ -265,6 +265,15 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   EXPECT_TRUE(flash.supports(case14, flash.default_config, h200).ok);
   EXPECT_FALSE(flash.supports(case14, flash.default_config, t4).ok);
   EXPECT_FALSE(flash.supports(problem("attention.causal.packed", 1, 1, 64, 48), flash.default_config, h200).ok);
+  // hd 256 (case 8): key tiles of 32 and 64 rows; 128 is refused with its reason.
+  const Problem hd256 = problem("attention.causal.split.rounded", 64, 4, 128, 256, DType::tf32);
+  const Variant& flash256 = *catalogue().find_variant(hd256.primitive, "flash_mma");
+  EXPECT_TRUE(flash256.supports(hd256, Config({{"warps", 4}, {"block_k", 64}, {"stages", 1}}), h200).ok);
+  EXPECT_TRUE(flash256.supports(hd256, Config({{"warps", 8}, {"block_k", 32}, {"stages", 1}}), h200).ok);
+  const Support wide = flash256.supports(hd256, Config({{"warps", 4}, {"block_k", 128}, {"stages", 1}}), h200);
+  EXPECT_FALSE(wide.ok);
+  EXPECT_NE(wide.reason.find("key tiles stop at 64"), std::string::npos) << wide.reason;
+  EXPECT_FALSE(flash.supports(problem("attention.causal.packed", 1, 1, 64, 8), flash.default_config, h200).ok);
 
   const Variant& wgmma = *catalogue().find_variant(case14.primitive, "flash_wgmma");
   EXPECT_TRUE(wgmma.supports(case14, wgmma.default_config, h200).ok);

@@ -122,6 +122,22 @@ TEST_P(AttentionVariants, LengthsOfZeroAndOfTheWholeSequence) {
   }
 }
 
+// hd 256 (case 8 of the TechJam model): flash_mma reads Q from shared memory a k-step at a time
+// and builds key tiles of 32 and 64 rows; every config that fits, plain and rounded, causal and
+// full, padded, one query and a tile and a bit. At least four configs fit in every dtype (tf32:
+// 4 warps with block_k 32 and stages 1 or 2, block_k 64 with stages 1, and 8 warps with 32 and 1).
+TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
+  if (device_.limits.compute_capability < 80) GTEST_SKIP() << "flash_mma needs sm_80";
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"attention.causal.split", "attention.full.packed.padded", "attention.causal.split.rounded",
+                                "attention.full.packed.padded.rounded"})
+    for (const Case& c : {Case{2, 1, 130, 256}, Case{1, 2, 1, 256}}) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_mma"), 4)
+          << problem.key();
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
