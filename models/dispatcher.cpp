@@ -15,7 +15,7 @@ DispatchChoice Dispatcher::lookup(const Problem& problem) const {
   const Catalogue& cat = catalogue();
   auto supports = [&](const Problem& p, const std::string& variant, const Config& config) {
     const Variant* v = cat.find_variant(p.primitive, variant);
-    return v && v->supports(p, config, limits_).ok;
+    return v && v->supports(p, complete_config(*v, config), limits_).ok;
   };
   // The primitive's default variant; where it cannot run the problem with its default config
   // (GEMM's cuBLASLt default has no erf-GELU epilogue), its fallback variants in order, then the
@@ -30,7 +30,10 @@ DispatchChoice Dispatcher::lookup(const Problem& problem) const {
       if (v && v->supports(p, v->default_config, limits_).ok) return std::make_pair(v->name, v->default_config);
     return std::nullopt;
   };
-  return table_.lookup(problem, supports, default_for);
+  DispatchChoice choice = table_.lookup(problem, supports, default_for);
+  if (const Variant* v = cat.find_variant(problem.primitive, choice.variant))
+    choice.config = complete_config(*v, std::move(choice.config));
+  return choice;
 }
 
 const Variant& Dispatcher::variant_of(const Problem& problem, const DispatchChoice& choice) const {

@@ -212,7 +212,8 @@ class Checker {
       steps.mode = w.timing.mode;  // as the winner was timed, so the two medians compare
       steps.library_algo = w.library_algo;
       const double limit = candidate_time_limit_s(measure, primitive->cost(w.problem), w.timing.median_us);
-      const CandidateOutcome outcome = worker_.measure(*variant, w.config, w.tolerance, steps, limit, &measure);
+      const CandidateOutcome outcome =
+          worker_.measure(*variant, complete_config(*variant, w.config), w.tolerance, steps, limit, &measure);
       return judge(w, outcome, options_.rule);
     } catch (const WorkerError&) {
       throw;  // nothing more can be checked

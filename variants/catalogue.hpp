@@ -166,6 +166,11 @@ const Catalogue& catalogue();
 // its primitive (a database from another version).
 Cost catalogue_cost(const Problem&);
 
+// A stored config with the parameters the variant gained since it was recorded set to their
+// defaults (a new parameter's default is the behaviour it had before the parameter existed), so
+// winners of older databases still launch.
+Config complete_config(const Variant&, Config stored);
+
 // Registration entry points, one per primitive family (variants/<family>.cpp).
 void register_softmax(Catalogue&);
 void register_layernorm(Catalogue&);     // layernorm, residual_layernorm

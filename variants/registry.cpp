@@ -38,4 +38,10 @@ Cost catalogue_cost(const Problem& problem) {
   return Cost{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
 }
 
+Config complete_config(const Variant& variant, Config stored) {
+  for (const auto& [name, value] : variant.default_config.values())
+    if (!stored.find(name)) stored.set(name, value);
+  return stored;
+}
+
 }  // namespace shapetune
