@@ -110,10 +110,14 @@ cudaError_t flash_mma_forward(const Params<T>&, const FlashMmaConfig&, cudaStrea
 
 // A block owns 64 * warpgroups query rows of one (batch, head); each warpgroup 64 of them, taking
 // S = Q K^T with wgmma from shared memory and O += P V with P from its registers. K and V tiles of
-// block_k rows are double-buffered in 128-byte-swizzled shared memory (cp.async by every thread).
+// block_k rows are double-buffered in 128-byte-swizzled shared memory. pipeline 0: every thread
+// copies and the block meets at a barrier before each product; pipeline 1 (two warpgroups only): a
+// producer warpgroup fills a ring of mbarrier-guarded slots and each consumer warpgroup overlaps
+// one tile's softmax with the next products (kernels/attention/flash_wgmma_sm90a.cu).
 struct FlashWgmmaConfig {
   int warpgroups = 2;  // 1 or 2: block_q = 64 or 128
   int block_k = 64;    // 64 or 128 key rows per tile
+  int pipeline = 0;    // 0 synchronous, 1 warp-specialised
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).

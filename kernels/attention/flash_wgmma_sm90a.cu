@@ -17,6 +17,21 @@
 //       row-major, i.e. N-major: the transpose bit, which 16-bit types allow.
 //   O / (row sum) --4-byte stores straight from the accumulators--> O through its strides.
 //
+// Two schedules (FlashWgmmaConfig::pipeline):
+//   0, synchronous: every thread copies K and V, waits for its copies and meets the others at a
+//     block barrier before each product; each product is waited for before the softmax. Overlap
+//     comes only from the other warpgroup and the other block of the SM.
+//   1, warp-specialised (FlashAttention-3's schedule, written here from its paper's description):
+//     one producer warpgroup (setmaxnreg down to kProducerRegisters) streams K and V through a
+//     two-slot ring with cp.async, each tile announced on its own full mbarrier and handed back on
+//     an empty one, so consumers never meet at a block barrier. Each consumer warpgroup issues
+//     tile t's S = Q K^T and tile t-1's O += P V back to back, waits only for the S, runs the
+//     softmax of tile t while P V runs on the tensor cores, then waits for P V and rescales O.
+//     The producer keeps cp.async's zero fill (keys past a batch row's length arrive as zeros),
+//     which TMA boxes cannot give per batch row; before announcing a tile, each producer thread
+//     waits for its own copies and fences them over to the async proxy, as the synchronous
+//     schedule's threads do before their barrier.
+//
 // Shared layout of every tile (Q, K, V alike): hd / 64 column blocks of rows x 64 elements, each
 // row one 128-byte swizzle row whose 16-byte chunks are permuted by XOR with (row % 8), each block
 // on a 1024-byte boundary. As K-major operands (Q, K) that is wgmma's canonical 128B-swizzled
@@ -41,6 +56,7 @@
 #include <type_traits>
 
 #include "kernels/common/async_copy.cuh"
+#include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/shared_address.cuh"
 #include "kernels/common/wgmma.cuh"
@@ -61,14 +77,21 @@ constexpr int kSwizzleRowChunks = kSwizzleRowBytes / kChunkBytes;
 // tile starts on this boundary (and the dynamic segment gets this much slack to find one).
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
 constexpr int kStages = 2;
+// The warp-specialised schedule's barriers: full and empty, for K and for V, per slot (8 bytes each).
+constexpr int kRingBarrierBytes = 4 * kStages * 8;
+// setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
+// the consumers hold O, the next tile's S and the current tile's packed P at once:
+// 128 x 24 + 256 x 240 <= 64 Ki registers of an SM with two consumer warpgroups.
+constexpr int kProducerRegisters = 24;
+constexpr int kConsumerRegisters = 240;
 
 constexpr std::size_t tile_bytes(int rows, int head_dim) {
   return static_cast<std::size_t>(rows) * head_dim * kElementBytes;
 }
-constexpr std::size_t shared_bytes(int warpgroups, int block_k, int head_dim) {
-  // The Q tile, then kStages pairs of K and V tiles, and the alignment slack.
+constexpr std::size_t shared_bytes(int warpgroups, int block_k, int head_dim, int pipeline) {
+  // The Q tile, then kStages pairs of K and V tiles, the ring's barriers, and the alignment slack.
   return tile_bytes(kWarpgroupRows * warpgroups, head_dim) + kStages * 2 * tile_bytes(block_k, head_dim) +
-         kSwizzleAtomBytes;
+         (pipeline == 1 ? kRingBarrierBytes : 0) + kSwizzleAtomBytes;
 }
 
 template <typename TArg, int kHeadDimArg, int kWarpgroupsArg, int kBlockKArg>
@@ -96,22 +119,23 @@ struct Tiling {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // ---- device helpers ---------------------------------------------------------------------------
 
-// Copies a tile of kRows rows of hd elements into the swizzled layout at `dst` (top of the file):
-// rows below valid_rows from `src` (row stride `stride` elements), the rest zero-filled, so keys
-// and queries past the end (or past the batch row's length) hold zeros rather than whatever the
-// buffer holds there (0 * NaN would reach every output of the P V product). Consecutive threads
-// copy consecutive chunks of a row: coalesced reads. A thread keeps one chunk column and steps
-// down kRowStep rows at a time, a multiple of the swizzle period, so its chunk's place within a
-// row stays put and one pointer and one offset walk the whole tile (no address a copy).
-template <class C, int kRows>
-__device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src, std::int64_t stride,
-                                          int valid_rows) {
-  constexpr int kRowStep = C::kThreads / C::kChunksPerRow;
-  constexpr unsigned kColumnBlockBytes = static_cast<unsigned>(kRows) * kSwizzleRowBytes;
+// Copies kRows rows of hd elements into the swizzled layout at `dst` (top of the file), whose
+// column blocks are kBlockRows rows tall (a tile's own height, or the whole Q tile's where a
+// warpgroup copies its 64 rows of it): rows below valid_rows from `src` (row stride `stride`
+// elements), the rest zero-filled, so keys and queries past the end (or past the batch row's
+// length) hold zeros rather than whatever the buffer holds there (0 * NaN would reach every output
+// of the P V product). kThreads threads copy, tid being this one's index among them; consecutive
+// threads copy consecutive chunks of a row: coalesced reads. A thread keeps one chunk column and
+// steps down kRowStep rows at a time, a multiple of the swizzle period, so its chunk's place
+// within a row stays put and one pointer and one offset walk the whole tile (no address a copy).
+template <class C, int kThreads, int kRows, int kBlockRows = kRows>
+__device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src, std::int64_t stride, int valid_rows,
+                                          int tid) {
+  constexpr int kRowStep = kThreads / C::kChunksPerRow;
+  constexpr unsigned kColumnBlockBytes = static_cast<unsigned>(kBlockRows) * kSwizzleRowBytes;
   constexpr int kChunkElements = kChunkBytes / kElementBytes;
-  static_assert(C::kThreads % C::kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+  static_assert(kThreads % C::kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
                 "a thread's chunks share a column and a swizzle phase");
-  const int tid = static_cast<int>(threadIdx.x);
   const int first_row = tid / C::kChunksPerRow, col = tid % C::kChunksPerRow;
   unsigned at = dst + static_cast<unsigned>(col / kSwizzleRowChunks) * kColumnBlockBytes +
                 static_cast<unsigned>(first_row * kSwizzleRowBytes) +
@@ -145,27 +169,47 @@ __device__ __forceinline__ std::uint64_t v_descriptor(unsigned tile, int step) {
                            static_cast<unsigned>(C::kBlockK) * kSwizzleRowBytes, kSwizzleAtomBytes);
 }
 
-// S = Q K^T for the warpgroup's 64 rows and the tile's block_k keys, waited for.
+// Issues S = Q K^T for the warpgroup's 64 rows and the tile's block_k keys as one wgmma group,
+// not waited for. The fence orders every register write before it (the softmax's of s, the
+// packing of P, O's rescaling) before the products that follow.
 template <class C>
-__device__ __forceinline__ void multiply_qk(float (&s)[C::kScoreRegisters], unsigned q_rows, unsigned k_tile) {
-  wgmma_fence();  // the softmax wrote s since the last product
+__device__ __forceinline__ void issue_qk(float (&s)[C::kScoreRegisters], unsigned q_rows, unsigned k_tile) {
+  wgmma_fence();
 #pragma unroll
   for (int step = 0; step < C::kDimSteps; ++step)
     wgmma_m64k16<typename C::T, C::kBlockK, 0, 0>(s, k_major_descriptor<C::kBlockQ>(q_rows, step),
                                                   k_major_descriptor<C::kBlockK>(k_tile, step), step > 0);
   wgmma_commit();
+}
+
+// S = Q K^T, waited for.
+template <class C>
+__device__ __forceinline__ void multiply_qk(float (&s)[C::kScoreRegisters], unsigned q_rows, unsigned k_tile) {
+  issue_qk<C>(s, q_rows, k_tile);
   wgmma_wait<0>();
   touch(s);
 }
 
-// Turns the tile's scores into probabilities against the running row maxima and rescales what
-// was accumulated under the old maxima. h = 0, 1: the lane's rows g and g + 8. `masked`: some key
-// of the tile lies past the valid keys or above the diagonal for some row of the warpgroup (only
-// then are keys compared one by one). A row with no unmasked key so far keeps max -inf: it takes
-// its exponentials against 0 instead, so they come out 0, not NaN.
+// Issues O += P V (P packed by pack_probabilities) as one wgmma group, not waited for; a, o and
+// the V tile must stay untouched until it is.
 template <class C>
-__device__ __forceinline__ void online_softmax(float (&s)[C::kScoreRegisters], float (&o)[C::kOutputRegisters],
-                                               float (&row_max)[2], float (&row_sum)[2], float scale_log2,
+__device__ __forceinline__ void issue_pv(const unsigned (&a)[C::kKeySteps][4], float (&o)[C::kOutputRegisters],
+                                         unsigned v_tile) {
+#pragma unroll
+  for (int kk = 0; kk < C::kKeySteps; ++kk)
+    wgmma_m64k16_register_a<typename C::T, C::kHeadDim, 1>(o, a[kk], v_descriptor<C>(v_tile, kk), 1);
+  wgmma_commit();
+}
+
+// Turns the tile's scores into probabilities against the running row maxima and returns in
+// `correction` the factor, exp2(old max - new max), by which what was accumulated under the old
+// maxima must be rescaled (rescale_output). h = 0, 1: the lane's rows g and g + 8. `masked`: some
+// key of the tile lies past the valid keys or above the diagonal for some row of the warpgroup
+// (only then are keys compared one by one). A row with no unmasked key so far keeps max -inf: it
+// takes its exponentials against 0 instead, so they come out 0, not NaN.
+template <class C>
+__device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], float (&row_max)[2],
+                                               float (&row_sum)[2], float (&correction)[2], float scale_log2,
                                                bool masked, bool causal, int first_key, int first_row,
                                                int valid_keys) {
 #pragma unroll
@@ -186,7 +230,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kScoreRegisters], f
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(row_max[h], tile_max);
     const float base = new_max == -INFINITY ? 0.f : new_max;
-    const float correction = fast_exp2(row_max[h] - base);  // 0 while the row had nothing
+    correction[h] = fast_exp2(row_max[h] - base);  // 0 while the row had nothing
     row_max[h] = new_max;
     float tile_sum = 0.f;
 #pragma unroll
@@ -198,13 +242,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kScoreRegisters], f
         tile_sum += x;
       }
     // The lane's share only: the 4 lanes of a row add theirs once, at the end.
-    row_sum[h] = row_sum[h] * correction + tile_sum;
+    row_sum[h] = row_sum[h] * correction[h] + tile_sum;
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void rescale_output(float (&o)[C::kOutputRegisters], const float (&correction)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int d = 0; d < C::kHeadDim / 8; ++d) {
-      o[4 * d + 2 * h] *= correction;
-      o[4 * d + 2 * h + 1] *= correction;
+      o[4 * d + 2 * h] *= correction[h];
+      o[4 * d + 2 * h + 1] *= correction[h];
     }
-  }
+}
+
+// P rounded to T, in wgmma's register-A layout (top of the file): k16 step kk of the keys.
+template <class C>
+__device__ __forceinline__ void pack_probabilities(unsigned (&a)[C::kKeySteps][4], const float (&s)[C::kScoreRegisters]) {
+  using T = typename C::T;
+#pragma unroll
+  for (int kk = 0; kk < C::kKeySteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
 // O += P V, waited for. Every A fragment is packed before the fence: wgmma may read its A
@@ -212,19 +272,37 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kScoreRegisters], f
 template <class C>
 __device__ __forceinline__ void multiply_pv(const float (&s)[C::kScoreRegisters], float (&o)[C::kOutputRegisters],
                                             unsigned v_tile) {
-  using T = typename C::T;
   unsigned a[C::kKeySteps][4];
-#pragma unroll
-  for (int kk = 0; kk < C::kKeySteps; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  pack_probabilities<C>(a, s);
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < C::kKeySteps; ++kk)
-    wgmma_m64k16_register_a<T, C::kHeadDim, 1>(o, a[kk], v_descriptor<C>(v_tile, kk), 1);
-  wgmma_commit();
+  issue_pv<C>(a, o, v_tile);
   wgmma_wait<0>();
   touch(o);
+}
+
+// The output rows of a warpgroup: the 4 lanes of a row add their partial sums; rows past the
+// length are zeros whatever was computed for them, as are rows that saw no key. The quad's four
+// 4-byte stores of a row and 8 columns fill one 16-byte piece of it.
+template <class C>
+__device__ __forceinline__ void store_output(const Params<typename C::T>& p, const float (&o)[C::kOutputRegisters],
+                                             const float (&row_sum)[2], typename C::T* o_dst, int lane_row,
+                                             int thread_in_group, int valid) {
+  using T = typename C::T;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = lane_row + 8 * h;
+    const float out_scale = row < valid && sum > 0.f ? fast_reciprocal(sum) : 0.f;
+    if (row < p.seq) {
+      T* out = o_dst + row * p.o_strides.row + 2 * thread_in_group;
+#pragma unroll
+      for (int d = 0; d < C::kHeadDim / 8; ++d)
+        *reinterpret_cast<unsigned*>(out + 8 * d) =
+            pack_pair<T>(o[4 * d + 2 * h] * out_scale, o[4 * d + 2 * h + 1] * out_scale);
+    }
+  }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -272,16 +350,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const T* k_src = p.k + batch * p.k_strides.batch + head * p.k_strides.head;
     const T* v_src = p.v + batch * p.v_strides.batch + head * p.v_strides.head;
     auto k_tile = [&](int t) { return kv_smem + static_cast<unsigned>(t % kStages) * C::kStageBytes; };
+    const int tid = static_cast<int>(threadIdx.x);
     auto copy_kv = [&](int t) {
-      copy_tile<C, C::kBlockK>(k_tile(t), k_src + t * C::kBlockK * p.k_strides.row, p.k_strides.row,
-                               valid - t * C::kBlockK);
+      copy_tile<C, C::kThreads, C::kBlockK>(k_tile(t), k_src + t * C::kBlockK * p.k_strides.row, p.k_strides.row,
+                                            valid - t * C::kBlockK, tid);
       commit_async_copies();
-      copy_tile<C, C::kBlockK>(k_tile(t) + C::kTileBytes, v_src + t * C::kBlockK * p.v_strides.row,
-                               p.v_strides.row, valid - t * C::kBlockK);
+      copy_tile<C, C::kThreads, C::kBlockK>(k_tile(t) + C::kTileBytes, v_src + t * C::kBlockK * p.v_strides.row,
+                                            p.v_strides.row, valid - t * C::kBlockK, tid);
       commit_async_copies();
     };
 
-    copy_tile<C, C::kBlockQ>(q_smem, q_src, p.q_strides.row, valid - q0);
+    copy_tile<C, C::kThreads, C::kBlockQ>(q_smem, q_src, p.q_strides.row, valid - q0, tid);
     commit_async_copies();
     copy_kv(0);
     const unsigned q_rows = q_smem + static_cast<unsigned>(warpgroup * kWarpgroupRows * kSwizzleRowBytes);
@@ -306,8 +385,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       float s[C::kScoreRegisters];
       if (group_active) {
         multiply_qk<C>(s, q_rows, k_tile(t));
-        online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group, lane_row,
-                          valid);
+        float correction[2];
+        softmax_scores<C>(s, row_max, row_sum, correction, scale_log2, masked, causal, k0 + 2 * thread_in_group,
+                          lane_row, valid);
+        rescale_output<C>(o, correction);
       }
 
       wait_async_copies<2>();  // V_t has landed
@@ -318,25 +399,176 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   }
 
-  // Finish the rows: the 4 lanes of a row add their partial sums; rows past the length are
-  // zeros whatever was computed for them, as are rows that saw no key. The quad's four 4-byte
-  // stores of a row and 8 columns fill one 16-byte piece of it.
-  T* o_dst = p.o + batch * p.o_strides.batch + head * p.o_strides.head;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = lane_row + 8 * h;
-    const float out_scale = row < valid && sum > 0.f ? fast_reciprocal(sum) : 0.f;
-    if (row < p.seq) {
-      T* out = o_dst + row * p.o_strides.row + 2 * thread_in_group;
-#pragma unroll
-      for (int d = 0; d < C::kHeadDim / 8; ++d)
-        *reinterpret_cast<unsigned*>(out + 8 * d) =
-            pack_pair<T>(o[4 * d + 2 * h] * out_scale, o[4 * d + 2 * h + 1] * out_scale);
+  store_output<C>(p, o, row_sum, p.o + batch * p.o_strides.batch + head * p.o_strides.head, lane_row,
+                  thread_in_group, valid);
+#else
+  // Built for an architecture without wgmma; the host wrapper never launches this.
+  __trap();
+#endif
+}
+
+// The warp-specialised schedule (top of the file), two consumer warpgroups. Warpgroup 0
+// produces; warpgroup 1 + c consumes query rows 64c..64c+63 of the block. Slot `slot` of the ring
+// holds tiles slot, slot + kStages, ...: tile t's full and empty barriers complete their phase
+// t / kStages, so a waiter names parity (t / kStages) & 1, and the producer's wait for the slot's
+// previous tile, (t / kStages + 1) & 1, passes at once on the fresh barrier for t < kStages.
+// Every consumer warp hands back every tile the block loads, the tiles its rows do not see
+// unread, so each phase of the ring completes.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
+    flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = typename C::T;
+  static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");
+  extern __shared__ __align__(1024) unsigned char shared[];
+  const unsigned q_smem = (shared_address(shared) + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
+  const unsigned kv_smem = q_smem + C::kQBytes;
+  const unsigned barriers = kv_smem + kStages * C::kStageBytes;
+  auto k_tile = [&](int slot) { return kv_smem + static_cast<unsigned>(slot) * C::kStageBytes; };
+  auto full_k = [&](int slot) { return barriers + 8u * static_cast<unsigned>(slot); };
+  auto full_v = [&](int slot) { return barriers + 8u * static_cast<unsigned>(kStages + slot); };
+  auto empty_k = [&](int slot) { return barriers + 8u * static_cast<unsigned>(2 * kStages + slot); };
+  auto empty_v = [&](int slot) { return barriers + 8u * static_cast<unsigned>(3 * kStages + slot); };
+
+  // The last query tiles see the most keys under a causal mask: they go first.
+  const int q_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const int tid = static_cast<int>(threadIdx.x) % kWarpgroupThreads;  // within the warpgroup
+  const bool causal = p.mask == Mask::causal;
+  const int valid = p.lengths ? min(max(p.lengths[batch], 0), p.seq) : p.seq;
+  const int q0 = q_tile * C::kBlockQ;
+  const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
+  const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+
+  if (threadIdx.x == 0) {
+    for (int slot = 0; slot < kStages; ++slot) {
+      mbarrier_init(full_k(slot), kWarpgroupThreads);  // every producer thread, once its copies landed
+      mbarrier_init(full_v(slot), kWarpgroupThreads);
+      mbarrier_init(empty_k(slot), C::kWarpgroups * kWarpgroupThreads / kWarpSize);  // every consumer warp
+      mbarrier_init(empty_v(slot), C::kWarpgroups * kWarpgroupThreads / kWarpSize);
     }
+    fence_barrier_init();
   }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    registers_decrease<kProducerRegisters>();
+    const T* k_src = p.k + batch * p.k_strides.batch + head * p.k_strides.head;
+    const T* v_src = p.v + batch * p.v_strides.batch + head * p.v_strides.head;
+    // Group 2t copies K_t, group 2t + 1 V_t. A group is announced once this thread's copies of it
+    // have landed, one group later, so that a copy is always in flight behind the wait.
+    auto announce = [&](int group) {
+      fence_proxy_async_shared();
+      const int slot = (group / 2) % kStages;
+      mbarrier_arrive(group % 2 == 0 ? full_k(slot) : full_v(slot));
+    };
+    for (int group = 0; group < 2 * key_tiles; ++group) {
+      const int t = group / 2, slot = t % kStages;
+      const bool is_v = group % 2 == 1;
+      mbarrier_wait(is_v ? empty_v(slot) : empty_k(slot), static_cast<unsigned>((t / kStages + 1) & 1));
+      const std::int64_t stride = is_v ? p.v_strides.row : p.k_strides.row;
+      copy_tile<C, kWarpgroupThreads, C::kBlockK>(k_tile(slot) + (is_v ? C::kTileBytes : 0u),
+                                                  (is_v ? v_src : k_src) + t * C::kBlockK * stride, stride,
+                                                  valid - t * C::kBlockK, tid);
+      commit_async_copies();
+      if (group > 0) {
+        wait_async_copies<1>();
+        announce(group - 1);
+      }
+    }
+    if (key_tiles > 0) {
+      wait_async_copies<0>();
+      announce(2 * key_tiles - 1);
+    }
+    return;
+  }
+
+  registers_increase<kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  const int warp_in_group = tid / kWarpSize, lane = tid % kWarpSize;
+  const int group = lane / 4, thread_in_group = lane % 4;
+  const int group_q0 = q0 + kWarpgroupRows * consumer;
+  const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
+  // Keys this warpgroup's rows may see: its tiles are the block's first group_tiles.
+  const int group_key_end = group_q0 >= valid ? 0 : (causal ? min(valid, group_q0 + kWarpgroupRows) : valid);
+  const int group_tiles = (group_key_end + C::kBlockK - 1) / C::kBlockK;
+  auto release = [&](unsigned bar) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bar);
+  };
+
+  float o[C::kOutputRegisters];
+#pragma unroll
+  for (int i = 0; i < C::kOutputRegisters; ++i) o[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  if (group_tiles > 0) {
+    // The warpgroup's 64 Q rows, copied by its own threads, waited for, fenced over to the async
+    // proxy, and shared among them at the warpgroup's named barrier (ids 1 and 2; 0 is
+    // __syncthreads).
+    const unsigned q_rows = q_smem + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
+    copy_tile<C, kWarpgroupThreads, kWarpgroupRows, C::kBlockQ>(
+        q_rows, p.q + batch * p.q_strides.batch + head * p.q_strides.head + group_q0 * p.q_strides.row,
+        p.q_strides.row, valid - group_q0, tid);
+    commit_async_copies();
+    wait_async_copies<0>();
+    fence_proxy_async_shared();
+    named_barrier_sync(1 + static_cast<unsigned>(consumer), kWarpgroupThreads);
+
+    float s[C::kScoreRegisters];
+    unsigned probabilities[C::kKeySteps][4];
+    float correction[2];
+    auto softmax = [&](int t) {
+      const int k0 = t * C::kBlockK;
+      const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > group_q0);
+      softmax_scores<C>(s, row_max, row_sum, correction, scale_log2, masked, causal, k0 + 2 * thread_in_group,
+                        lane_row, valid);
+    };
+
+    mbarrier_wait(full_k(0), 0);
+    multiply_qk<C>(s, q_rows, k_tile(0));
+    release(empty_k(0));
+    softmax(0);  // O is still zero: nothing to rescale
+    pack_probabilities<C>(probabilities, s);
+    for (int t = 1; t < group_tiles; ++t) {
+      const int slot = t % kStages, previous = (t - 1) % kStages;
+      mbarrier_wait(full_k(slot), static_cast<unsigned>((t / kStages) & 1));
+      issue_qk<C>(s, q_rows, k_tile(slot));
+      mbarrier_wait(full_v(previous), static_cast<unsigned>(((t - 1) / kStages) & 1));
+      // A fence of its own (ptxas injects one otherwise, to cover register moves since the last):
+      // it orders register accesses only, so the S products in flight run on.
+      wgmma_fence();
+      issue_pv<C>(probabilities, o, k_tile(previous) + C::kTileBytes);
+      wgmma_wait<1>();  // S of tile t has landed; P V of tile t - 1 runs on beside the softmax
+      touch(s);
+      release(empty_k(slot));
+      softmax(t);
+      wgmma_wait<0>();
+      touch(o);
+      release(empty_v(previous));
+      rescale_output<C>(o, correction);
+      pack_probabilities<C>(probabilities, s);
+    }
+    const int last = (group_tiles - 1) % kStages;
+    mbarrier_wait(full_v(last), static_cast<unsigned>(((group_tiles - 1) / kStages) & 1));
+    wgmma_fence();
+    issue_pv<C>(probabilities, o, k_tile(last) + C::kTileBytes);
+    wgmma_wait<0>();
+    touch(o);
+    release(empty_v(last));
+  }
+  for (int t = group_tiles; t < key_tiles; ++t) {  // loaded for the other warpgroup's rows
+    const int slot = t % kStages;
+    const unsigned parity = static_cast<unsigned>((t / kStages) & 1);
+    mbarrier_wait(full_k(slot), parity);
+    release(empty_k(slot));
+    mbarrier_wait(full_v(slot), parity);
+    release(empty_v(slot));
+  }
+
+  store_output<C>(p, o, row_sum, p.o + batch * p.o_strides.batch + head * p.o_strides.head, lane_row,
+                  thread_in_group, valid);
 #else
   // Built for an architecture without wgmma; the host wrapper never launches this.
   __trap();
@@ -346,24 +578,29 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 // ---- host side --------------------------------------------------------------------------------
 
 template <class C>
-cudaError_t launch(const Params<typename C::T>& p, cudaStream_t stream) {
-  const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim);
+cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t stream) {
+  const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
+  const bool specialised = pipeline == 1;
   auto kernel = flash_wgmma_kernel<C>;
+  if constexpr (C::kWarpgroups == 2) {
+    if (specialised) kernel = flash_wgmma_specialised_kernel<C>;
+  }
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       e != cudaSuccess)
     return e;
   const unsigned q_tiles = static_cast<unsigned>((p.seq + C::kBlockQ - 1) / C::kBlockQ);
   const dim3 grid(q_tiles, static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e);
+  const unsigned threads = static_cast<unsigned>(C::kThreads + (specialised ? kWarpgroupThreads : 0));
+  kernel<<<grid, threads, smem, stream>>>(p, p.scale * kLog2e);
   return cudaGetLastError();
 }
 
 template <typename T, int kHeadDim, int kWarpgroups>
 cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
-    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, stream);
-    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, stream);
+    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, stream);
+    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -378,7 +615,8 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 }
 
 bool valid_config(const FlashWgmmaConfig& c) {
-  return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128);
+  return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
+         (c.pipeline == 0 || (c.pipeline == 1 && c.warpgroups == 2));
 }
 
 }  // namespace
@@ -386,7 +624,7 @@ bool valid_config(const FlashWgmmaConfig& c) {
 bool flash_wgmma_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 std::size_t flash_wgmma_shared_bytes(const FlashWgmmaConfig& config, int head_dim) {
-  return shared_bytes(config.warpgroups, config.block_k, head_dim);
+  return shared_bytes(config.warpgroups, config.block_k, head_dim, config.pipeline);
 }
 
 template <typename T>

@@ -289,11 +289,30 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, hd), wgmma.default_config, h200).ok) << hd;
   DeviceLimits small_shared = h200;
   small_shared.shared_memory_per_block_optin = 100 * 1024;
-  const Config biggest({{"warpgroups", 2}, {"block_k", 128}});
+  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}});
   const Support too_big = wgmma.supports(problem("attention.causal.split", 1, 1, 256, 128), biggest, small_shared);
   EXPECT_FALSE(too_big.ok);
   EXPECT_NE(too_big.reason.find("shared memory"), std::string::npos) << too_big.reason;
   EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), biggest, small_shared).ok);
+  // A winner recorded before `pipeline` existed launches as it did then: dispatch and check complete
+  // its config with the parameter's default (the synchronous schedule).
+  const Config recorded({{"warpgroups", 2}, {"block_k", 128}});
+  EXPECT_THROW(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), recorded, h200), std::out_of_range);
+  const Config completed = complete_config(wgmma, recorded);
+  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0");
+  EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), completed, h200).ok);
+  // The warp-specialised pipeline: two consumer warpgroups only, and its ring's barriers count.
+  const Problem hd128 = problem("attention.causal.split", 4, 16, 8192, 128);
+  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 1}}), h200).ok);
+  const Support one_consumer = wgmma.supports(hd128, Config({{"warpgroups", 1}, {"block_k", 128}, {"pipeline", 1}}), h200);
+  EXPECT_FALSE(one_consumer.ok);
+  EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
+  // Q 128 x 128 and two K/V pairs of 128 x 128 halves, 1 KiB of alignment slack: 164,864 bytes;
+  // the ring's eight barriers take 64 more.
+  DeviceLimits exactly_synchronous = h200;
+  exactly_synchronous.shared_memory_per_block_optin = 164864;
+  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}}), exactly_synchronous).ok);
+  EXPECT_FALSE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 1}}), exactly_synchronous).ok);
 
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);

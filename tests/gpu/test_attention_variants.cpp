@@ -138,6 +138,24 @@ TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
     }
 }
 
+// flash_wgmma's two schedules (sm_90 only) where the warp-specialised ring wraps many times and
+// the two consumer warpgroups see different numbers of key tiles: sequences of 1, 130, 1000 and
+// 2049 (tails of every size against block_k 64 and 128), both head dims, causal and full, with
+// and without padding, every config (pipeline 0 and 1).
+TEST_P(AttentionVariants, FlashWgmmaBothPipelinesAtLongerSequences) {
+  if (device_.limits.compute_capability != 90) GTEST_SKIP() << "flash_wgmma is sm_90a code";
+  if (GetParam() == DType::tf32) GTEST_SKIP() << "flash_wgmma takes f16 or bf16";
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"attention.causal.split", "attention.full.packed", "attention.causal.packed.padded",
+                                "attention.full.split.padded"})
+    for (const Case& c : {Case{1, 2, 1, 64}, Case{2, 1, 130, 128}, Case{1, 2, 1000, 64}, Case{1, 1, 2049, 128}}) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and 2 x (64, 128) specialised.
+      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 6)
+          << problem.key();
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
