@@ -434,7 +434,29 @@ __global__ void __launch_bounds__(C::kThreads)
                                   : static_cast<unsigned>(((lane / 8) % 2 * 8 + lane % 8) * C::kRowBytes +
                                                           (lane / 16) * kChunkBytes));
 
-    if constexpr (C::kRounded) {
+    if (C::kRounded && key_tiles == 1) {
+      // One key tile (every query tile of a sequence up to block_k keys: 11 of the 13 TechJam
+      // cases at block_k 128): the two passes would load and multiply the same K tile twice. Its
+      // scores stay in registers from the statistics to the probabilities instead; pass 2 would
+      // recompute them bit for bit, so the output is the two-pass output. V's copy overlaps S.
+      const bool warp_active = warp_q0 < valid;
+      const bool masked = C::kBlockK > valid || (causal && C::kBlockK - 1 > warp_q0);
+      copy_v(0);
+      commit_async_copies();
+      wait_async_copies<1>();  // K0 has landed; V0 may not have
+      __syncthreads();
+      float s[C::kKeyTiles][4];
+      if (warp_active) {
+        multiply_qk<C>(s, q, q_lane, k_tile(0) + k_lane_offset);
+        round_scores<C>(s, p.scale, masked, causal, 2 * thread_in_group, warp_q0 + group, valid);
+        accumulate_row_statistics<C>(s, row_max, row_sum);
+      }
+      merge_row_statistics<C>(row_max, row_sum);  // every lane (shuffles)
+      if (warp_active) normalised_probabilities<C>(s, row_max, row_sum);
+      wait_async_copies<0>();
+      __syncthreads();
+      if (warp_active) multiply_pv<C>(s, o, k_tile(0) + v_lane_offset);
+    } else if constexpr (C::kRounded) {
       // Step u of 2 key_tiles takes tile u (pass 1) or u - key_tiles (pass 2) into slot u & 1:
       // the pipeline of the plain mode over a sequence of tiles twice as long, the same waits and
       // barriers, with no V copies in pass 1.
