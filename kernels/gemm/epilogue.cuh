@@ -3,6 +3,8 @@
 // of summation, never in the activation they apply.
 #pragma once
 
+#include "kernels/common/numeric.cuh"
+#include "kernels/common/vector_io.cuh"
 #include "kernels/gemm/gemm.cuh"
 
 namespace shapetune::kernels::gemm {
@@ -16,6 +18,48 @@ __device__ __forceinline__ float apply_activation(Epilogue e, float v) {
     case Epilogue::bias_gelu: return 0.5f * v * erfcf(-v * kSqrtHalf);
     default: return v;
   }
+}
+
+// One output of a tensor-core kernel's staged accumulator: act(alpha acc + beta c + bias).
+// c_old and bias point at this output's C and bias, null where beta is 0 (C is not read) or
+// there is no bias.
+template <typename T>
+__device__ __forceinline__ T finish_element(float acc, const T* c_old, const T* bias, float alpha, float beta,
+                                            Epilogue e) {
+  float v = alpha * acc;
+  if (c_old) v += beta * to_float(*c_old);
+  if (bias) v += to_float(*bias);
+  return from_float<T>(apply_activation(e, v));
+}
+
+// The same for one 16-byte chunk of a row (8 halves or 4 floats), from 16-byte-aligned staged
+// fp32 accumulators; c_old and bias 16-byte aligned where not null. One vector load of each, one
+// pack to store.
+template <typename T>
+__device__ __forceinline__ Pack<T> finish_chunk(const float* staged, const T* c_old, const T* bias, float alpha,
+                                                float beta, Epilogue e) {
+  constexpr int kChunk = Pack<T>::kCount;
+  float v[kChunk];
+#pragma unroll
+  for (int x = 0; x < kChunk; x += 4) {
+    const float4 f = *reinterpret_cast<const float4*>(staged + x);
+    v[x] = alpha * f.x, v[x + 1] = alpha * f.y, v[x + 2] = alpha * f.z, v[x + 3] = alpha * f.w;
+  }
+  if (c_old) {
+    float old[kChunk];
+    to_floats(load_pack(c_old), old);
+#pragma unroll
+    for (int x = 0; x < kChunk; ++x) v[x] += beta * old[x];
+  }
+  if (bias) {
+    float b[kChunk];
+    to_floats(load_pack(bias), b);
+#pragma unroll
+    for (int x = 0; x < kChunk; ++x) v[x] += b[x];
+  }
+#pragma unroll
+  for (int x = 0; x < kChunk; ++x) v[x] = apply_activation(e, v[x]);
+  return pack_of_floats<T>(v);
 }
 
 }  // namespace shapetune::kernels::gemm

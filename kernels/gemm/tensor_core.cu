@@ -24,7 +24,8 @@
 namespace shapetune::kernels::gemm_tensor_core {
 namespace {
 
-using gemm::apply_activation;
+using gemm::finish_chunk;
+using gemm::finish_element;
 using gemm::Args;
 using gemm::Epilogue;
 using gemm::grouped_tile;
@@ -370,35 +371,14 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float
       const std::int64_t row = row0 + 16 * i + r, col = col0 + c;
       if (row >= p.m) continue;
       const float* staged = staging + r * kStride + c;
+      const T* c_old = read_c ? p.c + row * p.ldc + col : nullptr;
+      const T* bias = p.bias ? p.bias + col : nullptr;
       if (p.c_vector && col + kChunk <= p.n) {
-        float v[kChunk];
-#pragma unroll
-        for (int x = 0; x < kChunk; x += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(staged + x);
-          v[x] = p.alpha * f.x, v[x + 1] = p.alpha * f.y, v[x + 2] = p.alpha * f.z, v[x + 3] = p.alpha * f.w;
-        }
-        if (read_c) {
-          float old[kChunk];
-          to_floats(load_pack(p.c + row * p.ldc + col), old);
-#pragma unroll
-          for (int x = 0; x < kChunk; ++x) v[x] += p.beta * old[x];
-        }
-        if (p.bias) {
-          float bias[kChunk];
-          to_floats(load_pack(p.bias + col), bias);
-#pragma unroll
-          for (int x = 0; x < kChunk; ++x) v[x] += bias[x];
-        }
-#pragma unroll
-        for (int x = 0; x < kChunk; ++x) v[x] = apply_activation(p.epilogue, v[x]);
-        store_pack(output_at(p, row, col), pack_of_floats<T>(v));
+        store_pack(output_at(p, row, col), finish_chunk<T>(staged, c_old, bias, p.alpha, p.beta, p.epilogue));
       } else {
-        for (int x = 0; x < kChunk && col + x < p.n; ++x) {
-          float v = p.alpha * staged[x];
-          if (read_c) v += p.beta * to_float(p.c[row * p.ldc + col + x]);
-          if (p.bias) v += to_float(p.bias[col + x]);
-          *output_at(p, row, col + x) = from_float<T>(apply_activation(p.epilogue, v));
-        }
+        for (int x = 0; x < kChunk && col + x < p.n; ++x)
+          *output_at(p, row, col + x) = finish_element<T>(staged[x], c_old ? c_old + x : nullptr,
+                                                          bias ? bias + x : nullptr, p.alpha, p.beta, p.epilogue);
       }
     }
   }

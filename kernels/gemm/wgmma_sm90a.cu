@@ -23,7 +23,8 @@
 namespace shapetune::kernels::gemm_wgmma {
 namespace {
 
-using gemm::apply_activation;
+using gemm::finish_chunk;
+using gemm::finish_element;
 using gemm::Args;
 using gemm::Epilogue;
 using gemm::grouped_tile;
@@ -231,35 +232,14 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
     if (row >= p.m) continue;
     const float* staged = staging + r * kStride + c;
     T* out = p.c + row * p.ldc + col;
+    const T* c_old = read_c ? out : nullptr;
+    const T* bias = p.bias ? p.bias + col : nullptr;
     if (p.c_vector && col + kChunk <= p.n) {
-      float v[kChunk];
-#pragma unroll
-      for (int x = 0; x < kChunk; x += 4) {
-        const float4 f = *reinterpret_cast<const float4*>(staged + x);
-        v[x] = p.alpha * f.x, v[x + 1] = p.alpha * f.y, v[x + 2] = p.alpha * f.z, v[x + 3] = p.alpha * f.w;
-      }
-      if (read_c) {
-        float old[kChunk];
-        to_floats(load_pack(out), old);
-#pragma unroll
-        for (int x = 0; x < kChunk; ++x) v[x] += p.beta * old[x];
-      }
-      if (p.bias) {
-        float bias[kChunk];
-        to_floats(load_pack(p.bias + col), bias);
-#pragma unroll
-        for (int x = 0; x < kChunk; ++x) v[x] += bias[x];
-      }
-#pragma unroll
-      for (int x = 0; x < kChunk; ++x) v[x] = apply_activation(p.epilogue, v[x]);
-      store_pack(out, pack_of_floats<T>(v));
+      store_pack(out, finish_chunk<T>(staged, c_old, bias, p.alpha, p.beta, p.epilogue));
     } else {
-      for (int x = 0; x < kChunk && col + x < p.n; ++x) {
-        float v = p.alpha * staged[x];
-        if (read_c) v += p.beta * to_float(out[x]);
-        if (p.bias) v += to_float(p.bias[col + x]);
-        out[x] = from_float<T>(apply_activation(p.epilogue, v));
-      }
+      for (int x = 0; x < kChunk && col + x < p.n; ++x)
+        out[x] = finish_element<T>(staged[x], c_old ? c_old + x : nullptr, bias ? bias + x : nullptr, p.alpha, p.beta,
+                                   p.epilogue);
     }
   }
 }
