@@ -5,11 +5,12 @@
 # stripped in one xz archive, build-gpu/bundle.tar.xz (a device call carries at most 64 MiB);
 # gpu-check.sh unpacks it. Carry build-gpu/bundle.tar.xz.
 #
-# --sm90-only: an H200-only bundle (sm_90 SASS, no PTX, no sm_75) of shapetune and the GPU tests
-# alone, in build-gpu90/ (about 8 MB against 26): it leaves room in the 64 MiB carry for
-# Fashion-MNIST, which the MLP and logreg tests and targets need; with data/fashion-mnist here it
-# also writes build-gpu90/fashion-mnist.tar.xz (the IDX files, 26 MB against 30 gzipped), which
-# gpu-check.sh unpacks. Carry both and run BUILD_DIR=build-gpu90 scripts/gpu-check.sh.
+# --sm90-only: an H200-only bundle (sm_90 SASS, no PTX, no sm_75) of shapetune, shapetune-bench
+# (scripts/profile-cases.sh runs it) and the GPU tests, in build-gpu90/ (about 11 MB against 26):
+# it leaves room in the 64 MiB carry for Fashion-MNIST, which the MLP and logreg tests and targets
+# need; with data/fashion-mnist here it also writes build-gpu90/fashion-mnist.tar.xz (the IDX
+# files, 26 MB against 30 gzipped), which gpu-check.sh unpacks. Carry both and run
+# BUILD_DIR=build-gpu90 scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-gpu sm90_only=0
@@ -24,11 +25,11 @@ stage=$build/bundle
 rm -rf "$stage" && mkdir -p "$stage/tests"
 strip -o "$stage/shapetune" $build/shapetune
 strip -o "$stage/tests/shapetune_gpu_tests" $build/tests/shapetune_gpu_tests
+strip -o "$stage/shapetune-bench" $build/shapetune-bench
+# Debian has no static libbenchmark: shapetune-bench finds this copy beside it ($ORIGIN).
+benchmark_lib=$(ldd $build/shapetune-bench | awk '/libbenchmark/ {print $3}')
+[ -z "$benchmark_lib" ] || cp -L "$benchmark_lib" "$stage/$(basename "$benchmark_lib")"
 if [ $sm90_only = 0 ]; then
-  strip -o "$stage/shapetune-bench" $build/shapetune-bench
-  # Debian has no static libbenchmark: shapetune-bench finds this copy beside it ($ORIGIN).
-  benchmark_lib=$(ldd $build/shapetune-bench | awk '/libbenchmark/ {print $3}')
-  [ -z "$benchmark_lib" ] || cp -L "$benchmark_lib" "$stage/$(basename "$benchmark_lib")"
   strip -o "$stage/tests/shapetune_cpu_tests" $build/tests/shapetune_cpu_tests
   # The CPU tests of the parallel sweep run this stand-in for a GPU worker.
   strip -o "$stage/tests/shapetune_fixture_sweep" $build/tests/shapetune_fixture_sweep
