@@ -18,10 +18,15 @@
 // rounds where a framework's materialised attention rounds, st() = round to T: S = st(st(Q K^T)
 // scale), P = st(exp(S - max) / sum) normalised before P V. P needs the row's final max and sum,
 // so the block walks its key tiles twice, as one pipeline of 2 * key_tiles steps: pass 1 takes S
-// and the exact row max and the fp32 sum of expf(S - max) (rescaled online, accurate expf, no V
-// loads, no P V); pass 2 takes the same S again (the same mma on the same tiles: bit-identical),
-// P in fp32 with the final max and sum, rounded to T as it becomes the A fragment, and O += P V as
-// the plain mode does, no rescaling and no division at the end. TF32: P is rounded to TF32 by the
+// and the exact row max and the fp32 sum of exp(S - max) (rescaled online, no V loads, no P V);
+// pass 2 takes the same S again (the same mma on the same tiles: bit-identical), P in fp32 with
+// the final max and sum, rounded to T as it becomes the A fragment, and O += P V as the plain
+// mode does, no rescaling and no division at the end. The exponentials are the MUFU's ex2 of
+// (S - max) log2(e) and P is a product by the sum's reciprocal: each within a few fp32 ulps of
+// expf and an IEEE division, which moves a stored P across a rounding boundary of T about as often
+// as the order of the fp32 sums does (the rounded tolerance's "flipped probability"), for a third
+// of the instructions per score: the softmax's arithmetic, not the mma, bounds this mode at small
+// head dimensions. TF32: P is rounded to TF32 by the
 // mma operand conversion, so the rounded tf32 primitive differs from its definition (st() = the
 // identity on fp32) by that rounding of P, as the plain tf32 mode rounds its unnormalised P.
 //
@@ -278,10 +283,17 @@ __device__ __forceinline__ void multiply_pv(const float (&p)[C::kKeyTiles][4], f
 
 // ---- the rounded mode's softmax ---------------------------------------------------------------
 
-// st(): x rounded to the storage type T and back (the identity for TF32's float).
+// st() of two values: rounded to the storage type T and back (the identity for TF32's float), by
+// one packed conversion and two widenings.
 template <typename T>
-__device__ __forceinline__ float stored(float x) {
-  return to_float(from_float<T>(x));
+__device__ __forceinline__ void stored_pair(float& lo, float& hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const float2 wide = __half22float2(__floats2half2_rn(lo, hi));
+    lo = wide.x, hi = wide.y;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const float2 wide = __bfloat1622float2(__floats2bfloat162_rn(lo, hi));
+    lo = wide.x, hi = wide.y;
+  }
 }
 
 // The tile's scores as a materialised attention stores them, S = st(st(q . k) scale), masked ones
@@ -292,20 +304,30 @@ __device__ __forceinline__ void round_scores(float (&s)[C::kKeyTiles][4], float 
                                              int first_key, int first_row, int valid_keys) {
   using T = typename C::T;
 #pragma unroll
-  for (int j = 0; j < C::kKeyTiles; ++j)
+  for (int j = 0; j < C::kKeyTiles; ++j) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = stored<T>(__fmul_rn(stored<T>(s[j][e]), scale));
-      if (masked) {
-        const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
-        if (key >= valid_keys || (causal && key > row)) x = -INFINITY;
-      }
-      s[j][e] = x;
+    for (int e = 0; e < 4; e += 2) {  // (c0, c1) and (c2, c3): two keys of one row
+      stored_pair<T>(s[j][e], s[j][e + 1]);
+      s[j][e] = __fmul_rn(s[j][e], scale), s[j][e + 1] = __fmul_rn(s[j][e + 1], scale);
+      stored_pair<T>(s[j][e], s[j][e + 1]);
     }
+    if (masked) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
+        if (key >= valid_keys || (causal && key > row)) s[j][e] = -INFINITY;
+      }
+    }
+  }
+}
+
+// exp(s - max) as ex2(s log2(e) - max log2(e)): one fma and the MUFU (see the top of the file).
+__device__ __forceinline__ float exp_below(float s, float max_log2e) {
+  return fast_exp2(fmaf(s, kLog2e, -max_log2e));
 }
 
 // Pass 1: the lane's running max of its scores in rows g and g + 8 (h = 0, 1), exact, and the sum
-// of expf(s - max) over them in fp32, rescaled by expf(old max - new max) when the max grows. The
+// of exp(s - max) over them in fp32, rescaled by exp(old max - new max) when the max grows. The
 // 4 lanes of a row merge theirs after the last tile (merge_row_statistics).
 template <class C>
 __device__ __forceinline__ void accumulate_row_statistics(const float (&s)[C::kKeyTiles][4], float (&row_max)[2],
@@ -317,11 +339,12 @@ __device__ __forceinline__ void accumulate_row_statistics(const float (&s)[C::kK
     for (int j = 0; j < C::kKeyTiles; ++j) tile_max = fmaxf(tile_max, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
     const float new_max = fmaxf(row_max[h], tile_max);
     if (new_max == -INFINITY) continue;  // no key of this lane's row visible yet
-    float sum = row_sum[h] * expf(row_max[h] - new_max);  // 0 * 0 while the row had nothing
+    const float max_log2e = new_max * kLog2e;
+    float sum = row_sum[h] * exp_below(row_max[h], max_log2e);  // 0 * 0 while the row had nothing
 #pragma unroll
     for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) sum += expf(s[j][e] - new_max);
+      for (int e = 2 * h; e < 2 * h + 2; ++e) sum += exp_below(s[j][e], max_log2e);
     row_max[h] = new_max;
     row_sum[h] = sum;
   }
@@ -336,7 +359,7 @@ __device__ __forceinline__ void merge_row_statistics(float (&row_max)[2], float 
     float top = row_max[h];
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-    float sum = top == -INFINITY ? 0.f : row_sum[h] * expf(row_max[h] - top);
+    float sum = top == -INFINITY ? 0.f : row_sum[h] * exp_below(row_max[h], top * kLog2e);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     row_max[h] = top;
@@ -344,19 +367,21 @@ __device__ __forceinline__ void merge_row_statistics(float (&row_max)[2], float 
   }
 }
 
-// Pass 2: P = expf(S - max) / sum with the rows' final max and sum (an IEEE division), left in
-// fp32 for multiply_pv, which rounds it to T as it packs the A fragment: st(P), exactly. Masked
-// scores give 0; a row with no visible key (sum 0: its output is zeroed) gives 0 throughout.
+// Pass 2: P = exp(S - max) / sum with the rows' final max and sum (a product by the IEEE
+// reciprocal), left in fp32 for multiply_pv, which rounds it to T as it packs the A fragment:
+// st(P). Masked scores give 0; a row with no visible key (sum 0: its output is zeroed) gives 0
+// throughout.
 template <class C>
 __device__ __forceinline__ void normalised_probabilities(float (&s)[C::kKeyTiles][4], const float (&row_max)[2],
                                                          const float (&row_sum)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool any = row_sum[h] > 0.f;
+    const float inverse = any ? 1.f / row_sum[h] : 0.f, max_log2e = any ? row_max[h] * kLog2e : 0.f;
 #pragma unroll
     for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) s[j][e] = any ? expf(s[j][e] - row_max[h]) / row_sum[h] : 0.f;
+      for (int e = 2 * h; e < 2 * h + 2; ++e) s[j][e] = exp_below(s[j][e], max_log2e) * inverse;
   }
 }
 
