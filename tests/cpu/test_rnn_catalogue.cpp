@@ -190,6 +190,10 @@ TEST(RnnCatalogue, Tf32IsF32StorageWithAToleranceForTf32Products) {
   const Tolerance f32 = tolerance_for(lstm, {"lstm.forward", DType::f32, shape});
   EXPECT_DOUBLE_EQ(b32.atol, f32.atol * std::sqrt(64.0 * 64 / 32)) << "f32's backward unchanged";
   EXPECT_DOUBLE_EQ(b32.rtol, 2 * f32.rtol);
+  // 16 bits: twice the forward's atol (saved 16-bit activations' errors share signs).
+  const Tolerance b16 = tolerance_for(backward, {"lstm.backward", DType::bf16, shape});
+  const Tolerance f16 = tolerance_for(lstm, {"lstm.forward", DType::bf16, shape});
+  EXPECT_DOUBLE_EQ(b16.atol, 2 * f16.atol * std::sqrt(64.0 * 64 / 32));
 
   // Every rung takes tf32 where it takes f32: the same refusals.
   const DeviceLimits h200 = nominal_device_limits();
