@@ -35,12 +35,13 @@ bool chunk_aligned(const T* base, const Strides& s) {
          s.head % kChunkElements == 0 && s.row % kChunkElements == 0;
 }
 
-// cudaSuccess, or why the kernels cannot take these parameters: nothing to do or a null tensor
-// (InvalidValue), more heads or batch rows than a grid dimension holds (InvalidConfiguration),
+// cudaSuccess, or why the kernels cannot take these parameters: nothing to do, a null tensor or a
+// scale that is not positive (InvalidValue), more heads or batch rows than a grid dimension holds (InvalidConfiguration),
 // operands the 16-byte copies cannot move (NotSupported, a refusal).
 template <typename T>
 cudaError_t check_params(const Params<T>& p) {
   if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;
+  if (!(p.scale > 0.f)) return cudaErrorInvalidValue;  // the softmaxes take maxima of unscaled scores
   if (p.heads > kMaxGridYZ || p.batch > kMaxGridYZ)
     return cudaErrorInvalidConfiguration;
   if (!chunk_aligned(p.q, p.q_strides) || !chunk_aligned(p.k, p.k_strides) || !chunk_aligned(p.v, p.v_strides) ||

@@ -6,8 +6,8 @@
 //     K, V tiles --cp.async (zero-filled past the valid keys)--> shared, `stages` deep.
 //     S = Q K^T per warp (16 x block_k, fp32 accumulators): K is [keys, hd] row-major, i.e. the
 //       mma's column-major B, read by plain ldmatrix.
-//     Online softmax on the accumulators: scale * log2(e) folded into the scores, masked scores
-//       -inf, row max over the 4 lanes that share a row (shuffles), P = exp2(s - max), O and the
+//     Online softmax on the accumulators: masked scores -inf, row max over the 4 lanes that share
+//       a row (shuffles), P = exp2(s scale log2(e) - max scale log2(e)) by one fma, O and the
 //       lane's partial row sums rescaled by exp2(old max - new max).
 //     O += P V: P's accumulator registers are the A fragment of the next mma (below), rounded to
 //       T (or TF32); V is [keys, hd] row-major, a K-major B, read by ldmatrix.trans (16-bit) or
@@ -197,24 +197,24 @@ __device__ __forceinline__ void multiply_qk(float (&s)[C::kKeyTiles][4], const u
 // Turns the tile's scores into probabilities against the running row maxima and rescales what
 // was accumulated under the old maxima. h = 0, 1: the lane's rows g and g + 8. `masked`: some key
 // of the tile lies past the valid keys or above the diagonal for some row of the warp (only then
-// are keys compared one by one). A row with no unmasked key so far keeps max -inf: it takes its
+// are keys compared one by one). The maxima are of the unscaled scores (scale > 0 keeps their
+// order), so that each exponential takes one fma, s scale log2(e) - max scale log2(e), rather
+// than a product and a difference. A row with no unmasked key so far keeps max -inf: it takes its
 // exponentials against 0 instead, so they come out 0, not NaN.
 template <class C>
 __device__ __forceinline__ void online_softmax(float (&s)[C::kKeyTiles][4], float (&o)[C::kDimTiles][4],
                                                float (&row_max)[2], float (&row_sum)[2], float scale_log2,
                                                bool masked, bool causal, int first_key, int first_row,
                                                int valid_keys) {
+  if (masked) {
 #pragma unroll
-  for (int j = 0; j < C::kKeyTiles; ++j)
+    for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = s[j][e] * scale_log2;
-      if (masked) {
+      for (int e = 0; e < 4; ++e) {
         const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
-        if (key >= valid_keys || (causal && key > row)) x = -INFINITY;
+        if (key >= valid_keys || (causal && key > row)) s[j][e] = -INFINITY;
       }
-      s[j][e] = x;
-    }
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
@@ -223,15 +223,15 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kKeyTiles][4], floa
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(row_max[h], tile_max);
-    const float base = new_max == -INFINITY ? 0.f : new_max;
-    const float correction = fast_exp2(row_max[h] - base);  // 0 while the row had nothing
+    const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+    const float correction = fast_exp2(row_max[h] * scale_log2 - base);  // 0 while the row had nothing
     row_max[h] = new_max;
     float tile_sum = 0.f;
 #pragma unroll
     for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[j][e] = fast_exp2(s[j][e] - base);
+        s[j][e] = fast_exp2(fmaf(s[j][e], scale_log2, -base));
         tile_sum += s[j][e];
       }
     // The lane's share only: the 4 lanes of a row add theirs once, at the end.

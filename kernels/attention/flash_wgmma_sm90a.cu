@@ -10,8 +10,9 @@
 //       wgmma reads through, and meets the others at a barrier.
 //     S = Q K^T per warpgroup: wgmma m64 n(block_k) k16, A = its 64 Q rows and B = the K tile, both
 //       K-major descriptors; fp32 accumulators in registers.
-//     Online softmax on the accumulators (scale * log2(e) folded in, masked scores -inf, row max
-//       and sum over the 4 lanes that share a row), O rescaled by exp2(old max - new max).
+//     Online softmax on the accumulators (masked scores -inf, row max and sum over the 4 lanes
+//       that share a row, scale * log2(e) folded into each exponential's fma), O rescaled by
+//       exp2(old max - new max).
 //     O += P V: P rounded to T in registers is wgmma's register A operand (the m64 accumulator
 //       layout is the register-A layout: no data moves between lanes); B = the V tile, [keys, hd]
 //       row-major, i.e. N-major: the transpose bit, which 16-bit types allow.
@@ -205,21 +206,21 @@ __device__ __forceinline__ void issue_pv(const unsigned (&a)[C::kKeySteps][4], f
 // `correction` the factor, exp2(old max - new max), by which what was accumulated under the old
 // maxima must be rescaled (rescale_output). h = 0, 1: the lane's rows g and g + 8. `masked`: some
 // key of the tile lies past the valid keys or above the diagonal for some row of the warpgroup
-// (only then are keys compared one by one). A row with no unmasked key so far keeps max -inf: it
+// (only then are keys compared one by one). The maxima are of the unscaled scores (scale > 0
+// keeps their order), so that each exponential takes one fma, s scale log2(e) - max scale log2(e),
+// rather than a product and a difference. A row with no unmasked key so far keeps max -inf: it
 // takes its exponentials against 0 instead, so they come out 0, not NaN.
 template <class C>
 __device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], float (&row_max)[2],
                                                float (&row_sum)[2], float (&correction)[2], float scale_log2,
                                                bool masked, bool causal, int first_key, int first_row,
                                                int valid_keys) {
+  if (masked) {
 #pragma unroll
-  for (int i = 0; i < C::kScoreRegisters; ++i) {
-    float x = s[i] * scale_log2;
-    if (masked) {
+    for (int i = 0; i < C::kScoreRegisters; ++i) {
       const int key = first_key + 8 * (i / 4) + (i % 2), row = first_row + 8 * ((i / 2) % 2);
-      if (key >= valid_keys || (causal && key > row)) x = -INFINITY;
+      if (key >= valid_keys || (causal && key > row)) s[i] = -INFINITY;
     }
-    s[i] = x;
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -229,8 +230,8 @@ __device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], f
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(row_max[h], tile_max);
-    const float base = new_max == -INFINITY ? 0.f : new_max;
-    correction[h] = fast_exp2(row_max[h] - base);  // 0 while the row had nothing
+    const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+    correction[h] = fast_exp2(row_max[h] * scale_log2 - base);  // 0 while the row had nothing
     row_max[h] = new_max;
     float tile_sum = 0.f;
 #pragma unroll
@@ -238,7 +239,7 @@ __device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], f
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
-        x = fast_exp2(x - base);
+        x = fast_exp2(fmaf(x, scale_log2, -base));
         tile_sum += x;
       }
     // The lane's share only: the 4 lanes of a row add theirs once, at the end.
