@@ -423,9 +423,9 @@ Support flash_wgmma_supports(const Problem& problem, const Config& config, const
   if (!ka::flash_wgmma_head_dim_supported(a.head_dim))
     return Support::no("built for hd 64 and 128; not " + std::to_string(a.head_dim));
   if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
-  if (cfg(config, "pipeline") == 1 && cfg(config, "warpgroups") != 2)
-    return Support::no("the warp-specialised pipeline runs two consumer warpgroups beside its producer (its register "
-                       "split: 128 x 24 + 256 x 240)");
+  if (cfg(config, "pipeline") != 0 && cfg(config, "warpgroups") != 2)
+    return Support::no("the warp-specialised pipelines run two consumer warpgroups beside their producer (the "
+                       "register split: 128 x 24 + 256 x 240)");
   const std::size_t shared = ka::flash_wgmma_shared_bytes(flash_wgmma_config(config), a.head_dim);
   if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
     return Support::no("needs " + std::to_string(shared) + " bytes of shared memory; a block may have " +
@@ -512,12 +512,14 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
   w.name = "flash_wgmma";
   w.description = "FlashAttention-3 style on Hopper (sm_90a): wgmma for Q K^T (swizzled shared operands) and P V "
                   "(P from registers), K/V double-buffered by cp.async, online softmax in registers; pipeline 1 adds "
-                  "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products";
+                  "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products; "
+                  "pipeline 2 runs that persistently, one block per SM";
   w.params = ParamSpace({{"warpgroups", {1, 2}, "consumer warpgroups per block, 64 query rows each (block_q = 64 or 128)"},
                          {"block_k", {64, 128}, "key rows per K/V tile (the n of Q K^T, the k of P V)"},
-                         {"pipeline", {0, 1},
+                         {"pipeline", {0, 1, 2},
                           "0: every thread copies, block barriers, each product waited for; 1: warp-specialised "
-                          "(two warpgroups only)"}});
+                          "(two warpgroups only); 2: 1 on one block per SM taking query tiles in turn, the next "
+                          "tile's loads under this one's math (two warpgroups only)"}});
   w.default_config = Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}});
   w.supports = flash_wgmma_supports;
   w.launch = flash_wgmma;

@@ -117,7 +117,7 @@ cudaError_t flash_mma_forward(const Params<T>&, const FlashMmaConfig&, cudaStrea
 struct FlashWgmmaConfig {
   int warpgroups = 2;  // 1 or 2: block_q = 64 or 128
   int block_k = 64;    // 64 or 128 key rows per tile
-  int pipeline = 0;    // 0 synchronous, 1 warp-specialised
+  int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).

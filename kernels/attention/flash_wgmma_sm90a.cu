@@ -18,20 +18,25 @@
 //       row-major, i.e. N-major: the transpose bit, which 16-bit types allow.
 //   O / (row sum) --4-byte stores straight from the accumulators--> O through its strides.
 //
-// Two schedules (FlashWgmmaConfig::pipeline):
+// Three schedules (FlashWgmmaConfig::pipeline):
 //   0, synchronous: every thread copies K and V, waits for its copies and meets the others at a
 //     block barrier before each product; each product is waited for before the softmax. Overlap
 //     comes only from the other warpgroup and the other block of the SM.
 //   1, warp-specialised (FlashAttention-3's schedule, written here from its paper's description):
-//     one producer warpgroup (setmaxnreg down to kProducerRegisters) streams K and V through a
-//     two-slot ring with cp.async, each tile announced on its own full mbarrier and handed back on
-//     an empty one, so consumers never meet at a block barrier. Each consumer warpgroup issues
+//     one producer warpgroup (setmaxnreg down to kProducerRegisters) copies Q into one of two Q
+//     slots and streams K and V through a two-slot ring with cp.async, each tile announced on its
+//     own full mbarrier and handed back on an empty one, so consumers never meet at a block
+//     barrier. Each consumer warpgroup issues
 //     tile t's S = Q K^T and tile t-1's O += P V back to back, waits only for the S, runs the
 //     softmax of tile t while P V runs on the tensor cores, then waits for P V and rescales O.
 //     The producer keeps cp.async's zero fill (keys past a batch row's length arrive as zeros),
 //     which TMA boxes cannot give per batch row; before announcing a tile, each producer thread
 //     waits for its own copies and fences them over to the async proxy, as the synchronous
-//     schedule's threads do before their barrier.
+//     schedule's threads do before their barrier. One block per query tile.
+//   2, persistent: pipeline 1's kernel on one block per SM, each taking query tiles in turn
+//     (longest first), so that the producer loads the next tile's Q, K and V while the consumers
+//     finish this one's and store its output, where pipeline 1 waits for them at each block's
+//     start and idles the SM at its end.
 //
 // Shared layout of every tile (Q, K, V alike): hd / 64 column blocks of rows x 64 elements, each
 // row one 128-byte swizzle row whose 16-byte chunks are permuted by XOR with (row % 8), each block
@@ -52,6 +57,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -78,8 +84,12 @@ constexpr int kSwizzleRowChunks = kSwizzleRowBytes / kChunkBytes;
 // tile starts on this boundary (and the dynamic segment gets this much slack to find one).
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
 constexpr int kStages = 2;
-// The warp-specialised schedule's barriers: full and empty, for K and for V, per slot (8 bytes each).
-constexpr int kRingBarrierBytes = 4 * kStages * 8;
+// The warp-specialised schedules' Q tiles: the item in work and the next one's, loaded ahead.
+constexpr int kQSlots = 2;
+constexpr std::int64_t kMaxGridX = 2147483647;
+static_assert((kStages & (kStages - 1)) == 0, "the ring's 32-bit tile count wraps onto the same slots and phases");
+// Their barriers: full and empty, for K and for V per ring slot and for each Q slot (8 bytes each).
+constexpr int kRingBarrierBytes = (4 * kStages + 2 * kQSlots) * 8;
 // setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
 // the consumers hold O, the next tile's S and the current tile's packed P at once:
 // 128 x 24 + 256 x 240 <= 64 Ki registers of an SM with two consumer warpgroups.
@@ -90,9 +100,11 @@ constexpr std::size_t tile_bytes(int rows, int head_dim) {
   return static_cast<std::size_t>(rows) * head_dim * kElementBytes;
 }
 constexpr std::size_t shared_bytes(int warpgroups, int block_k, int head_dim, int pipeline) {
-  // The Q tile, then kStages pairs of K and V tiles, the ring's barriers, and the alignment slack.
-  return tile_bytes(kWarpgroupRows * warpgroups, head_dim) + kStages * 2 * tile_bytes(block_k, head_dim) +
-         (pipeline == 1 ? kRingBarrierBytes : 0) + kSwizzleAtomBytes;
+  // The Q tile (two in the warp-specialised schedules), then kStages pairs of K and V tiles, the
+  // ring's barriers, and the alignment slack.
+  const bool specialised = pipeline != 0;
+  return (specialised ? kQSlots : 1) * tile_bytes(kWarpgroupRows * warpgroups, head_dim) +
+         kStages * 2 * tile_bytes(block_k, head_dim) + (specialised ? kRingBarrierBytes : 0) + kSwizzleAtomBytes;
 }
 
 template <typename TArg, int kHeadDimArg, int kWarpgroupsArg, int kBlockKArg>
@@ -129,7 +141,9 @@ struct Tiling {
 // threads copy consecutive chunks of a row: coalesced reads. A thread keeps one chunk column and
 // steps down kRowStep rows at a time, a multiple of the swizzle period, so its chunk's place
 // within a row stays put and one pointer and one offset walk the whole tile (no address a copy).
-template <class C, int kThreads, int kRows, int kBlockRows = kRows>
+// kUnroll: the rows' loop unrolled that far (the producer warpgroup, on 24 registers, keeps it
+// rolled: unrolled, its copies' addresses spilled).
+template <class C, int kThreads, int kRows, int kBlockRows = kRows, int kUnroll = kRows>
 __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src, std::int64_t stride, int valid_rows,
                                           int tid) {
   constexpr int kRowStep = kThreads / C::kChunksPerRow;
@@ -142,7 +156,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src
                 static_cast<unsigned>(first_row * kSwizzleRowBytes) +
                 static_cast<unsigned>(((col % kSwizzleRowChunks) ^ (first_row % 8)) * kChunkBytes);
   const typename C::T* from = src + first_row * stride + col * kChunkElements;
-#pragma unroll
+#pragma unroll kUnroll
   for (int row = first_row; row < kRows; row += kRowStep) {
     const bool inside = row < valid_rows;
     copy_async_16_zfill(at, inside ? from : src, inside ? kChunkBytes : 0);
@@ -408,46 +422,67 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
+// A block's unit of work in the warp-specialised schedules: one query tile of one batch row and
+// head. Items are numbered longest first under a causal mask (the last query tiles see the most
+// keys): item k is query tile q_tiles - 1 - k / (B H) of batch row and head k % (B H).
+struct WorkItem {
+  int q_tile, head, batch;
+};
+
+__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int heads, int batch_rows) {
+  const int heads_all = heads * batch_rows, bh = item % heads_all;
+  return {q_tiles - 1 - item / heads_all, bh % heads, bh / heads};
+}
+
 // The warp-specialised schedule (top of the file), two consumer warpgroups. Warpgroup 0
-// produces; warpgroup 1 + c consumes query rows 64c..64c+63 of the block. Slot `slot` of the ring
-// holds tiles slot, slot + kStages, ...: tile t's full and empty barriers complete their phase
-// t / kStages, so a waiter names parity (t / kStages) & 1, and the producer's wait for the slot's
-// previous tile, (t / kStages + 1) & 1, passes at once on the fresh barrier for t < kStages.
-// Every consumer warp hands back every tile the block loads, the tiles its rows do not see
-// unread, so each phase of the ring completes.
+// produces; warpgroup 1 + c consumes query rows 64c..64c+63 of an item. A block takes items
+// blockIdx.x, blockIdx.x + gridDim.x, ...: one each when the grid has one block an item
+// (pipeline 1), as many as it takes when the grid has one block an SM (pipeline 2, persistent:
+// the producer loads the next item's Q and first K and V tiles while the consumers finish this
+// one's, where a block an item waits for them at every start and leaves its SM idle at its end).
+// The producer copies each item's Q tile into one of two Q slots, and streams the K and V tiles
+// of every item, one after another, through a ring of kStages slots: the g-th tile the block
+// loads (counted over its items) goes to slot g % kStages, and its full and empty barriers
+// complete their phase g / kStages, so a waiter names parity (g / kStages) & 1, and the producer's
+// wait for the slot's previous tile, (g / kStages + 1) & 1, passes at once on the fresh barrier
+// for g < kStages; the Q slots the same with the block's n-th item. Every consumer warp hands
+// back every tile the block loads, the tiles its rows do not see unread, and its Q slot once its
+// last product is done, so each phase completes.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
-    flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2) {
+    flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
+                                   const int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
   static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");
   extern __shared__ __align__(1024) unsigned char shared[];
   const unsigned q_smem = (shared_address(shared) + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
-  const unsigned kv_smem = q_smem + C::kQBytes;
+  const unsigned kv_smem = q_smem + kQSlots * C::kQBytes;
   const unsigned barriers = kv_smem + kStages * C::kStageBytes;
+  auto q_tile_at = [&](int slot) { return q_smem + static_cast<unsigned>(slot) * C::kQBytes; };
   auto k_tile = [&](int slot) { return kv_smem + static_cast<unsigned>(slot) * C::kStageBytes; };
   auto full_k = [&](int slot) { return barriers + 8u * static_cast<unsigned>(slot); };
   auto full_v = [&](int slot) { return barriers + 8u * static_cast<unsigned>(kStages + slot); };
   auto empty_k = [&](int slot) { return barriers + 8u * static_cast<unsigned>(2 * kStages + slot); };
   auto empty_v = [&](int slot) { return barriers + 8u * static_cast<unsigned>(3 * kStages + slot); };
+  auto full_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + slot); };
+  auto empty_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + kQSlots + slot); };
 
-  // The last query tiles see the most keys under a causal mask: they go first.
-  const int q_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-  const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   const int tid = static_cast<int>(threadIdx.x) % kWarpgroupThreads;  // within the warpgroup
   const bool causal = p.mask == Mask::causal;
-  const int valid = p.lengths ? min(max(p.lengths[batch], 0), p.seq) : p.seq;
-  const int q0 = q_tile * C::kBlockQ;
-  const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
-  const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+  constexpr unsigned kConsumerWarps = C::kWarpgroups * kWarpgroupThreads / kWarpSize;
 
   if (threadIdx.x == 0) {
     for (int slot = 0; slot < kStages; ++slot) {
       mbarrier_init(full_k(slot), kWarpgroupThreads);  // every producer thread, once its copies landed
       mbarrier_init(full_v(slot), kWarpgroupThreads);
-      mbarrier_init(empty_k(slot), C::kWarpgroups * kWarpgroupThreads / kWarpSize);  // every consumer warp
-      mbarrier_init(empty_v(slot), C::kWarpgroups * kWarpgroupThreads / kWarpSize);
+      mbarrier_init(empty_k(slot), kConsumerWarps);  // every consumer warp
+      mbarrier_init(empty_v(slot), kConsumerWarps);
+    }
+    for (int slot = 0; slot < kQSlots; ++slot) {
+      mbarrier_init(full_q(slot), kWarpgroupThreads);
+      mbarrier_init(empty_q(slot), kConsumerWarps);
     }
     fence_barrier_init();
   }
@@ -455,32 +490,53 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 
   if (warpgroup == 0) {
     registers_decrease<kProducerRegisters>();
-    const T* k_src = p.k + batch * p.k_strides.batch + head * p.k_strides.head;
-    const T* v_src = p.v + batch * p.v_strides.batch + head * p.v_strides.head;
-    // Group 2t copies K_t, group 2t + 1 V_t. A group is announced once this thread's copies of it
-    // have landed, one group later, so that a copy is always in flight behind the wait.
-    auto announce = [&](int group) {
-      fence_proxy_async_shared();
-      const int slot = (group / 2) % kStages;
-      mbarrier_arrive(group % 2 == 0 ? full_k(slot) : full_v(slot));
-    };
-    for (int group = 0; group < 2 * key_tiles; ++group) {
-      const int t = group / 2, slot = t % kStages;
-      const bool is_v = group % 2 == 1;
-      mbarrier_wait(is_v ? empty_v(slot) : empty_k(slot), static_cast<unsigned>((t / kStages + 1) & 1));
-      const std::int64_t stride = is_v ? p.v_strides.row : p.k_strides.row;
-      copy_tile<C, kWarpgroupThreads, C::kBlockK>(k_tile(slot) + (is_v ? C::kTileBytes : 0u),
-                                                  (is_v ? v_src : k_src) + t * C::kBlockK * stride, stride,
-                                                  valid - t * C::kBlockK, tid);
+    // Each copy group is announced once this thread's copies of it have landed, one group later,
+    // so that a copy is always in flight behind the wait.
+    unsigned pending = 0;
+    bool any_pending = false;
+    auto commit_and_announce_previous = [&](unsigned bar) {
       commit_async_copies();
-      if (group > 0) {
+      if (any_pending) {
         wait_async_copies<1>();
-        announce(group - 1);
+        fence_proxy_async_shared();
+        mbarrier_arrive(pending);
+      }
+      pending = bar, any_pending = true;
+    };
+    unsigned g = 0;
+    int n = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
+      const WorkItem w = work_item(item, q_tiles, p.heads, p.batch);
+      const int valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
+      const int q0 = w.q_tile * C::kBlockQ;
+      const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
+      const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+      const int q_slot = n % kQSlots;
+      mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
+      copy_tile<C, kWarpgroupThreads, C::kBlockQ, C::kBlockQ, 1>(
+          q_tile_at(q_slot), p.q + w.batch * p.q_strides.batch + w.head * p.q_strides.head + q0 * p.q_strides.row,
+          p.q_strides.row, valid - q0, tid);
+      commit_and_announce_previous(full_q(q_slot));
+      const T* k_src = p.k + w.batch * p.k_strides.batch + w.head * p.k_strides.head;
+      const T* v_src = p.v + w.batch * p.v_strides.batch + w.head * p.v_strides.head;
+      for (int t = 0; t < key_tiles; ++t, ++g) {
+        const int slot = static_cast<int>(g % kStages);
+        const unsigned parity = (g / kStages + 1) & 1;
+        mbarrier_wait(empty_k(slot), parity);
+        copy_tile<C, kWarpgroupThreads, C::kBlockK, C::kBlockK, 1>(
+            k_tile(slot), k_src + t * C::kBlockK * p.k_strides.row, p.k_strides.row, valid - t * C::kBlockK, tid);
+        commit_and_announce_previous(full_k(slot));
+        mbarrier_wait(empty_v(slot), parity);
+        copy_tile<C, kWarpgroupThreads, C::kBlockK, C::kBlockK, 1>(k_tile(slot) + C::kTileBytes,
+                                                                   v_src + t * C::kBlockK * p.v_strides.row,
+                                                                   p.v_strides.row, valid - t * C::kBlockK, tid);
+        commit_and_announce_previous(full_v(slot));
       }
     }
-    if (key_tiles > 0) {
+    if (any_pending) {
       wait_async_copies<0>();
-      announce(2 * key_tiles - 1);
+      fence_proxy_async_shared();
+      mbarrier_arrive(pending);
     }
     return;
   }
@@ -489,87 +545,89 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   const int consumer = warpgroup - 1;
   const int warp_in_group = tid / kWarpSize, lane = tid % kWarpSize;
   const int group = lane / 4, thread_in_group = lane % 4;
-  const int group_q0 = q0 + kWarpgroupRows * consumer;
-  const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
-  // Keys this warpgroup's rows may see: its tiles are the block's first group_tiles.
-  const int group_key_end = group_q0 >= valid ? 0 : (causal ? min(valid, group_q0 + kWarpgroupRows) : valid);
-  const int group_tiles = (group_key_end + C::kBlockK - 1) / C::kBlockK;
   auto release = [&](unsigned bar) {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   };
+  unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
+  int n = 0;
+  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
+    const WorkItem w = work_item(item, q_tiles, p.heads, p.batch);
+    const int valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
+    const int q0 = w.q_tile * C::kBlockQ;
+    const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
+    const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+    const int group_q0 = q0 + kWarpgroupRows * consumer;
+    const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
+    // Keys this warpgroup's rows may see: its tiles are the item's first group_tiles.
+    const int group_key_end = group_q0 >= valid ? 0 : (causal ? min(valid, group_q0 + kWarpgroupRows) : valid);
+    const int group_tiles = (group_key_end + C::kBlockK - 1) / C::kBlockK;
+    auto slot_of = [&](int t) { return static_cast<int>((g + static_cast<unsigned>(t)) % kStages); };
+    auto parity_of = [&](int t) { return ((g + static_cast<unsigned>(t)) / kStages) & 1; };
 
-  float o[C::kOutputRegisters];
+    float o[C::kOutputRegisters];
 #pragma unroll
-  for (int i = 0; i < C::kOutputRegisters; ++i) o[i] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+    for (int i = 0; i < C::kOutputRegisters; ++i) o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-  if (group_tiles > 0) {
-    // The warpgroup's 64 Q rows, copied by its own threads, waited for, fenced over to the async
-    // proxy, and shared among them at the warpgroup's named barrier (ids 1 and 2; 0 is
-    // __syncthreads).
-    const unsigned q_rows = q_smem + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
-    copy_tile<C, kWarpgroupThreads, kWarpgroupRows, C::kBlockQ>(
-        q_rows, p.q + batch * p.q_strides.batch + head * p.q_strides.head + group_q0 * p.q_strides.row,
-        p.q_strides.row, valid - group_q0, tid);
-    commit_async_copies();
-    wait_async_copies<0>();
-    fence_proxy_async_shared();
-    named_barrier_sync(1 + static_cast<unsigned>(consumer), kWarpgroupThreads);
+    const int q_slot = n % kQSlots;
+    mbarrier_wait(full_q(q_slot), static_cast<unsigned>((n / kQSlots) & 1));
+    const unsigned q_rows = q_tile_at(q_slot) + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
+    if (group_tiles > 0) {
+      float s[C::kScoreRegisters];
+      unsigned probabilities[C::kKeySteps][4];
+      float correction[2];
+      auto softmax = [&](int t) {
+        const int k0 = t * C::kBlockK;
+        const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > group_q0);
+        softmax_scores<C>(s, row_max, row_sum, correction, scale_log2, masked, causal, k0 + 2 * thread_in_group,
+                          lane_row, valid);
+      };
 
-    float s[C::kScoreRegisters];
-    unsigned probabilities[C::kKeySteps][4];
-    float correction[2];
-    auto softmax = [&](int t) {
-      const int k0 = t * C::kBlockK;
-      const bool masked = k0 + C::kBlockK > valid || (causal && k0 + C::kBlockK - 1 > group_q0);
-      softmax_scores<C>(s, row_max, row_sum, correction, scale_log2, masked, causal, k0 + 2 * thread_in_group,
-                        lane_row, valid);
-    };
-
-    mbarrier_wait(full_k(0), 0);
-    multiply_qk<C>(s, q_rows, k_tile(0));
-    release(empty_k(0));
-    softmax(0);  // O is still zero: nothing to rescale
-    pack_probabilities<C>(probabilities, s);
-    for (int t = 1; t < group_tiles; ++t) {
-      const int slot = t % kStages, previous = (t - 1) % kStages;
-      mbarrier_wait(full_k(slot), static_cast<unsigned>((t / kStages) & 1));
-      issue_qk<C>(s, q_rows, k_tile(slot));
-      mbarrier_wait(full_v(previous), static_cast<unsigned>(((t - 1) / kStages) & 1));
-      // A fence of its own (ptxas injects one otherwise, to cover register moves since the last):
-      // it orders register accesses only, so the S products in flight run on.
+      mbarrier_wait(full_k(slot_of(0)), parity_of(0));
+      multiply_qk<C>(s, q_rows, k_tile(slot_of(0)));
+      release(empty_k(slot_of(0)));
+      softmax(0);  // O is still zero: nothing to rescale
+      pack_probabilities<C>(probabilities, s);
+      for (int t = 1; t < group_tiles; ++t) {
+        const int slot = slot_of(t), previous = slot_of(t - 1);
+        mbarrier_wait(full_k(slot), parity_of(t));
+        issue_qk<C>(s, q_rows, k_tile(slot));
+        mbarrier_wait(full_v(previous), parity_of(t - 1));
+        // A fence of its own (ptxas injects one otherwise, to cover register moves since the last):
+        // it orders register accesses only, so the S products in flight run on.
+        wgmma_fence();
+        issue_pv<C>(probabilities, o, k_tile(previous) + C::kTileBytes);
+        wgmma_wait<1>();  // S of tile t has landed; P V of tile t - 1 runs on beside the softmax
+        touch(s);
+        release(empty_k(slot));
+        softmax(t);
+        wgmma_wait<0>();
+        touch(o);
+        release(empty_v(previous));
+        rescale_output<C>(o, correction);
+        pack_probabilities<C>(probabilities, s);
+      }
+      const int last = slot_of(group_tiles - 1);
+      mbarrier_wait(full_v(last), parity_of(group_tiles - 1));
       wgmma_fence();
-      issue_pv<C>(probabilities, o, k_tile(previous) + C::kTileBytes);
-      wgmma_wait<1>();  // S of tile t has landed; P V of tile t - 1 runs on beside the softmax
-      touch(s);
-      release(empty_k(slot));
-      softmax(t);
+      issue_pv<C>(probabilities, o, k_tile(last) + C::kTileBytes);
       wgmma_wait<0>();
       touch(o);
-      release(empty_v(previous));
-      rescale_output<C>(o, correction);
-      pack_probabilities<C>(probabilities, s);
+      release(empty_v(last));
     }
-    const int last = (group_tiles - 1) % kStages;
-    mbarrier_wait(full_v(last), static_cast<unsigned>(((group_tiles - 1) / kStages) & 1));
-    wgmma_fence();
-    issue_pv<C>(probabilities, o, k_tile(last) + C::kTileBytes);
-    wgmma_wait<0>();
-    touch(o);
-    release(empty_v(last));
-  }
-  for (int t = group_tiles; t < key_tiles; ++t) {  // loaded for the other warpgroup's rows
-    const int slot = t % kStages;
-    const unsigned parity = static_cast<unsigned>((t / kStages) & 1);
-    mbarrier_wait(full_k(slot), parity);
-    release(empty_k(slot));
-    mbarrier_wait(full_v(slot), parity);
-    release(empty_v(slot));
-  }
+    release(empty_q(q_slot));  // its last product that read Q has been waited for
+    for (int t = group_tiles; t < key_tiles; ++t) {  // loaded for the other warpgroup's rows
+      mbarrier_wait(full_k(slot_of(t)), parity_of(t));
+      release(empty_k(slot_of(t)));
+      mbarrier_wait(full_v(slot_of(t)), parity_of(t));
+      release(empty_v(slot_of(t)));
+    }
+    g += static_cast<unsigned>(key_tiles);
 
-  store_output<C>(p, o, row_sum, p.o + batch * p.o_strides.batch + head * p.o_strides.head, lane_row,
-                  thread_in_group, valid);
+    store_output<C>(p, o, row_sum, p.o + w.batch * p.o_strides.batch + w.head * p.o_strides.head, lane_row,
+                    thread_in_group, valid);
+  }
 #else
   // Built for an architecture without wgmma; the host wrapper never launches this.
   __trap();
@@ -581,20 +639,41 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 template <class C>
 cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
-  const bool specialised = pipeline == 1;
   auto kernel = flash_wgmma_kernel<C>;
-  if constexpr (C::kWarpgroups == 2) {
-    if (specialised) kernel = flash_wgmma_specialised_kernel<C>;
-  }
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess)
-    return e;
-  const unsigned q_tiles = static_cast<unsigned>((p.seq + C::kBlockQ - 1) / C::kBlockQ);
-  const dim3 grid(q_tiles, static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  const unsigned threads = static_cast<unsigned>(C::kThreads + (specialised ? kWarpgroupThreads : 0));
-  kernel<<<grid, threads, smem, stream>>>(p, p.scale * kLog2e);
-  return cudaGetLastError();
+  const int q_tiles = (p.seq + C::kBlockQ - 1) / C::kBlockQ;
+  if (pipeline == 0) {
+    if (cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        e != cudaSuccess)
+      return e;
+    const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+    kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e);
+    return cudaGetLastError();
+  }
+  if constexpr (C::kWarpgroups == 2) {
+    auto specialised = flash_wgmma_specialised_kernel<C>;
+    if (cudaError_t e =
+            cudaFuncSetAttribute(specialised, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        e != cudaSuccess)
+      return e;
+    const std::int64_t items = std::int64_t{q_tiles} * p.heads * p.batch;
+    if (items > kMaxGridX) return cudaErrorInvalidConfiguration;  // the kernel counts items in an int
+    // Pipeline 1: a block an item; 2: a block an SM (one fits: __launch_bounds__ and the ring).
+    std::int64_t blocks = items;
+    if (pipeline == 2) {
+      int device = 0, sms = 0;
+      if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+      if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+        return e;
+      blocks = std::min<std::int64_t>(items, sms);
+    }
+    if (blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
+    specialised<<<static_cast<unsigned>(blocks), C::kThreads + kWarpgroupThreads, smem, stream>>>(
+        p, p.scale * kLog2e, q_tiles, static_cast<int>(items));
+    return cudaGetLastError();
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <typename T, int kHeadDim, int kWarpgroups>
@@ -617,7 +696,7 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 
 bool valid_config(const FlashWgmmaConfig& c) {
   return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
-         (c.pipeline == 0 || (c.pipeline == 1 && c.warpgroups == 2));
+         (c.pipeline == 0 || ((c.pipeline == 1 || c.pipeline == 2) && c.warpgroups == 2));
 }
 
 }  // namespace

@@ -301,18 +301,27 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Config completed = complete_config(wgmma, recorded);
   EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0");
   EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), completed, h200).ok);
-  // The warp-specialised pipeline: two consumer warpgroups only, and its ring's barriers count.
+  // The warp-specialised pipelines: two consumer warpgroups only, and their second Q tile and
+  // barriers count.
   const Problem hd128 = problem("attention.causal.split", 4, 16, 8192, 128);
-  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 1}}), h200).ok);
-  const Support one_consumer = wgmma.supports(hd128, Config({{"warpgroups", 1}, {"block_k", 128}, {"pipeline", 1}}), h200);
-  EXPECT_FALSE(one_consumer.ok);
-  EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
+  for (const int pipeline : {1, 2}) {
+    EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", pipeline}}), h200).ok);
+    const Support one_consumer =
+        wgmma.supports(hd128, Config({{"warpgroups", 1}, {"block_k", 128}, {"pipeline", pipeline}}), h200);
+    EXPECT_FALSE(one_consumer.ok);
+    EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
+  }
   // Q 128 x 128 and two K/V pairs of 128 x 128 halves, 1 KiB of alignment slack: 164,864 bytes;
-  // the ring's eight barriers take 64 more.
+  // the specialised pipelines' second Q tile takes 32,768 more, their twelve barriers 96.
   DeviceLimits exactly_synchronous = h200;
   exactly_synchronous.shared_memory_per_block_optin = 164864;
   EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}}), exactly_synchronous).ok);
   EXPECT_FALSE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 1}}), exactly_synchronous).ok);
+  DeviceLimits exactly_specialised = h200;
+  exactly_specialised.shared_memory_per_block_optin = 164864 + 32768 + 96;
+  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 2}}), exactly_specialised).ok);
+  exactly_specialised.shared_memory_per_block_optin -= 1;
+  EXPECT_FALSE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 2}}), exactly_specialised).ok);
 
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);
