@@ -369,7 +369,10 @@ ka::Params<T> kernel_params(const AttentionProblem& a, const Pointers& p) {
 
 // ---- flash_mma ----------------------------------------------------------------------------------
 
-ka::FlashMmaConfig flash_config(const Config& c) { return {cfg(c, "warps"), cfg(c, "block_k"), cfg(c, "stages")}; }
+// `passes` is a parameter of the rounded primitives' flash_mma only.
+ka::FlashMmaConfig flash_config(const Config& c) {
+  return {cfg(c, "warps"), cfg(c, "block_k"), cfg(c, "stages"), static_cast<int>(c.find("passes").value_or(2))};
+}
 
 Support flash_mma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
   if (limits.compute_capability < 80)
@@ -494,15 +497,22 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
   Variant f;
   f.primitive = primitive;
   f.name = "flash_mma";
-  f.description = rounded ? "FlashAttention-2 style in two passes, rounding as the materialised reference does: "
-                            "the row max and sum of each query tile over the K tiles first, then the scores again, "
-                            "P normalised and stored in the model's type, and P V (mma.sync, K/V through shared memory)"
+  f.description = rounded ? "FlashAttention-2 style, rounding as the materialised reference does: in two passes, the "
+                            "row max and sum of each query tile over the K tiles first, then the scores again, P "
+                            "normalised and stored in the model's type, and P V; or in one, the scores rounded and "
+                            "the plain online softmax (mma.sync, K/V through shared memory)"
                           : "FlashAttention-2 style: K/V tiles through shared memory (cp.async), online softmax in "
                             "registers, mma.sync, tiles above the causal diagonal skipped";
-  f.params = ParamSpace({{"warps", {4, 8}, "warps per block, 16 query rows each (block_q = 64 or 128)"},
-                         {"block_k", {32, 64, 128}, "key rows per K/V tile"},
-                         {"stages", {1, 2}, "K/V tiles in flight (cp.async double buffering)"}});
-  f.default_config = Config({{"warps", 4}, {"block_k", 64}, {"stages", 2}});
+  std::vector<ParamAxis> params = {{"warps", {4, 8}, "warps per block, 16 query rows each (block_q = 64 or 128)"},
+                                   {"block_k", {32, 64, 128}, "key rows per K/V tile"},
+                                   {"stages", {1, 2}, "K/V tiles in flight (cp.async double buffering)"}};
+  if (rounded)
+    params.push_back({"passes", {2, 1},
+                      "2: every rounding point (P normalised and stored before P V); 1: the scores rounded, P kept "
+                      "unnormalised in fp32 as the plain kernel keeps it (half the work; within the tolerance)"});
+  f.params = ParamSpace(std::move(params));
+  f.default_config = rounded ? Config({{"warps", 4}, {"block_k", 64}, {"stages", 2}, {"passes", 2}})
+                             : Config({{"warps", 4}, {"block_k", 64}, {"stages", 2}});
   f.supports = flash_mma_supports;
   f.launch = flash_mma;
   cat.add(f);

@@ -92,6 +92,12 @@ struct FlashMmaConfig {
   int warps = 4;     // 4 or 8: block_q = 64 or 128
   int block_k = 64;  // 32, 64 or 128 key rows per tile
   int stages = 2;    // 1 or 2 K/V tiles in flight
+  // The rounded mode (Params::rounded) only. 2: every rounding point, P normalised and stored
+  // before P V, which takes the key tiles twice (statistics, then P). 1: S rounded as stored, then
+  // the plain online softmax in one pass; P is left unstored (it reaches the mma rounded, but
+  // unnormalised), which moves each term of an output by at most half a unit of its P (2^-11 P |v|
+  // in f16, 2^-8 in bf16), within the rounded tolerance's allowance for probabilities.
+  int passes = 2;
 };
 
 // Head dimensions the kernel is instantiated for, and the widest key tile built for one (128, or

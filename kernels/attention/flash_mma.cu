@@ -29,6 +29,9 @@
 // head dimensions. TF32: P is rounded to TF32 by the
 // mma operand conversion, so the rounded tf32 primitive differs from its definition (st() = the
 // identity on fp32) by that rounding of P, as the plain tf32 mode rounds its unnormalised P.
+// The rounded mode in one pass (FlashMmaConfig::passes 1) rounds S as above and then runs the
+// plain mode's online softmax on it: half the key tiles' work, P not stored as the definition
+// stores it (FlashMmaConfig says what that costs).
 //
 // P from accumulator to A fragment (groupID g = lane / 4, t = lane % 4): the accumulator of score
 // tile j holds (row g, keys 8j + 2t, +1) in c0, c1 and (row g + 8, the same keys) in c2, c3.
@@ -86,11 +89,17 @@ constexpr std::size_t shared_bytes(int warps, int block_k, int stages, int head_
          padded_row_bytes(head_dim, element_bytes);
 }
 
-template <typename TArg, int kHeadDimArg, int kWarpsArg, int kBlockKArg, bool kRoundedArg = false>
+// The three modes: plain (fp32 scores), the rounded mode in two passes (above), and in one pass:
+// S rounded as the two-pass mode rounds it, then the plain mode's online softmax on it, P kept in
+// fp32 until the P V operand's rounding (top of FlashMmaConfig::passes says what that costs).
+enum class Mode { plain, rounded_two_pass, rounded_scores };
+
+template <typename TArg, int kHeadDimArg, int kWarpsArg, int kBlockKArg, Mode kModeArg = Mode::plain>
 struct Tiling {
   using T = TArg;
   static constexpr bool kTf32 = sizeof(T) == 4;
-  static constexpr bool kRounded = kRoundedArg;  // the two-pass rounded mode (top of the file)
+  static constexpr bool kRounded = kModeArg == Mode::rounded_two_pass;  // (top of the file)
+  static constexpr bool kRoundScores = kModeArg == Mode::rounded_scores;
   static constexpr int kHeadDim = kHeadDimArg, kWarps = kWarpsArg, kBlockK = kBlockKArg;
   static constexpr int kThreads = kWarpSize * kWarps;
   static constexpr int kBlockQ = kMmaRows * kWarps;
@@ -570,6 +579,7 @@ __global__ void __launch_bounds__(C::kThreads)
         float s[C::kKeyTiles][4];
         if (warp_active) {
           multiply_qk<C>(s, q, q_lane, k_tile(t) + k_lane_offset);
+          if constexpr (C::kRoundScores) round_scores<C>(s, p.scale, false, causal, 0, 0, 0);  // masked below
           online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group,
                             warp_q0 + group, valid);
         }
@@ -658,11 +668,12 @@ cudaError_t launch(const Params<typename C::T>& p, int stages, cudaStream_t stre
   }
   const unsigned q_tiles = static_cast<unsigned>((p.seq + C::kBlockQ - 1) / C::kBlockQ);
   const dim3 grid(q_tiles, static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e, stages);
+  // The one-pass rounded mode's scores arrive scaled (S = st(st(Q K^T) scale)).
+  kernel<<<grid, C::kThreads, smem, stream>>>(p, C::kRoundScores ? kLog2e : p.scale * kLog2e, stages);
   return cudaGetLastError();
 }
 
-template <typename T, int kHeadDim, int kWarps, bool kRounded>
+template <typename T, int kHeadDim, int kWarps, Mode kRounded>
 cudaError_t launch_block_k(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
     case 32: return launch<Tiling<T, kHeadDim, kWarps, 32, kRounded>>(p, config.stages, stream);
@@ -676,7 +687,7 @@ cudaError_t launch_block_k(const Params<T>& p, const FlashMmaConfig& config, cud
   }
 }
 
-template <typename T, int kHeadDim, bool kRounded>
+template <typename T, int kHeadDim, Mode kRounded>
 cudaError_t launch_mode(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
   switch (config.warps) {
     case 4: return launch_block_k<T, kHeadDim, 4, kRounded>(p, config, stream);
@@ -687,13 +698,14 @@ cudaError_t launch_mode(const Params<T>& p, const FlashMmaConfig& config, cudaSt
 
 template <typename T, int kHeadDim>
 cudaError_t launch_warps(const Params<T>& p, const FlashMmaConfig& config, cudaStream_t stream) {
-  return p.rounded ? launch_mode<T, kHeadDim, true>(p, config, stream)
-                   : launch_mode<T, kHeadDim, false>(p, config, stream);
+  if (!p.rounded) return launch_mode<T, kHeadDim, Mode::plain>(p, config, stream);
+  return config.passes == 1 ? launch_mode<T, kHeadDim, Mode::rounded_scores>(p, config, stream)
+                            : launch_mode<T, kHeadDim, Mode::rounded_two_pass>(p, config, stream);
 }
 
 bool valid_config(const FlashMmaConfig& c) {
   return (c.warps == 4 || c.warps == 8) && (c.block_k == 32 || c.block_k == 64 || c.block_k == 128) &&
-         (c.stages == 1 || c.stages == 2);
+         (c.stages == 1 || c.stages == 2) && (c.passes == 1 || c.passes == 2);
 }
 
 cudaError_t require_sm80() {

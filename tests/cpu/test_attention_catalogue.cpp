@@ -328,7 +328,8 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   EXPECT_FALSE(cudnn.supports(problem("attention.causal.packed", 1, 1, 64, 64, DType::tf32), cudnn.default_config, h200).ok);
 }
 
-// naive and flash_mma compute the rounded primitives (every dtype, flash_mma's whole space);
+// naive and flash_mma compute the rounded primitives (every dtype, flash_mma's whole space, its
+// one-pass mode too);
 // flash_wgmma and cuDNN SDPA keep fp32 scores and store unnormalised P, and say so.
 TEST(AttentionCatalogue, RoundedRefusalsBeforeAnyLaunch) {
   const DeviceLimits h200 = nominal_device_limits();
@@ -343,7 +344,10 @@ TEST(AttentionCatalogue, RoundedRefusalsBeforeAnyLaunch) {
         EXPECT_TRUE(flash.supports(p, c, h200).ok) << p.key() << " " << c.key();
         ++configs;
       }
-      EXPECT_EQ(configs, 12);  // warps 2 x block_k 3 x stages 2
+      EXPECT_EQ(configs, 24);  // warps 2 x block_k 3 x stages 2 x passes 2
+      // A winner stored before `passes` existed keeps the two-pass mode it was measured in.
+      EXPECT_EQ(complete_config(flash, Config({{"warps", 4}, {"block_k", 32}, {"stages", 1}})).key(),
+                "warps=4,block_k=32,stages=1,passes=2");
       for (const char* refusing : {"flash_wgmma", "cudnn_sdpa"}) {
         const Variant& v = *catalogue().find_variant(name, refusing);
         const Support s = v.supports(p, v.default_config, h200);
