@@ -373,8 +373,11 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
-  p.c_vector = reinterpret_cast<std::uintptr_t>(args.c) % 16 == 0 && p.ldc % 8 == 0 &&
-               (!p.bias || reinterpret_cast<std::uintptr_t>(p.bias) % 16 == 0);
+  // One chunk: the 16 bytes of one Pack<T>, store_tile's unit.
+  constexpr std::uintptr_t kChunkBytes = sizeof(Pack<T>);
+  constexpr std::int64_t kChunkElements = Pack<T>::kCount;
+  p.c_vector = reinterpret_cast<std::uintptr_t>(args.c) % kChunkBytes == 0 && p.ldc % kChunkElements == 0 &&
+               (!p.bias || reinterpret_cast<std::uintptr_t>(p.bias) % kChunkBytes == 0);
 
   const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages);
   auto kernel = wgmma_kernel<C>;
