@@ -422,16 +422,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-// A block's unit of work in the warp-specialised schedules: one query tile of one batch row and
-// head. Items are numbered longest first under a causal mask (the last query tiles see the most
-// keys): item k is query tile q_tiles - 1 - k / (B H) of batch row and head k % (B H).
+// A block's unit of work in the warp-specialised schedules: one query tile (rows q0..) of one
+// batch row and head, its valid keys and the key tiles some query of it may see. Items are
+// numbered longest first under a causal mask (the last query tiles see the most keys): item k is
+// query tile q_tiles - 1 - k / (B H) of batch row and head k % (B H).
 struct WorkItem {
-  int q_tile, head, batch;
+  int head, batch, q0, valid, key_tiles;
 };
 
-__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int heads, int batch_rows) {
-  const int heads_all = heads * batch_rows, bh = item % heads_all;
-  return {q_tiles - 1 - item / heads_all, bh % heads, bh / heads};
+template <class C>
+__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, const Params<typename C::T>& p) {
+  const int heads_all = p.heads * p.batch, bh = item % heads_all;
+  WorkItem w;
+  w.head = bh % p.heads, w.batch = bh / p.heads;
+  w.q0 = (q_tiles - 1 - item / heads_all) * C::kBlockQ;
+  w.valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
+  const int key_end = w.q0 >= w.valid ? 0 : (p.mask == Mask::causal ? min(w.valid, w.q0 + C::kBlockQ) : w.valid);
+  w.key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+  return w;
 }
 
 // The warp-specialised schedule (top of the file), two consumer warpgroups. Warpgroup 0
@@ -506,11 +514,8 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     unsigned g = 0;
     int n = 0;
     for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
-      const WorkItem w = work_item(item, q_tiles, p.heads, p.batch);
-      const int valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
-      const int q0 = w.q_tile * C::kBlockQ;
-      const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
-      const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+      const WorkItem w = work_item<C>(item, q_tiles, p);
+      const int valid = w.valid, q0 = w.q0;
       const int q_slot = n % kQSlots;
       mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
       copy_tile<C, kWarpgroupThreads, C::kBlockQ, C::kBlockQ, 1>(
@@ -519,7 +524,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       commit_and_announce_previous(full_q(q_slot));
       const T* k_src = p.k + w.batch * p.k_strides.batch + w.head * p.k_strides.head;
       const T* v_src = p.v + w.batch * p.v_strides.batch + w.head * p.v_strides.head;
-      for (int t = 0; t < key_tiles; ++t, ++g) {
+      for (int t = 0; t < w.key_tiles; ++t, ++g) {
         const int slot = static_cast<int>(g % kStages);
         const unsigned parity = (g / kStages + 1) & 1;
         mbarrier_wait(empty_k(slot), parity);
@@ -552,11 +557,8 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
   int n = 0;
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
-    const WorkItem w = work_item(item, q_tiles, p.heads, p.batch);
-    const int valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
-    const int q0 = w.q_tile * C::kBlockQ;
-    const int key_end = q0 >= valid ? 0 : (causal ? min(valid, q0 + C::kBlockQ) : valid);
-    const int key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
+    const WorkItem w = work_item<C>(item, q_tiles, p);
+    const int valid = w.valid, q0 = w.q0, key_tiles = w.key_tiles;
     const int group_q0 = q0 + kWarpgroupRows * consumer;
     const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
     // Keys this warpgroup's rows may see: its tiles are the item's first group_tiles.
