@@ -36,8 +36,8 @@ bool chunk_aligned(const T* base, const Strides& s) {
 }
 
 // cudaSuccess, or why the kernels cannot take these parameters: nothing to do, a null tensor or a
-// scale that is not positive (InvalidValue), more heads or batch rows than a grid dimension holds (InvalidConfiguration),
-// operands the 16-byte copies cannot move (NotSupported, a refusal).
+// scale that is not positive (InvalidValue), more heads or batch rows than a grid dimension holds
+// (InvalidConfiguration), operands the 16-byte copies cannot move (NotSupported, a refusal).
 template <typename T>
 cudaError_t check_params(const Params<T>& p) {
   if (p.batch < 1 || p.heads < 1 || p.seq < 1 || !p.q || !p.k || !p.v || !p.o) return cudaErrorInvalidValue;

@@ -203,6 +203,21 @@ __device__ __forceinline__ void multiply_qk(float (&s)[C::kKeyTiles][4], const u
   }
 }
 
+// -inf for the tile's keys that lie past the valid keys or, under the causal mask, above the
+// diagonal: key first_key + 8 j + (e & 1) of row first_row + 8 (e >> 1) in s[j][e] (the lane's
+// accumulator layout, top of the file).
+template <class C>
+__device__ __forceinline__ void mask_scores(float (&s)[C::kKeyTiles][4], bool causal, int first_key, int first_row,
+                                           int valid_keys) {
+#pragma unroll
+  for (int j = 0; j < C::kKeyTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
+      if (key >= valid_keys || (causal && key > row)) s[j][e] = -INFINITY;
+    }
+}
+
 // Turns the tile's scores into probabilities against the running row maxima and rescales what
 // was accumulated under the old maxima. h = 0, 1: the lane's rows g and g + 8. `masked`: some key
 // of the tile lies past the valid keys or above the diagonal for some row of the warp (only then
@@ -215,15 +230,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[C::kKeyTiles][4], floa
                                                float (&row_max)[2], float (&row_sum)[2], float scale_log2,
                                                bool masked, bool causal, int first_key, int first_row,
                                                int valid_keys) {
-  if (masked) {
-#pragma unroll
-    for (int j = 0; j < C::kKeyTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
-        if (key >= valid_keys || (causal && key > row)) s[j][e] = -INFINITY;
-      }
-  }
+  if (masked) mask_scores<C>(s, causal, first_key, first_row, valid_keys);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
@@ -305,29 +312,20 @@ __device__ __forceinline__ void stored_pair(float& lo, float& hi) {
   }
 }
 
-// The tile's scores as a materialised attention stores them, S = st(st(q . k) scale), masked ones
-// -inf (arguments as online_softmax's). The product by __fmul_rn is never contracted into a later
-// subtraction, so every use of a score, in both passes, sees the same value.
+// The tile's scores as a materialised attention stores them, S = st(st(q . k) scale). The product
+// by __fmul_rn is never contracted into a later subtraction, so every use of a score, in both
+// passes, sees the same value.
 template <class C>
-__device__ __forceinline__ void round_scores(float (&s)[C::kKeyTiles][4], float scale, bool masked, bool causal,
-                                             int first_key, int first_row, int valid_keys) {
+__device__ __forceinline__ void round_scores(float (&s)[C::kKeyTiles][4], float scale) {
   using T = typename C::T;
 #pragma unroll
-  for (int j = 0; j < C::kKeyTiles; ++j) {
+  for (int j = 0; j < C::kKeyTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {  // (c0, c1) and (c2, c3): two keys of one row
       stored_pair<T>(s[j][e], s[j][e + 1]);
       s[j][e] = __fmul_rn(s[j][e], scale), s[j][e + 1] = __fmul_rn(s[j][e + 1], scale);
       stored_pair<T>(s[j][e], s[j][e + 1]);
     }
-    if (masked) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = first_key + 8 * j + (e & 1), row = first_row + 8 * (e >> 1);
-        if (key >= valid_keys || (causal && key > row)) s[j][e] = -INFINITY;
-      }
-    }
-  }
 }
 
 // exp(s - max) as ex2(s log2(e) - max log2(e)): one fma and the MUFU (see the top of the file).
@@ -482,7 +480,8 @@ __global__ void __launch_bounds__(C::kThreads)
       float s[C::kKeyTiles][4];
       if (warp_active) {
         multiply_qk<C>(s, q, q_lane, k_tile(0) + k_lane_offset);
-        round_scores<C>(s, p.scale, masked, causal, 2 * thread_in_group, warp_q0 + group, valid);
+        round_scores<C>(s, p.scale);
+        if (masked) mask_scores<C>(s, causal, 2 * thread_in_group, warp_q0 + group, valid);
         accumulate_row_statistics<C>(s, row_max, row_sum);
       }
       merge_row_statistics<C>(row_max, row_sum);  // every lane (shuffles)
@@ -534,7 +533,8 @@ __global__ void __launch_bounds__(C::kThreads)
         float s[C::kKeyTiles][4];
         if (warp_active) {
           multiply_qk<C>(s, q, q_lane, slot(u) + k_lane_offset);
-          round_scores<C>(s, p.scale, masked, causal, k0 + 2 * thread_in_group, warp_q0 + group, valid);
+          round_scores<C>(s, p.scale);
+          if (masked) mask_scores<C>(s, causal, k0 + 2 * thread_in_group, warp_q0 + group, valid);
           if (second_pass)
             normalised_probabilities<C>(s, row_max, row_sum);
           else
@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(C::kThreads)
         float s[C::kKeyTiles][4];
         if (warp_active) {
           multiply_qk<C>(s, q, q_lane, k_tile(t) + k_lane_offset);
-          if constexpr (C::kRoundScores) round_scores<C>(s, p.scale, false, causal, 0, 0, 0);  // masked below
+          if constexpr (C::kRoundScores) round_scores<C>(s, p.scale);
           online_softmax<C>(s, o, row_max, row_sum, scale_log2, masked, causal, k0 + 2 * thread_in_group,
                             warp_q0 + group, valid);
         }

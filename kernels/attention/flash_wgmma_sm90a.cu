@@ -26,9 +26,9 @@
 //     one producer warpgroup (setmaxnreg down to kProducerRegisters) copies Q into one of two Q
 //     slots and streams K and V through a two-slot ring with cp.async, each tile announced on its
 //     own full mbarrier and handed back on an empty one, so consumers never meet at a block
-//     barrier. Each consumer warpgroup issues
-//     tile t's S = Q K^T and tile t-1's O += P V back to back, waits only for the S, runs the
-//     softmax of tile t while P V runs on the tensor cores, then waits for P V and rescales O.
+//     barrier. Each consumer warpgroup issues tile t's S = Q K^T and tile t-1's O += P V back to
+//     back, waits only for the S, runs the softmax of tile t while P V runs on the tensor cores,
+//     then waits for P V and rescales O.
 //     The producer keeps cp.async's zero fill (keys past a batch row's length arrive as zeros),
 //     which TMA boxes cannot give per batch row; before announcing a tile, each producer thread
 //     waits for its own copies and fences them over to the async proxy, as the synchronous
@@ -58,6 +58,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -84,10 +85,9 @@ constexpr int kSwizzleRowChunks = kSwizzleRowBytes / kChunkBytes;
 // tile starts on this boundary (and the dynamic segment gets this much slack to find one).
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
 constexpr int kStages = 2;
+static_assert((kStages & (kStages - 1)) == 0, "the ring's 32-bit tile count wraps onto the same slots and phases");
 // The warp-specialised schedules' Q tiles: the item in work and the next one's, loaded ahead.
 constexpr int kQSlots = 2;
-constexpr std::int64_t kMaxGridX = 2147483647;
-static_assert((kStages & (kStages - 1)) == 0, "the ring's 32-bit tile count wraps onto the same slots and phases");
 // Their barriers: full and empty, for K and for V per ring slot and for each Q slot (8 bytes each).
 constexpr int kRingBarrierBytes = (4 * kStages + 2 * kQSlots) * 8;
 // setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
@@ -660,7 +660,7 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t st
         e != cudaSuccess)
       return e;
     const std::int64_t items = std::int64_t{q_tiles} * p.heads * p.batch;
-    if (items > kMaxGridX) return cudaErrorInvalidConfiguration;  // the kernel counts items in an int
+    if (items > INT_MAX) return cudaErrorInvalidConfiguration;  // the kernel counts items in an int
     // Pipeline 1: a block an item; 2: a block an SM (one fits: __launch_bounds__ and the ring).
     std::int64_t blocks = items;
     if (pipeline == 2) {
@@ -670,7 +670,6 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t st
         return e;
       blocks = std::min<std::int64_t>(items, sms);
     }
-    if (blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
     specialised<<<static_cast<unsigned>(blocks), C::kThreads + kWarpgroupThreads, smem, stream>>>(
         p, p.scale * kLog2e, q_tiles, static_cast<int>(items));
     return cudaGetLastError();

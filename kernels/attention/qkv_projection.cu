@@ -7,6 +7,7 @@
 #include "kernels/attention/flash_common.cuh"
 #include "kernels/attention/qkv_projection.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/common/vector_io.cuh"
 
 namespace shapetune::kernels::attention {
 namespace {
@@ -66,8 +67,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
 template <typename T>
@@ -90,6 +89,7 @@ cudaError_t head_split_bias(const float* const src[3], std::int64_t src_ld, cons
     head_split_bias_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p, src_ld, bias, rows, seq, heads, head_dim);
   return cudaGetLastError();
 }
+
 template cudaError_t head_split_bias<float>(const float* const[3], std::int64_t, const float*, float* const[3],
                                             std::int64_t, std::int64_t, int, int, cudaStream_t);
 template cudaError_t head_split_bias<__half>(const float* const[3], std::int64_t, const __half*, __half* const[3],

@@ -3,12 +3,16 @@
 // goes through RowSplit rather than assuming `cols % pack == 0`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/common/numeric.cuh"
 
 namespace shapetune::kernels {
+
+// Whether p is a multiple of `bytes` (host side: which launches may take the vector paths).
+inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 // 16 bytes of T: 4 floats or 8 halves.
 template <typename T>

@@ -33,8 +33,6 @@ bool valid(const Args<T>& p) {
   return p.m >= 1 && p.n >= 1 && p.k >= 1 && p.a && p.b && p.c && (p.epilogue == Epilogue::none) == (p.bias == nullptr);
 }
 
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
 // Calls fn(std::integral_constant<Layout, L>) for the run-time layout.
 template <typename Fn>
 cudaError_t with_layout(Layout layout, Fn&& fn) {

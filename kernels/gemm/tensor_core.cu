@@ -494,8 +494,6 @@ struct TilingFor {
   static_assert(shared_bytes(s, sizeof(T), kLayout, 1) == type::kStageBytes, "the catalogue's size is the kernel's");
 };
 
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
 template <class C>
 cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split, int stages,
                    cudaStream_t stream) {

@@ -310,8 +310,6 @@ struct TilingFor {
   using type = Tiling<T, s.block_m, s.block_n, kAKMajor, kBKMajor>;
 };
 
-bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
 PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
@@ -373,11 +371,9 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
-  // One chunk: the 16 bytes of one Pack<T>, store_tile's unit.
-  constexpr std::uintptr_t kChunkBytes = sizeof(Pack<T>);
-  constexpr std::int64_t kChunkElements = Pack<T>::kCount;
-  p.c_vector = reinterpret_cast<std::uintptr_t>(args.c) % kChunkBytes == 0 && p.ldc % kChunkElements == 0 &&
-               (!p.bias || reinterpret_cast<std::uintptr_t>(p.bias) % kChunkBytes == 0);
+  // store_tile's unit: one Pack<T>, 16 bytes.
+  p.c_vector = aligned(args.c, sizeof(Pack<T>)) && p.ldc % Pack<T>::kCount == 0 &&
+               (!p.bias || aligned(p.bias, sizeof(Pack<T>)));
 
   const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages);
   auto kernel = wgmma_kernel<C>;
