@@ -192,6 +192,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   }
   TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding);
   print_resolutions(core.resolutions(), out);
+  out << std::flush;  // a long forward (case 14: seconds each) killed by a time limit keeps what it printed
   runner.set_input(input.x);
   runner.forward();
   const TensorValues y = runner.output();
@@ -207,7 +208,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   const double tokens = static_cast<double>(shape.rows());
   out << std::fixed << std::setprecision(1) << "forward: median " << t.median_us << " us (p10 " << t.p10_us << ", p90 "
       << t.p90_us << ") over " << t.iterations << " replays of one CUDA graph; " << std::setprecision(0)
-      << tokens / (t.median_us * 1e-6) << " tokens/s\n";
+      << tokens / (t.median_us * 1e-6) << " tokens/s\n" << std::flush;
   if (a.has("op-times")) print_op_times(runner.op_times(warmup, iterations), iterations, out);
   return 0;
 }

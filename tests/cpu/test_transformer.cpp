@@ -2,6 +2,7 @@
 // kept equal to them), its parameters, the float64 forward's causality and its valid-token mask,
 // the drawn valid lengths, the safetensors round trip of weights, inputs and lengths, and the
 // command line's refusals.
+#include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,6 +169,23 @@ TEST(Transformer, WeightsAreDeterministicAndShapedAsThePyTorchModule) {
     for (std::size_t i = 0; i < t.values.size(); ++i)
       EXPECT_NEAR(t.values[i], a.at(name).values[i], std::abs(a.at(name).values[i]) * 0x1p-8 + 1e-30) << name;
   }
+}
+
+// The input is drawn in fixed chunks of 2^24 values on all cores: the same values on every machine
+// and run, a second chunk that is its own stream (not a copy of the first), and unit normals throughout.
+TEST(Transformer, TheInputIsDeterministicAcrossItsChunks) {
+  const TransformerShape s{1, 4097, 4096, 4, 64, 1};  // 2^24 + 4096 values: a second, short chunk
+  const TensorValues a = generate_transformer_input(s, DType::f32, 3), b = generate_transformer_input(s, DType::f32, 3);
+  ASSERT_EQ(a.values.size(), (std::size_t{1} << 24) + 4096);
+  EXPECT_EQ(a.values, b.values);
+  const std::size_t second = std::size_t{1} << 24;
+  EXPECT_FALSE(std::equal(a.values.begin() + second, a.values.end(), a.values.begin()));
+  double sum = 0, squares = 0;
+  for (std::size_t i = second; i < a.values.size(); ++i) sum += a.values[i], squares += double(a.values[i]) * a.values[i];
+  EXPECT_NEAR(sum / 4096, 0, 0.1);
+  EXPECT_NEAR(squares / 4096, 1, 0.1);
+  for (float v : generate_transformer_input(TransformerShape{1, 3, 8, 2, 8, 1}, DType::f16, 3).values)
+    EXPECT_EQ(v, __half2float(__float2half_rn(v)));
 }
 
 // Position i's output depends on positions <= i alone; and rows of one batch on that batch alone.
