@@ -413,7 +413,7 @@ constexpr const char* kNotRounded =
     "stores unnormalised probabilities for P V";
 
 ka::FlashWgmmaConfig flash_wgmma_config(const Config& c) {
-  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline")};
+  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline"), cfg(c, "sections")};
 }
 
 Support flash_wgmma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
@@ -529,8 +529,14 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                          {"pipeline", {0, 1, 2},
                           "0: every thread copies, block barriers, each product waited for; 1: warp-specialised "
                           "(two warpgroups only); 2: 1 on one block per SM taking query tiles in turn, the next "
-                          "tile's loads under this one's math (two warpgroups only)"}});
-  w.default_config = Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}});
+                          "tile's loads under this one's math (two warpgroups only)"},
+                         {"sections", {0, 1},
+                          "pipelines 1 and 2: 0 takes every head's longest query tile first; 1 does so within "
+                          "sections of heads whose K and V fit half the L2, so the blocks running together "
+                          "share K and V tiles in L2 instead of each reading its own from DRAM"}},
+                        [](const Config& c) { return c.at("sections") == 0 || c.at("pipeline") != 0; },
+                        "sections = 1 only with pipeline 1 or 2 (pipeline 0's grid already runs head by head)");
+  w.default_config = Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}});
   w.supports = flash_wgmma_supports;
   w.launch = flash_wgmma;
   cat.add(w);

@@ -1,12 +1,13 @@
 // What the two flash kernels (flash_mma.cu, flash_wgmma_sm90a.cu) share: the checks of a parameter
-// block before any launch, and the packing of two fp32 probabilities into the 16-bit pair a
-// tensor-core A operand takes.
+// block before any launch, the packing of two fp32 probabilities into the 16-bit pair a
+// tensor-core A operand takes, and the order in which a warp-specialised schedule takes its items.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -48,6 +49,29 @@ cudaError_t check_params(const Params<T>& p) {
       !chunk_aligned<T>(p.o, p.o_strides))
     return cudaErrorNotSupported;
   return cudaSuccess;
+}
+
+// The place of item k among B H heads (bh = batch * H + head) of q_tiles query tiles each: the
+// heads fall into sections of `section_heads` (the last may be short), taken one after another;
+// within a section the longest tiles under a causal mask (the last ones) come first, one per head:
+// its k-th item is query tile q_tiles - 1 - k / h of its head k % h, h the section's heads.
+struct ItemPlace {
+  int bh, q_tile;
+};
+
+__host__ __device__ inline ItemPlace item_place(int item, int q_tiles, int section_heads, int heads_all) {
+  const int section_items = section_heads * q_tiles;
+  const int first = item / section_items * section_heads, local = item % section_items;
+  const int heads_here = section_heads < heads_all - first ? section_heads : heads_all - first;
+  return {first + local % heads_here, q_tiles - 1 - local / heads_here};
+}
+
+// Heads a section holds when its K and V may take half of an L2 of `l2_bytes` (the rest for Q,
+// O and the previous section's tail): at least 1, at most every head.
+inline int l2_section_heads(std::int64_t l2_bytes, std::int64_t seq, int head_dim, int element_bytes,
+                            int heads_all) {
+  const std::int64_t kv_bytes = 2 * seq * head_dim * element_bytes;
+  return static_cast<int>(std::clamp<std::int64_t>(l2_bytes / 2 / kv_bytes, 1, heads_all));
 }
 
 }  // namespace shapetune::kernels::attention

@@ -423,19 +423,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 }
 
 // A block's unit of work in the warp-specialised schedules: one query tile (rows q0..) of one
-// batch row and head, its valid keys and the key tiles some query of it may see. Items are
-// numbered longest first under a causal mask (the last query tiles see the most keys): item k is
-// query tile q_tiles - 1 - k / (B H) of batch row and head k % (B H).
+// batch row and head, its valid keys and the key tiles some query of it may see, in item_place's
+// order. With one section of all B H heads the first items are every head's longest tile at
+// once, and each reads its own head's K and V (B H S hd 4 bytes: 64 MB at (8, 16, 2048, 64),
+// more than the L2) from DRAM; sections sized to the L2 keep the blocks that run together on a
+// few heads, whose K and V tiles they then share in L2.
 struct WorkItem {
   int head, batch, q0, valid, key_tiles;
 };
 
 template <class C>
-__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, const Params<typename C::T>& p) {
-  const int heads_all = p.heads * p.batch, bh = item % heads_all;
+__device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section_heads,
+                                              const Params<typename C::T>& p) {
+  const ItemPlace place = item_place(item, q_tiles, section_heads, p.heads * p.batch);
   WorkItem w;
-  w.head = bh % p.heads, w.batch = bh / p.heads;
-  w.q0 = (q_tiles - 1 - item / heads_all) * C::kBlockQ;
+  w.head = place.bh % p.heads, w.batch = place.bh / p.heads;
+  w.q0 = place.q_tile * C::kBlockQ;
   w.valid = p.lengths ? min(max(p.lengths[w.batch], 0), p.seq) : p.seq;
   const int key_end = w.q0 >= w.valid ? 0 : (p.mask == Mask::causal ? min(w.valid, w.q0 + C::kBlockQ) : w.valid);
   w.key_tiles = (key_end + C::kBlockK - 1) / C::kBlockK;
@@ -459,7 +462,7 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, const Param
 template <class C>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
-                                   const int items) {
+                                   const int items, const int section_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
   static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");
@@ -514,7 +517,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     unsigned g = 0;
     int n = 0;
     for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
-      const WorkItem w = work_item<C>(item, q_tiles, p);
+      const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
       const int valid = w.valid, q0 = w.q0;
       const int q_slot = n % kQSlots;
       mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
@@ -557,7 +560,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
   int n = 0;
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
-    const WorkItem w = work_item<C>(item, q_tiles, p);
+    const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
     const int valid = w.valid, q0 = w.q0, key_tiles = w.key_tiles;
     const int group_q0 = q0 + kWarpgroupRows * consumer;
     const int lane_row = group_q0 + 16 * warp_in_group + group;  // and lane_row + 8
@@ -639,7 +642,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 // ---- host side --------------------------------------------------------------------------------
 
 template <class C>
-cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t stream) {
+cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
   auto kernel = flash_wgmma_kernel<C>;
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
@@ -670,8 +673,17 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t st
         return e;
       blocks = std::min<std::int64_t>(items, sms);
     }
+    const int heads_all = p.heads * p.batch;
+    int section_heads = heads_all;
+    if (sections) {
+      int device = 0, l2_bytes = 0;
+      if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+      if (cudaError_t e = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device); e != cudaSuccess)
+        return e;
+      section_heads = l2_section_heads(l2_bytes, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
+    }
     specialised<<<static_cast<unsigned>(blocks), C::kThreads + kWarpgroupThreads, smem, stream>>>(
-        p, p.scale * kLog2e, q_tiles, static_cast<int>(items));
+        p, p.scale * kLog2e, q_tiles, static_cast<int>(items), section_heads);
     return cudaGetLastError();
   }
   return cudaErrorInvalidValue;
@@ -680,8 +692,8 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, cudaStream_t st
 template <typename T, int kHeadDim, int kWarpgroups>
 cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
-    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, stream);
-    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, stream);
+    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections != 0, stream);
+    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections != 0, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -697,7 +709,8 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 
 bool valid_config(const FlashWgmmaConfig& c) {
   return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
-         (c.pipeline == 0 || ((c.pipeline == 1 || c.pipeline == 2) && c.warpgroups == 2));
+         (c.pipeline == 0 || ((c.pipeline == 1 || c.pipeline == 2) && c.warpgroups == 2)) &&
+         (c.sections == 0 || (c.sections == 1 && c.pipeline != 0));
 }
 
 }  // namespace

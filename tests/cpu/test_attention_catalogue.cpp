@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "baselines/reference.hpp"
+#include "kernels/attention/flash_common.cuh"
 #include "core/primitive_name.hpp"
 #include "variants/catalogue.hpp"
 
@@ -289,7 +291,7 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, hd), wgmma.default_config, h200).ok) << hd;
   DeviceLimits small_shared = h200;
   small_shared.shared_memory_per_block_optin = 100 * 1024;
-  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}});
+  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}});
   const Support too_big = wgmma.supports(problem("attention.causal.split", 1, 1, 256, 128), biggest, small_shared);
   EXPECT_FALSE(too_big.ok);
   EXPECT_NE(too_big.reason.find("shared memory"), std::string::npos) << too_big.reason;
@@ -299,15 +301,17 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Config recorded({{"warpgroups", 2}, {"block_k", 128}});
   EXPECT_THROW(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), recorded, h200), std::out_of_range);
   const Config completed = complete_config(wgmma, recorded);
-  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0");
+  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0,sections=0");
   EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), completed, h200).ok);
   // The warp-specialised pipelines: two consumer warpgroups only, and their second Q tile and
   // barriers count.
   const Problem hd128 = problem("attention.causal.split", 4, 16, 8192, 128);
+  const auto wgmma_config = [](int warpgroups, int pipeline) {
+    return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0}});
+  };
   for (const int pipeline : {1, 2}) {
-    EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", pipeline}}), h200).ok);
-    const Support one_consumer =
-        wgmma.supports(hd128, Config({{"warpgroups", 1}, {"block_k", 128}, {"pipeline", pipeline}}), h200);
+    EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline), h200).ok);
+    const Support one_consumer = wgmma.supports(hd128, wgmma_config(1, pipeline), h200);
     EXPECT_FALSE(one_consumer.ok);
     EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
   }
@@ -315,13 +319,13 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   // the specialised pipelines' second Q tile takes 32,768 more, their twelve barriers 96.
   DeviceLimits exactly_synchronous = h200;
   exactly_synchronous.shared_memory_per_block_optin = 164864;
-  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}}), exactly_synchronous).ok);
-  EXPECT_FALSE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 1}}), exactly_synchronous).ok);
+  EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 0), exactly_synchronous).ok);
+  EXPECT_FALSE(wgmma.supports(hd128, wgmma_config(2, 1), exactly_synchronous).ok);
   DeviceLimits exactly_specialised = h200;
   exactly_specialised.shared_memory_per_block_optin = 164864 + 32768 + 96;
-  EXPECT_TRUE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 2}}), exactly_specialised).ok);
+  EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
   exactly_specialised.shared_memory_per_block_optin -= 1;
-  EXPECT_FALSE(wgmma.supports(hd128, Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 2}}), exactly_specialised).ok);
+  EXPECT_FALSE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
 
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);
@@ -478,6 +482,37 @@ TEST(QkvProjection, RefusalsBeforeAnyLaunch) {
   EXPECT_TRUE(split.supports(p, split.default_config, t4).ok) << "cuBLAS runs everywhere";
   EXPECT_EQ(split.workspace_bytes(p, split.default_config), std::size_t{8192} * 3 * 128 * 4) << "fp32 staging";
   EXPECT_FALSE(primitive("qkv_projection").validate_shape(Shape({{"B", 1}, {"S", 1}, {"H", 1024}, {"hd", 32}})).ok);
+}
+
+// flash_wgmma's warp-specialised schedules take items in sections of heads: every (head, query
+// tile) exactly once, sections one after another, and within a section the longest tiles (the
+// last) first, one per head, the last section short where the heads do not divide.
+TEST(AttentionCatalogue, WgmmaItemsRunInSectionsLongestFirst) {
+  namespace ka = kernels::attention;
+  for (const auto& [q_tiles, heads_all, section] : {std::tuple{16, 128, 128}, std::tuple{16, 128, 48},
+                                                      std::tuple{64, 64, 6}, std::tuple{1, 7, 3}, std::tuple{5, 1, 1},
+                                                      std::tuple{3, 10, 4}}) {
+    std::vector<int> seen(static_cast<std::size_t>(q_tiles * heads_all), 0);
+    int last_section = 0, last_tile = q_tiles;
+    for (int item = 0; item < q_tiles * heads_all; ++item) {
+      const ka::ItemPlace at = ka::item_place(item, q_tiles, section, heads_all);
+      ASSERT_GE(at.bh, 0);
+      ASSERT_LT(at.bh, heads_all);
+      ASSERT_GE(at.q_tile, 0);
+      ASSERT_LT(at.q_tile, q_tiles);
+      ++seen[static_cast<std::size_t>(at.bh * q_tiles + at.q_tile)];
+      const int s = at.bh / section;
+      EXPECT_GE(s, last_section) << "item " << item;
+      if (s != last_section) last_tile = q_tiles;
+      EXPECT_LE(at.q_tile, last_tile) << "item " << item << " of section " << s;
+      last_section = s, last_tile = at.q_tile;
+    }
+    for (const int n : seen) EXPECT_EQ(n, 1) << q_tiles << " tiles, " << heads_all << " heads, sections of " << section;
+  }
+  // Half the L2 for a section's K and V: (8, 16, 2048, 64) f16 is 512 KiB a head, 50 MiB of L2 holds 50.
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 2048, 64, 2, 128), 50);
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 100000, 128, 2, 512), 1);  // a head larger than the L2
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 128, 64, 2, 4), 4);        // all heads fit
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
 // flash_wgmma's schedules (sm_90 only) where the warp-specialised ring wraps many times and the
 // two consumer warpgroups see different numbers of key tiles: sequences of 1, 130, 1000 and 2049
 // (tails of every size against block_k 64 and 128), both head dims, causal and full, with and
-// without padding, every config (pipelines 0, 1 and 2); and 192 query tiles of 300 rows, more
+// without padding, every config (pipelines 0, 1 and 2, in one section); and 192 query tiles of 300 rows, more
 // than an H100 or H200 has SMs, so that the persistent blocks take several tiles of unlike
 // lengths each and their rings and Q slots carry over from one to the next.
 TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
@@ -153,11 +153,22 @@ TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
     for (const Case& c : {Case{1, 2, 1, 64}, Case{2, 1, 130, 128}, Case{1, 2, 1000, 64}, Case{1, 1, 2049, 128},
                           Case{8, 8, 300, 64}}) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
-      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and 2 x (64, 128) for each of
-      // the two specialised pipelines.
-      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 8)
+      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and 2 x (64, 128) x sections 0
+      // and 1 for each of the two specialised pipelines.
+      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 12)
           << problem.key();
     }
+}
+
+// sections = 1 where the heads' K and V overflow half the L2 (H100 and H200: 50 and 60 MiB):
+// 48 heads of 1537 keys at hd 128 (787 KB each, 37.8 MB) fall into two sections, the second
+// short, each with tails of query and key tiles.
+TEST_P(AttentionVariants, FlashWgmmaSectionsOfHeadsAcrossTheL2) {
+  if (device_.limits.compute_capability != 90) GTEST_SKIP() << "flash_wgmma is sm_90a code";
+  if (GetParam() == DType::tf32) GTEST_SKIP() << "flash_wgmma takes f16 or bf16";
+  const Problem problem{"attention.causal.split", GetParam(), Shape({{"B", 4}, {"H", 12}, {"S", 1537}, {"hd", 128}})};
+  EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, std::random_device{}(), {}, {}, "flash_wgmma"),
+            12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
