@@ -59,10 +59,10 @@ for cell in $cells; do
         model=(train "$cell" --layers "$l" --hidden "$h" --seq-len "$t" --batch 64 --data "$data" --seed 1 --sample 0
                "${db[@]}")
         echo "== $cell, $l layer(s), hidden $h, seq-len $t"
-        run tuned --steps 100 --timing-suite --save-weights "$dir/weights.st" --save-batches "$dir/batches.st" \
+        run tuned --steps 100 --timing-suite --op-times --save-weights "$dir/weights.st" --save-batches "$dir/batches.st" \
           --save-trained "$dir/after100.st" --results "$dir/tuned.json" || continue
         run after1 --steps 1 --save-trained "$dir/after1.st"
-        run library --dispatch library --steps 100 --timing-suite --results "$dir/library.json"
+        run library --dispatch library --steps 100 --timing-suite --op-times --results "$dir/library.json"
         [ $peer = 1 ] || continue
         python3 bench/peers/char_lm_torch.py --weights "$dir/weights.st" --batches "$dir/batches.st" \
           --runner-results "$dir/tuned.json" --runner-trained 1="$dir/after1.st" \

@@ -36,43 +36,6 @@ TransformerShape shape_of(const ParsedArgs& a) {
   return s;
 }
 
-// Per distinct operation (name, problem, variant) in the order it first runs: how many times a
-// forward runs it, and the sum of those runs' medians, with its share of the total.
-void print_op_times(const std::vector<TransformerRunner::OpTime>& times, int iterations, std::ostream& out) {
-  struct Row {
-    const TransformerRunner::OpTime* first;
-    int count = 0;
-    double us = 0;
-  };
-  std::vector<Row> rows;
-  double total = 0;
-  for (const auto& t : times) {
-    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
-      return r.first->name == t.name && r.first->problem == t.problem && r.first->variant == t.variant;
-    });
-    if (it == rows.end()) it = rows.insert(rows.end(), Row{&t});
-    ++it->count;
-    it->us += t.median_us;
-    total += t.median_us;
-  }
-  std::size_t w_name = 2, w_variant = 7;
-  for (const Row& r : rows) {
-    w_name = std::max(w_name, r.first->name.size());
-    w_variant = std::max(w_variant, r.first->variant.size());
-  }
-  out << "where a forward's time goes (medians of " << iterations
-      << " replays with an event after each op; their sum is above the plain forward's by the events):\n"
-      << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_variant))
-      << "variant" << "  runs        us  share\n";
-  for (const Row& r : rows)
-    out << std::left << std::setw(static_cast<int>(w_name)) << r.first->name << "  "
-        << std::setw(static_cast<int>(w_variant)) << r.first->variant << "  " << std::right << std::setw(4) << r.count
-        << std::fixed << std::setprecision(1) << std::setw(10) << r.us << std::setw(6) << std::setprecision(0)
-        << 100 * r.us / total << "%\n" << std::defaultfloat;
-  out << std::left << std::setw(static_cast<int>(w_name + w_variant + 8)) << "sum" << std::right << std::fixed
-      << std::setprecision(1) << std::setw(10) << total << "\n" << std::defaultfloat;
-}
-
 }  // namespace
 
 CommandSpec run_spec() {
@@ -209,7 +172,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   out << std::fixed << std::setprecision(1) << "forward: median " << t.median_us << " us (p10 " << t.p10_us << ", p90 "
       << t.p90_us << ") over " << t.iterations << " replays of one CUDA graph; " << std::setprecision(0)
       << tokens / (t.median_us * 1e-6) << " tokens/s\n" << std::flush;
-  if (a.has("op-times")) print_op_times(runner.op_times(warmup, iterations), iterations, out);
+  if (a.has("op-times")) print_op_times(runner.op_times(warmup, iterations), iterations, "forward", out);
   return 0;
 }
 

@@ -257,6 +257,7 @@ struct CharLmRun {
   std::string data = kDefaultCharCorpus;
   std::optional<std::string> weights, save_weights, save_trained, save_batches;
   std::optional<CharLmTimingSuiteOptions> timing_suite;  // --timing-suite
+  bool op_times = false;                                  // --op-times
 };
 
 CharLmRun char_lm_run(const ParsedArgs& a) {
@@ -282,6 +283,7 @@ CharLmRun char_lm_run(const ParsedArgs& a) {
   r.save_weights = a.value("save-weights");
   r.save_trained = a.value("save-trained");
   r.save_batches = a.value("save-batches");
+  r.op_times = a.has("op-times");
   if (a.has("timing-suite")) {
     CharLmTimingSuiteOptions suite;
     suite.warmup_steps = static_cast<int>(a.integer("warmup-steps", suite.warmup_steps, 0, 100000));
@@ -447,6 +449,13 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
         << static_cast<double>(options.seq_len) * options.batch / (t.median / 1000) << " chars/s at the median\n"
         << std::defaultfloat << std::flush;
   }
+  if (o.op_times) {
+    // After --save-trained and the suite, and `trained` already read: these replays run Adam too.
+    constexpr int kWarmup = 10, kIterations = 50;
+    out << "\n";
+    print_op_times(trainer->op_times(kWarmup, kIterations), kIterations, "training step", out);
+    out << "(not listed: the embedding's gather and gradient and the loss bookkeeping, plain kernels)\n" << std::flush;
+  }
   std::string sample_text;
   if (o.sample > 0) {
     // The first character of the corpus primes the state; the forward is float64 on the CPU from
@@ -505,6 +514,9 @@ std::vector<OptionSpec> char_lm_options() {
        "median, p10 and p90"},
       {"warmup-steps", 0, "N", "the suite's untimed steps (default 50; needs --timing-suite)"},
       {"timed-steps", 0, "N", "the suite's timed steps, at least 10 (default 150; needs --timing-suite)"},
+      {"op-times", 0, "",
+       "at the end, where a training step's time goes: each dispatched op's median time inside 50 replays of the "
+       "step's ops with an event after each"},
   };
 }
 

@@ -677,6 +677,15 @@ CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
   return r;
 }
 
+std::vector<OpTime> CharLmTrainer::op_times(int warmup, int iterations) {
+  State& s = *state_;
+  std::vector<const BoundOp*> step;
+  for (const auto* list : {&s.forward, &s.backward})
+    for (const BoundOp& op : *list) step.push_back(&op);
+  step.push_back(&s.adam);
+  return s.core->op_times(step, warmup, iterations);
+}
+
 CharLmTimingSuite CharLmTrainer::timing_suite(const CharLmTimingSuiteOptions& options) {
   validate(options);
   State& s = *state_;

@@ -177,6 +177,11 @@ class CharLmTrainer {
   // data wraps to the first with the state zeroed, as at an epoch's start (outside the timed
   // region), so any number of steps fits any corpus. Leaves the training state zeroed.
   CharLmTimingSuite timing_suite(const CharLmTimingSuiteOptions&);
+  // Where a training step's time goes: the dispatched ops of the step (forward, backward, Adam)
+  // with their medians inside replays of them alone (RunnerCore::op_times); the embedding's
+  // gather and gradient and the loss bookkeeping are plain kernels outside that list. The replays
+  // run Adam too: call it when the parameters are no longer needed.
+  std::vector<OpTime> op_times(int warmup, int iterations);
 
   std::vector<float> parameters() const;
 

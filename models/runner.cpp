@@ -106,8 +106,13 @@ BoundOp RunnerCore::bind(ModelOp op, std::vector<void*> tensors, std::vector<dou
 
 void RunnerCore::resolve(const ModelOp& op) { resolutions_.push_back(resolver_->resolve(op).second); }
 
-std::vector<double> RunnerCore::op_times_us(const std::vector<BoundOp>& ops, int warmup, int iterations) {
-  if (ops.empty() || iterations < 1) return std::vector<double>(ops.size(), 0.0);
+std::vector<OpTime> RunnerCore::op_times(const std::vector<const BoundOp*>& ops, int warmup, int iterations) {
+  std::vector<OpTime> out;
+  for (const BoundOp* op : ops) {
+    const OpResolution& r = op->resolution;
+    out.push_back({r.op.name, r.op.problem.key(), r.config.empty() ? r.variant : r.variant + "{" + r.config + "}", 0});
+  }
+  if (ops.empty() || iterations < 1) return out;
   struct Events {
     std::vector<cudaEvent_t> all;
     ~Events() {
@@ -124,7 +129,7 @@ std::vector<double> RunnerCore::op_times_us(const std::vector<BoundOp>& ops, int
   const Graph g = capture(stream_, [&] {
     SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[0], stream_, cudaEventRecordExternal));
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      ops[i].launch(stream_, libraries_);
+      ops[i]->launch(stream_, libraries_);
       SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[i + 1], stream_, cudaEventRecordExternal));
     }
   });
@@ -140,12 +145,12 @@ std::vector<double> RunnerCore::op_times_us(const std::vector<BoundOp>& ops, int
       samples[i].push_back(ms * 1e3);
     }
   }
-  std::vector<double> medians;
-  for (auto& s : samples) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::vector<double>& s = samples[i];
     std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
-    medians.push_back(s[s.size() / 2]);
+    out[i].median_us = s[s.size() / 2];
   }
-  return medians;
+  return out;
 }
 
 Graph::~Graph() {
@@ -226,6 +231,41 @@ void print_resolutions(const std::vector<OpResolution>& resolutions, std::ostrea
           << (f.configs == 1 ? " config" : " configs") << " failed the accuracy gate in the sweep (worst |error| "
           << f.max_abs_error << (f.first_mismatch.empty() ? "" : ", " + f.first_mismatch) << ")\n";
   }
+}
+
+void print_op_times(const std::vector<OpTime>& times, int iterations, std::string_view sequence, std::ostream& out) {
+  struct Row {
+    const OpTime* first;
+    int count = 0;
+    double us = 0;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (const auto& t : times) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+      return r.first->name == t.name && r.first->problem == t.problem && r.first->variant == t.variant;
+    });
+    if (it == rows.end()) it = rows.insert(rows.end(), Row{&t});
+    ++it->count;
+    it->us += t.median_us;
+    total += t.median_us;
+  }
+  std::size_t w_name = 2, w_variant = 7;
+  for (const Row& r : rows) {
+    w_name = std::max(w_name, r.first->name.size());
+    w_variant = std::max(w_variant, r.first->variant.size());
+  }
+  out << "where a " << sequence << "'s time goes (medians of " << iterations
+      << " replays with an event after each op; their sum is above the plain " << sequence << "'s by the events):\n"
+      << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_variant))
+      << "variant" << "  runs        us  share\n";
+  for (const Row& r : rows)
+    out << std::left << std::setw(static_cast<int>(w_name)) << r.first->name << "  "
+        << std::setw(static_cast<int>(w_variant)) << r.first->variant << "  " << std::right << std::setw(4) << r.count
+        << std::fixed << std::setprecision(1) << std::setw(10) << r.us << std::setw(6) << std::setprecision(0)
+        << 100 * r.us / total << "%\n" << std::defaultfloat;
+  out << std::left << std::setw(static_cast<int>(w_name + w_variant + 8)) << "sum" << std::right << std::fixed
+      << std::setprecision(1) << std::setw(10) << total << "\n" << std::defaultfloat;
 }
 
 }  // namespace shapetune

@@ -97,6 +97,12 @@ struct RunnerOptions {
   int device = 0;
 };
 
+// One op of a captured sequence (a forward, a training step) with its median time inside a replay.
+struct OpTime {
+  std::string name, problem, variant;  // variant{config}
+  double median_us = 0;
+};
+
 // The device, a stream, the libraries' handles on it and the resolver, for one runner.
 class RunnerCore {
  public:
@@ -123,7 +129,7 @@ class RunnerCore {
   // times; per op the median over those replays of the time between its event and the one before
   // (its kernels, and the gap before them). The events add a little to each op, so the sum runs
   // above the plain graph's time; what each op costs relative to the others is what it is for.
-  std::vector<double> op_times_us(const std::vector<BoundOp>& ops, int warmup, int iterations);
+  std::vector<OpTime> op_times(const std::vector<const BoundOp*>& ops, int warmup, int iterations);
 
  private:
   DeviceInfo device_;
@@ -217,5 +223,10 @@ DeviceBuffer upload(const std::vector<T>& host) {
 
 // The resolution table a runner prints at start: op, problem, variant{config}, resolved by.
 void print_resolutions(const std::vector<OpResolution>&, std::ostream&);
+
+// --op-times: per distinct op (name, problem, variant) in the order it first runs, how many times
+// one `sequence` ("forward", "training step") runs it and the sum of those runs' medians, with
+// its share of the total.
+void print_op_times(const std::vector<OpTime>&, int iterations, std::string_view sequence, std::ostream&);
 
 }  // namespace shapetune

@@ -646,15 +646,10 @@ TransformerRunner::Timing TransformerRunner::time(int warmup, int iterations) {
   return Timing{at(0.5), at(0.1), at(0.9), iterations};
 }
 
-std::vector<TransformerRunner::OpTime> TransformerRunner::op_times(int warmup, int iterations) {
-  State& st = *state_;
-  const std::vector<double> us = st.core.op_times_us(st.ops, warmup, iterations);
-  std::vector<OpTime> out;
-  for (std::size_t i = 0; i < st.ops.size(); ++i) {
-    const OpResolution& r = st.ops[i].resolution;
-    out.push_back({r.op.name, r.op.problem.key(), r.config.empty() ? r.variant : r.variant + "{" + r.config + "}", us[i]});
-  }
-  return out;
+std::vector<OpTime> TransformerRunner::op_times(int warmup, int iterations) {
+  std::vector<const BoundOp*> ops;
+  for (const BoundOp& op : state_->ops) ops.push_back(&op);
+  return state_->core.op_times(ops, warmup, iterations);
 }
 
 }  // namespace shapetune

@@ -173,12 +173,8 @@ class TransformerRunner {
     int iterations = 0;
   };
   Timing time(int warmup, int iterations);
-  // Where a forward's time goes: every op of the forward in order (its name, problem and variant)
-  // with its median time inside a replay (RunnerCore::op_times_us).
-  struct OpTime {
-    std::string name, problem, variant;
-    double median_us = 0;
-  };
+  // Where a forward's time goes: every op of the forward in order with its median time inside a
+  // replay (RunnerCore::op_times).
   std::vector<OpTime> op_times(int warmup, int iterations);
 
  private:

@@ -205,6 +205,15 @@ TEST(CharLmTraining, TheTimingSuiteTrainsAsEpochsDoAndWrapsTheData) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << recurrent_cell_name(cell);
     EXPECT_EQ(suite_trainer.validation_loss(), epochs.validation_loss()) << recurrent_cell_name(cell);
+
+    // --op-times: every dispatched op of the step once, in the order the resolutions list them
+    // (two layers forward, the head and loss, their gradients, two layers backward, Adam).
+    const std::vector<OpTime> times = epochs.op_times(2, 5);
+    ASSERT_EQ(times.size(), epochs.resolutions().size()) << recurrent_cell_name(cell);
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      EXPECT_EQ(times[i].name, epochs.resolutions()[i].op.name);
+      EXPECT_GT(times[i].median_us, 0) << times[i].name;
+    }
   }
 }
 

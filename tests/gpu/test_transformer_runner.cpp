@@ -180,7 +180,7 @@ TEST_P(TransformerRunnerTest, OpTimesCoverEveryOpOfTheForward) {
   runner.set_input(generate_transformer_input(shape, dtype, 5));
   runner.forward();
   const std::vector<float> before = runner.output().values;
-  const std::vector<TransformerRunner::OpTime> times = runner.op_times(2, 5);
+  const std::vector<OpTime> times = runner.op_times(2, 5);
   // The first LayerNorm, then per layer: QKV projection, attention, output projection, residual
   // LayerNorm, FFN in, FFN out, residual LayerNorm.
   ASSERT_EQ(times.size(), static_cast<std::size_t>(1 + 7 * shape.layers));
