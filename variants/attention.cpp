@@ -380,7 +380,7 @@ Support flash_mma_supports(const Problem& problem, const Config& config, const D
                        std::to_string(limits.compute_capability));
   const AttentionProblem a = attention_of(problem);
   if (!ka::flash_mma_head_dim_supported(a.head_dim))
-    return Support::no("built for hd 32, 64, 80, 96, 128 and 256; not " + std::to_string(a.head_dim));
+    return Support::no("built for hd 8, 16, 32, 64, 80, 96, 128 and 256; not " + std::to_string(a.head_dim));
   if (cfg(config, "block_k") > ka::flash_mma_max_block_k(a.head_dim))
     return Support::no("at hd " + std::to_string(a.head_dim) + " key tiles stop at " +
                        std::to_string(ka::flash_mma_max_block_k(a.head_dim)) +

@@ -80,8 +80,12 @@ constexpr int kDefaultSharedLimit = 48 * 1024;
 // 128 would spill.
 constexpr int kMaxHeadDimOfWideKeyTiles = 128;
 
+// hd 8 computes as hd 16, its columns 8-15 zero in shared memory: a k-step of Q K^T spans 16
+// halves (8 floats, two k-steps for TF32), and one ldmatrix.x4 of V feeds two n tiles of O.
+constexpr int compute_head_dim(int head_dim) { return head_dim < 16 ? 16 : head_dim; }
+
 constexpr std::size_t padded_row_bytes(int head_dim, int element_bytes) {
-  return static_cast<std::size_t>(head_dim) * element_bytes + kRowPadBytes;
+  return static_cast<std::size_t>(compute_head_dim(head_dim)) * element_bytes + kRowPadBytes;
 }
 constexpr std::size_t shared_bytes(int warps, int block_k, int stages, int head_dim, int element_bytes) {
   // The Q tile, then `stages` pairs of K and V tiles.
@@ -100,12 +104,15 @@ struct Tiling {
   static constexpr bool kTf32 = sizeof(T) == 4;
   static constexpr bool kRounded = kModeArg == Mode::rounded_two_pass;  // (top of the file)
   static constexpr bool kRoundScores = kModeArg == Mode::rounded_scores;
-  static constexpr int kHeadDim = kHeadDimArg, kWarps = kWarpsArg, kBlockK = kBlockKArg;
+  // kDataDim: the tensors' hd; kHeadDim: the width computed (compute_head_dim).
+  static constexpr int kDataDim = kHeadDimArg, kHeadDim = compute_head_dim(kHeadDimArg);
+  static constexpr int kWarps = kWarpsArg, kBlockK = kBlockKArg;
   static constexpr int kThreads = kWarpSize * kWarps;
   static constexpr int kBlockQ = kMmaRows * kWarps;
   static constexpr int kRowBytes = static_cast<int>(padded_row_bytes(kHeadDim, sizeof(T)));
   static constexpr int kChunkElements = kChunkBytes / static_cast<int>(sizeof(T));
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+  static constexpr int kDataChunksPerRow = kDataDim / kChunkElements;  // the rest of a row zero-filled
   // A k-step of S = Q K^T spans two chunks of hd: 16 halves or 8 floats.
   static constexpr int kDimSteps = kChunksPerRow / 2;
   static constexpr int kKeyTiles = kBlockK / 8;  // n tiles of S, k-steps of P V in TF32
@@ -129,8 +136,9 @@ struct Tiling {
 // Copies a tile of kRows rows of hd elements into shared memory at `dst` (padded rows): rows
 // below valid_rows from `src` (row stride `stride` elements), the rest zero-filled, so keys and
 // queries past the end (or past the batch row's length) hold zeros rather than whatever the
-// buffer holds there (0 * NaN would reach every output of the P V product). Consecutive threads
-// copy consecutive chunks of a row: coalesced.
+// buffer holds there (0 * NaN would reach every output of the P V product); so are the columns
+// past kDataDim where the kernel computes a wider hd. Consecutive threads copy consecutive
+// chunks of a row: coalesced.
 template <class C, int kRows>
 __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src, std::int64_t stride,
                                           int valid_rows) {
@@ -141,7 +149,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src
     const int chunk = tid + i * C::kThreads;
     if (kChunks % C::kThreads == 0 || chunk < kChunks) {
       const int row = chunk / C::kChunksPerRow, col = chunk % C::kChunksPerRow;
-      const bool inside = row < valid_rows;
+      const bool inside = row < valid_rows && (C::kDataChunksPerRow == C::kChunksPerRow || col < C::kDataChunksPerRow);
       copy_async_16_zfill(dst + static_cast<unsigned>(row * C::kRowBytes + col * kChunkBytes),
                           inside ? src + row * stride + col * C::kChunkElements : src, inside ? kChunkBytes : 0);
     }
@@ -640,7 +648,7 @@ __global__ void __launch_bounds__(C::kThreads)
     const int chunk = lane + i * kWarpSize;
     const int r = chunk / C::kChunksPerRow, c = chunk % C::kChunksPerRow;
     const int row = warp_q0 + r;
-    if (row < p.seq)
+    if (row < p.seq && c < C::kDataChunksPerRow)
       *reinterpret_cast<uint4*>(o_dst + row * p.o_strides.row + c * C::kChunkElements) =
           *reinterpret_cast<const uint4*>(staging + r * C::kRowBytes + c * kChunkBytes);
   }
@@ -654,7 +662,7 @@ __global__ void __launch_bounds__(C::kThreads)
 
 template <class C>
 cudaError_t launch(const Params<typename C::T>& p, int stages, cudaStream_t stream) {
-  static_assert(shared_bytes(C::kWarps, C::kBlockK, 1, C::kHeadDim, sizeof(typename C::T)) ==
+  static_assert(shared_bytes(C::kWarps, C::kBlockK, 1, C::kDataDim, sizeof(typename C::T)) ==
                     static_cast<std::size_t>(C::kQBytes + C::kStageBytes),
                 "flash_mma_shared_bytes is the kernel's layout");
   const std::size_t smem = static_cast<std::size_t>(C::kQBytes) + static_cast<std::size_t>(stages) * C::kStageBytes;
@@ -719,7 +727,8 @@ cudaError_t require_sm80() {
 }  // namespace
 
 bool flash_mma_head_dim_supported(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+  return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 ||
+         head_dim == 128 || head_dim == 256;
 }
 
 int flash_mma_max_block_k(int head_dim) { return head_dim <= kMaxHeadDimOfWideKeyTiles ? 128 : 64; }
@@ -735,6 +744,8 @@ cudaError_t flash_mma_forward(const Params<T>& p, const FlashMmaConfig& config, 
   if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm80(); e != cudaSuccess) return e;
   switch (p.head_dim) {
+    case 8: return launch_warps<T, 8>(p, config, stream);
+    case 16: return launch_warps<T, 16>(p, config, stream);
     case 32: return launch_warps<T, 32>(p, config, stream);
     case 64: return launch_warps<T, 64>(p, config, stream);
     case 80: return launch_warps<T, 80>(p, config, stream);

@@ -275,7 +275,12 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Support wide = flash256.supports(hd256, Config({{"warps", 4}, {"block_k", 128}, {"stages", 1}}), h200);
   EXPECT_FALSE(wide.ok);
   EXPECT_NE(wide.reason.find("key tiles stop at 64"), std::string::npos) << wide.reason;
-  EXPECT_FALSE(flash.supports(problem("attention.causal.packed", 1, 1, 64, 8), flash.default_config, h200).ok);
+  // hd 8 (TechJam cases 7 and 11) computes as hd 16, its padding zero; between the built widths, a refusal.
+  for (const std::int64_t hd : {8, 16})
+    EXPECT_TRUE(flash.supports(problem("attention.causal.packed", 1, 1, 64, hd), flash.default_config, h200).ok) << hd;
+  const Support between = flash.supports(problem("attention.causal.packed", 1, 1, 64, 48), flash.default_config, h200);
+  EXPECT_FALSE(between.ok);
+  EXPECT_NE(between.reason.find("built for hd 8, 16, 32"), std::string::npos) << between.reason;
 
   const Variant& wgmma = *catalogue().find_variant(case14.primitive, "flash_wgmma");
   EXPECT_TRUE(wgmma.supports(case14, wgmma.default_config, h200).ok);

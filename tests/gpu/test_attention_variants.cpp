@@ -19,8 +19,9 @@ struct Case {
 // One query; a tail of 1 past a tile of 16 and a short last K tile; a sequence no tile size
 // divides, at the largest head dimension; hd 80 and 96 (not powers of two); one (batch, head) pair
 // with a tile and a half.
+// hd 8 and 16: flash_mma's narrowest widths (hd 8 computed as 16 with zero columns).
 const Case kShapes[] = {{1, 1, 1, 64}, {2, 3, 17, 32}, {1, 2, 1000, 128}, {3, 2, 130, 80}, {2, 1, 257, 96},
-                        {1, 1, 96, 64}};
+                        {1, 1, 96, 64}, {2, 3, 130, 8}, {1, 2, 77, 16}};
 
 std::vector<std::string> attention_primitives() {
   std::vector<std::string> names;
@@ -40,7 +41,7 @@ std::vector<std::string> rounded_attention_primitives() {
 // One query of one (batch, head); a tail of 1 past a tile of 16; whole tiles; a sequence no tile
 // size divides, at hd 64 and at the largest head dimension over two heads.
 const Case kRoundedShapes[] = {{1, 1, 1, 64}, {2, 3, 17, 32}, {1, 1, 128, 128}, {3, 1, 128, 32},
-                               {1, 1, 1000, 64}, {1, 2, 1000, 128}};
+                               {1, 1, 1000, 64}, {1, 2, 1000, 128}, {4, 16, 128, 8}, {2, 1, 33, 16}};
 
 class AttentionVariants : public ::testing::TestWithParam<DType> {
  protected:
