@@ -6,10 +6,10 @@
 // buffers of the cluster's full h rows (the one a step reads, the one it writes). A lane group of
 // k_split lanes computes one unit for rows_per_thread rows: each lane takes every k_split-th
 // 16-byte chunk of the dot products, and a butterfly of shuffles sums them. Then lane i of the
-// group applies the cell to row i, keeps its cell state in a register, stores h to y and into
-// the write buffer of every block of the cluster (distributed shared memory), and the cluster
-// meets at a barrier. The barrier is split: a lane loads its next step's input gates between
-// arriving and waiting, off the step's critical path.
+// group applies the cell to row i, keeps its cell state in a register, stores h into the write
+// buffer of every block of the cluster (distributed shared memory), and the cluster meets at a
+// barrier. The barrier is split: a lane stores h to y and loads its next step's input
+// gates between arriving and waiting, off the step's critical path.
 //
 // The two buffers make one barrier a step enough: a block writes buffer (t+1)&1 during step t
 // only after the barrier of step t-1, by which every block has finished reading it (at t-1).
@@ -128,6 +128,8 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
 #pragma unroll
         for (int g = 0; g < G; ++g) acc[i][g] += __shfl_xor_sync(0xffffffffu, acc[i][g], offset);
 
+    T stored{};
+    float kept[kSavedGates];
     if (owns_cell) {
       float mine[G];
 #pragma unroll
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
         for (int i = 1; i < kRows; ++i)
           if (lane_in_group == i) mine[g] = acc[i][g];
       }
-      float h, kept[kSavedGates];
+      float h;
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
 #pragma unroll
@@ -147,15 +149,8 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
         h = gru_update(in[0] + mine[0] + bias[0], in[1] + mine[1] + bias[1], in[2] + bias[2], mine[2] + bias_hn, state,
                        kept);
       }
-      const T stored = from_float<T>(h);
+      stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
-      p.y[t * plane + cell_index] = stored;
-      if constexpr (kSave) {  // for the backward pass: off the chain, nothing reads them in this launch
-        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + my_n) * (kSavedGates * H) + j;
-#pragma unroll
-        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
-        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + cell_index] = state;
-      }
       last_h = fed_back;
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 < p.steps) {
@@ -168,6 +163,20 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
     if (t + 1 < p.steps) {
       __syncwarp();  // the barrier is .aligned: the warp arrives together
       cluster_arrive();
+    }
+    // The global stores go out after the arrive: its release orders every earlier write of the
+    // thread, so a store to y before it would put a global write's latency on every step's chain
+    // (Nsight Compute at H 128: membar, the third stall reason). Nothing in this launch reads them.
+    if (owns_cell) {
+      p.y[t * plane + cell_index] = stored;
+      if constexpr (kSave) {
+        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + my_n) * (kSavedGates * H) + j;
+#pragma unroll
+        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
+        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + cell_index] = state;
+      }
+    }
+    if (t + 1 < p.steps) {
 #pragma unroll
       for (int g = 0; g < G; ++g)
         in[g] = owns_cell ? input_gates[((t + 1) * static_cast<std::int64_t>(N) + my_n) * gates_row + g * H + j] : 0.f;
