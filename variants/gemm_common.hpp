@@ -39,6 +39,12 @@ inline std::vector<std::int64_t> tile_indices(std::size_t count) {
   return out;
 }
 
+// Whether the wgmma kernel (variants/gemm_wgmma.cpp) takes a GEMM of this layout, dtype and m, n, k
+// with this tile and stage count on this device, and why not; the QKV projection's wgmma variant
+// asks it for its GEMM.
+Support wgmma_supports(kernels::gemm::Layout layout, const Problem& gemm_problem, const Config& config,
+                       const DeviceLimits& limits);
+
 // The kernel arguments of a launch of a GEMM primitive, pointers typed as T.
 template <typename T>
 kernels::gemm::Args<T> gemm_args(const LaunchArgs& launch) {

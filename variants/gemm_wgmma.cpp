@@ -42,7 +42,32 @@ std::vector<std::int64_t> stage_counts() {
   return out;
 }
 
-Support supports(Layout layout, const Problem& p, const Config& c, const DeviceLimits& limits) {
+
+template <typename T>
+LaunchStatus launch_typed(const LaunchArgs& a) {
+  const kernels::gemm::Args<T> args = gemm_args<T>(a);
+  // Pointers are the caller's (supports() sees only the shape): a sub-matrix off a 16-byte
+  // boundary is refused here, for mma_sync to take.
+  if (reinterpret_cast<std::uintptr_t>(args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(args.b) % 16 != 0)
+    return LaunchStatus::refused("TMA needs A and B 16-byte aligned");
+  const cudaError_t e = kwg::wgmma(args, static_cast<int>(a.config.at("tile")), static_cast<int>(a.config.at("stages")),
+                                   a.stream);
+  if (e == cudaErrorNotSupported)
+    return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
+  return launch_status(e);
+}
+
+LaunchStatus launch(const LaunchArgs& a) {
+  switch (a.problem.dtype) {
+    case DType::f16: return launch_typed<__half>(a);
+    case DType::bf16: return launch_typed<__nv_bfloat16>(a);
+    default: return LaunchStatus::failure("no wgmma kernel for " + std::string(dtype_name(a.problem.dtype)));
+  }
+}
+
+}  // namespace
+
+Support wgmma_supports(Layout layout, const Problem& p, const Config& c, const DeviceLimits& limits) {
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) {
     if (p.dtype == DType::f32) return Support::no("f32 problems must not get TF32 products; wgmma here takes f16, bf16");
     return Support::no("wgmma has no " + std::string(dtype_name(p.dtype)) + " kernel");
@@ -79,30 +104,6 @@ Support supports(Layout layout, const Problem& p, const Config& c, const DeviceL
   return Support::yes();
 }
 
-template <typename T>
-LaunchStatus launch_typed(const LaunchArgs& a) {
-  const kernels::gemm::Args<T> args = gemm_args<T>(a);
-  // Pointers are the caller's (supports() sees only the shape): a sub-matrix off a 16-byte
-  // boundary is refused here, for mma_sync to take.
-  if (reinterpret_cast<std::uintptr_t>(args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(args.b) % 16 != 0)
-    return LaunchStatus::refused("TMA needs A and B 16-byte aligned");
-  const cudaError_t e = kwg::wgmma(args, static_cast<int>(a.config.at("tile")), static_cast<int>(a.config.at("stages")),
-                                   a.stream);
-  if (e == cudaErrorNotSupported)
-    return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
-  return launch_status(e);
-}
-
-LaunchStatus launch(const LaunchArgs& a) {
-  switch (a.problem.dtype) {
-    case DType::f16: return launch_typed<__half>(a);
-    case DType::bf16: return launch_typed<__nv_bfloat16>(a);
-    default: return LaunchStatus::failure("no wgmma kernel for " + std::string(dtype_name(a.problem.dtype)));
-  }
-}
-
-}  // namespace
-
 void register_gemm_wgmma(Catalogue& cat) {
   for (const std::string& name : gemm_primitive_names()) {
     const Layout layout = parse_gemm_primitive(name)->layout;
@@ -119,7 +120,7 @@ void register_gemm_wgmma(Catalogue& cat) {
     // 8192^3 on the H200 (1567 us; 4 stages 1612 us) in reports/h200/*-quick-gemm-at-00fe28e.
     v.default_config = Config({{"tile", 0}, {"stages", 3}});
     v.supports = [layout](const Problem& p, const Config& c, const DeviceLimits& limits) {
-      return supports(layout, p, c, limits);
+      return wgmma_supports(layout, p, c, limits);
     };
     v.launch = launch;
     cat.add(v);

@@ -8,7 +8,9 @@
 //   packed:            one cuBLAS GEMM against all 3 D rows of w (one launch, x read once), then the
 //                      same pass;
 //   packed_head_split: one mma.sync GEMM whose epilogue adds the bias and writes Q, K and V straight
-//                      into the heads-split layout: no [B S, 3 D] intermediate, no second pass.
+//                      into the heads-split layout: no [B S, 3 D] intermediate, no second pass;
+//   wgmma_head_split:  the same epilogue on the Hopper wgmma GEMM (TMA, warp-specialised; sm_90a,
+//                      f16 and bf16): the projection at the speed of that GEMM.
 // Whether a packed GEMM passes the element-wise gate is the sweep's to decide per shape and dtype
 // (the TechJam work found packed fp16 failing on some shapes under cuBLAS): each variant is
 // checked against the float64 reference like any other.
@@ -17,11 +19,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 
 #include "baselines/cublas.hpp"
 #include "baselines/reference.hpp"
 #include "kernels/attention/qkv_projection.cuh"
 #include "kernels/gemm/tensor_core.cuh"
+#include "kernels/gemm/wgmma.cuh"
 #include "variants/catalogue.hpp"
 #include "variants/gemm_common.hpp"
 #include "variants/launch_helpers.hpp"
@@ -30,6 +34,7 @@ namespace shapetune {
 namespace {
 
 namespace ktc = kernels::gemm_tensor_core;
+namespace kwg = kernels::gemm_wgmma;
 
 struct Projection {
   std::int64_t batch, seq, heads, head_dim;
@@ -232,25 +237,72 @@ Support fused_supports(const Problem& p, const Config& c, const DeviceLimits& li
   return Support::yes();
 }
 
-LaunchStatus fused(const LaunchArgs& a) {
+// The fused variants' GEMM, x [B S, D] times w [3 D, D] transposed plus the bias, and where its
+// epilogue writes: Q, K, V heads-split.
+template <typename T>
+struct FusedCall {
+  kernels::gemm::Args<T> args;
+  kernels::gemm::HeadSplitOutput<T> out;
+};
+
+template <typename T>
+FusedCall<T> fused_call(const LaunchArgs& a) {
   const Projection pr = projection_of(a.problem);
+  const Tensors<T> t = tensors_of<T>(a);
+  FusedCall<T> f;
+  f.args.a = t.x;
+  f.args.b = t.w;
+  f.args.bias = t.bias;
+  f.args.m = pr.rows(), f.args.n = 3 * pr.width(), f.args.k = pr.width();
+  f.args.layout = kernels::gemm::Layout::nt;
+  f.args.epilogue = kernels::gemm::Epilogue::bias;
+  for (int j = 0; j < 3; ++j) f.out.dst[j] = t.out[j];
+  f.out.seq = pr.seq, f.out.heads = static_cast<int>(pr.heads), f.out.head_dim = static_cast<int>(pr.head_dim);
+  return f;
+}
+
+LaunchStatus fused(const LaunchArgs& a) {
   return with_projection_type(a.problem.dtype, [&](auto tag) -> LaunchStatus {
-    using T = decltype(tag);
-    const Tensors<T> t = tensors_of<T>(a);
-    kernels::gemm::Args<T> args;
-    args.a = t.x;
-    args.b = t.w;
-    args.bias = t.bias;
-    args.m = pr.rows(), args.n = 3 * pr.width(), args.k = pr.width();
-    args.layout = kernels::gemm::Layout::nt;
-    args.epilogue = kernels::gemm::Epilogue::bias;
-    ktc::HeadSplitOutput<T> out;
-    for (int j = 0; j < 3; ++j) out.dst[j] = t.out[j];
-    out.seq = pr.seq, out.heads = static_cast<int>(pr.heads), out.head_dim = static_cast<int>(pr.head_dim);
-    const cudaError_t e = ktc::mma_sync_head_split(args, out, cfg(a.config, "tile"), cfg(a.config, "stages"), a.stream);
+    const auto f = fused_call<decltype(tag)>(a);
+    const cudaError_t e = ktc::mma_sync_head_split(f.args, f.out, cfg(a.config, "tile"), cfg(a.config, "stages"), a.stream);
     if (e == cudaErrorNotSupported) return LaunchStatus::refused("the current device is below sm_80");
     return launch_status(e);
   });
+}
+
+// ---- wgmma_head_split: the same epilogue on the Hopper GEMM --------------------------------------
+
+// The GEMM as wgmma sees it (gemm.nt, m = B S, n = 3 D, k = D), and the head split's own needs:
+// whole 16-byte chunks of a head, rows and columns the 32-bit epilogue indexes.
+Support wgmma_split_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  const Projection pr = projection_of(p);
+  const Problem gemm{"gemm_bias.nt", p.dtype, Shape({{"m", pr.rows()}, {"n", 3 * pr.width()}, {"k", pr.width()}})};
+  if (Support s = wgmma_supports(kernels::gemm::Layout::nt, gemm, c, limits); !s.ok) return s;
+  if (pr.head_dim % 8 != 0)
+    return Support::no("the epilogue stores whole 16-byte chunks of a head: hd must be a multiple of 8, not " +
+                       std::to_string(pr.head_dim));
+  if (pr.rows() > INT_MAX || 3 * pr.width() > INT_MAX)
+    return Support::no("the head-split epilogue indexes rows and columns in 32 bits: B S and 3 D below 2^31");
+  return Support::yes();
+}
+
+LaunchStatus wgmma_split(const LaunchArgs& a) {
+  const auto run = [&](auto tag) -> LaunchStatus {
+    using T = decltype(tag);
+    const auto f = fused_call<T>(a);
+    if (reinterpret_cast<std::uintptr_t>(f.args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(f.args.b) % 16 != 0)
+      return LaunchStatus::refused("TMA needs x and w 16-byte aligned");
+    const cudaError_t e =
+        kwg::wgmma_head_split(f.args, f.out, cfg(a.config, "tile"), cfg(a.config, "stages"), a.stream);
+    if (e == cudaErrorNotSupported)
+      return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
+    return launch_status(e);
+  };
+  switch (a.problem.dtype) {
+    case DType::f16: return run(__half{});
+    case DType::bf16: return run(__nv_bfloat16{});
+    default: return LaunchStatus::failure("wgmma_head_split has no " + std::string(dtype_name(a.problem.dtype)) + " kernel");
+  }
 }
 
 }  // namespace
@@ -292,6 +344,22 @@ void register_qkv_projection(Catalogue& cat) {
   fused_variant.supports = fused_supports;
   fused_variant.launch = fused;
   cat.add(fused_variant);
+
+  Variant hopper;
+  hopper.primitive = "qkv_projection";
+  hopper.name = "wgmma_head_split";
+  hopper.description = "packed_head_split's epilogue on the Hopper wgmma GEMM (TMA producer, two consumer "
+                       "warpgroups; sm_90a, f16 and bf16, hd a multiple of 8)";
+  std::vector<std::int64_t> stages;
+  for (int s = kwg::kMinStages; s <= kwg::kMaxStages; ++s) stages.push_back(s);
+  hopper.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile: an index into wgmma's table"},
+                              {"stages", stages, "shared-memory buffers of the TMA pipeline"}});
+  // 128x128 (tile 2), 4 stages: the narrow n = 3 D of the cases (384 at D = 128) leaves tile 0's
+  // 256 columns half empty at its edge.
+  hopper.default_config = Config({{"tile", 2}, {"stages", 4}});
+  hopper.supports = wgmma_split_supports;
+  hopper.launch = wgmma_split;
+  cat.add(hopper);
 }
 
 }  // namespace shapetune

@@ -29,6 +29,7 @@ using gemm::finish_element;
 using gemm::Args;
 using gemm::Epilogue;
 using gemm::grouped_tile;
+using gemm::head_split_at;
 using gemm::Layout;
 
 constexpr int kWarpSize = 32;
@@ -59,21 +60,10 @@ struct Params {
   HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
 };
 
-// Where output (row, col) of C is stored, as an element pointer. The head split divides in 32
-// bits (mma_sync_head_split keeps rows and columns below 2^31): 64-bit divisions, four per
-// element, made the epilogue cost more than the GEMM at D = 128.
+// Where output (row, col) of C is stored, as an element pointer.
 template <typename T>
 __device__ __forceinline__ T* output_at(const Params<T>& p, std::int64_t row, std::int64_t col) {
-  if (!p.split.dst[0]) return p.c + row * p.ldc + col;
-  const unsigned head_dim = static_cast<unsigned>(p.split.head_dim), seq = static_cast<unsigned>(p.split.seq);
-  const unsigned width = static_cast<unsigned>(p.split.heads) * head_dim;
-  const auto column = static_cast<unsigned>(col), r = static_cast<unsigned>(row);
-  const unsigned which = column >= 2 * width ? 2 : column >= width ? 1 : 0;
-  const unsigned within = column - which * width;
-  const unsigned head = within / head_dim, d = within - head * head_dim;
-  const unsigned batch = r / seq, position = r - batch * seq;
-  return p.split.dst[which] +
-         ((static_cast<std::size_t>(batch) * p.split.heads + head) * seq + position) * head_dim + d;
+  return p.split.dst[0] ? head_split_at(p.split, row, col) : p.c + row * p.ldc + col;
 }
 
 // Waits until the oldest in-flight tile has landed: with `stages` buffers, stages - 2 younger

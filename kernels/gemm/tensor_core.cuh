@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/gemm.cuh"
+#include "kernels/gemm/head_split.cuh"
 
 namespace shapetune::kernels::gemm_tensor_core {
 
@@ -89,16 +90,7 @@ constexpr std::size_t shared_bytes(const TileShape& t, std::size_t element_bytes
 template <typename T>
 cudaError_t mma_sync(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream);
 
-// Where a QKV projection's C [M, 3 D] (D = heads x head_dim, M = batch x seq) goes instead of
-// row-major: straight into the heads-split layout attention reads, so no transpose pass follows.
-// Column j D + h head_dim + d of row b seq + s lands in dst[j][((b heads + h) seq + s) head_dim + d]
-// (j = 0, 1, 2: Q, K, V).
-template <typename T>
-struct HeadSplitOutput {
-  T* dst[3] = {nullptr, nullptr, nullptr};
-  std::int64_t seq = 0;
-  int heads = 0, head_dim = 0;
-};
+using gemm::HeadSplitOutput;
 
 // mma_sync whose epilogue writes C through `out`. Needs layout nt (x [M, D] times W [3 D, D]
 // transposed), beta 0, n = 3 heads head_dim, m a multiple of seq and m, n below 2^31;

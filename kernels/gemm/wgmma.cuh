@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/gemm.cuh"
+#include "kernels/gemm/head_split.cuh"
 
 namespace shapetune::kernels::gemm_wgmma {
 
@@ -86,5 +87,13 @@ constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t
 // driver's error when it cannot encode a tensor map.
 template <typename T>
 cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream);
+
+// wgmma whose epilogue writes C through `out` (kernels/gemm/head_split.cuh): the QKV projection
+// at the speed of the GEMM. Needs layout nt (x [M, D] times W [3 D, D] transposed), beta 0,
+// n = 3 heads head_dim, head_dim a multiple of 8 (whole 16-byte chunks of a head), m a multiple of
+// seq and m, n below 2^31; cudaErrorInvalidValue otherwise, and wgmma's other errors.
+template <typename T>
+cudaError_t wgmma_head_split(const gemm::Args<T>& args, const gemm::HeadSplitOutput<T>& out, int tile, int stages,
+                             cudaStream_t stream);
 
 }  // namespace shapetune::kernels::gemm_wgmma

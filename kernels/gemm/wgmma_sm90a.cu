@@ -27,6 +27,8 @@ using gemm::finish_chunk;
 using gemm::finish_element;
 using gemm::Args;
 using gemm::Epilogue;
+using gemm::head_split_at;
+using gemm::HeadSplitOutput;
 using gemm::grouped_tile;
 using gemm::Layout;
 
@@ -65,9 +67,11 @@ struct Params {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
-  // C aligned to 16 bytes with ldc a whole number of 16-byte chunks, and the bias aligned: every
-  // chunk of 8 outputs inside the matrix is one 128-bit access.
+  // C aligned to 16 bytes with ldc a whole number of 16-byte chunks (or head-split outputs
+  // aligned with head_dim one), and the bias aligned: every chunk of 8 outputs inside the matrix
+  // is one 128-bit access.
   bool c_vector;
+  HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
 };
 
 // kAKMajor: A's K is contiguous (nn, nt: A is [M, K]); else A is [K, M] (tn, M-major).
@@ -231,7 +235,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
     const std::int64_t row = row0 + r, col = col0 + c;
     if (row >= p.m) continue;
     const float* staged = staging + r * kStride + c;
-    T* out = p.c + row * p.ldc + col;
+    T* out = p.split.dst[0] ? head_split_at(p.split, row, col) : p.c + row * p.ldc + col;
     const T* c_old = read_c ? out : nullptr;
     const T* bias = p.bias ? p.bias + col : nullptr;
     if (p.c_vector && col + kChunk <= p.n) {
@@ -344,7 +348,8 @@ cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int
 }
 
 template <class C>
-cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t stream) {
+cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split, int stages,
+                   cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
   // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
@@ -372,8 +377,11 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
   // store_tile's unit: one Pack<T>, 16 bytes.
-  p.c_vector = aligned(args.c, sizeof(Pack<T>)) && p.ldc % Pack<T>::kCount == 0 &&
-               (!p.bias || aligned(p.bias, sizeof(Pack<T>)));
+  p.split = split;
+  p.c_vector = (!p.bias || aligned(p.bias, sizeof(Pack<T>))) &&
+               (split.dst[0] ? aligned(split.dst[0], sizeof(Pack<T>)) && aligned(split.dst[1], sizeof(Pack<T>)) &&
+                                   aligned(split.dst[2], sizeof(Pack<T>)) && split.head_dim % Pack<T>::kCount == 0
+                             : aligned(args.c, sizeof(Pack<T>)) && p.ldc % Pack<T>::kCount == 0);
 
   const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages);
   auto kernel = wgmma_kernel<C>;
@@ -386,25 +394,27 @@ cudaError_t launch(const Args<typename C::T>& args, int stages, cudaStream_t str
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
-cudaError_t launch_tile(const Args<T>& args, int tile, int stages, cudaStream_t stream,
-                        std::index_sequence<kTile...>) {
+cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, int tile, int stages,
+                        cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
-        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, stages, stream))
+        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, stages, stream))
         : e),
    ...);
   return e;
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor>
-cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream) {
-  return launch_tile<T, kAKMajor, kBKMajor>(args, tile, stages, stream, std::make_index_sequence<kTiles.size()>{});
+cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream,
+                          const HeadSplitOutput<T>& split = {}) {
+  return launch_tile<T, kAKMajor, kBKMajor>(args, split, tile, stages, stream,
+                                            std::make_index_sequence<kTiles.size()>{});
 }
 
-}  // namespace
-
+// The checks every entry point makes: a tile and stage count of the table, extents TMA can
+// address, an sm_90 device, A and B as TMA reads them.
 template <typename T>
-cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream) {
+cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
   if (stages < kMinStages || stages > kMaxStages || tile < 0 || tile >= static_cast<int>(kTiles.size()))
     return cudaErrorInvalidValue;
   // TMA coordinates are int32, and a tile's origin plus its extent must stay representable.
@@ -414,6 +424,14 @@ cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t 
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
   if (!tma_addressable(args.layout, args.m, args.n, args.k) || !aligned(args.a, 16) || !aligned(args.b, 16))
     return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream) {
+  if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
   switch (args.layout) {
     case Layout::nn: return launch_layout<T, true, false>(args, tile, stages, stream);
     case Layout::nt: return launch_layout<T, true, true>(args, tile, stages, stream);
@@ -422,7 +440,24 @@ cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t 
   return cudaErrorInvalidValue;
 }
 
+template <typename T>
+cudaError_t wgmma_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>& out, int tile, int stages,
+                             cudaStream_t stream) {
+  if (args.layout != Layout::nt || args.beta != 0.f) return cudaErrorInvalidValue;
+  if (!out.dst[0] || !out.dst[1] || !out.dst[2] || out.seq < 1 || out.heads < 1 || out.head_dim < 1 ||
+      out.head_dim % Pack<T>::kCount != 0 || args.n != 3 * std::int64_t{out.heads} * out.head_dim ||
+      args.m % out.seq != 0 || args.m > INT_MAX || args.n > INT_MAX)
+    return cudaErrorInvalidValue;
+  if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
+  return launch_layout<T, true, true>(args, tile, stages, stream, out);
+}
+
 template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, cudaStream_t);
 template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, cudaStream_t);
+
+template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int,
+                                              cudaStream_t);
+template cudaError_t wgmma_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
+                                                     const HeadSplitOutput<__nv_bfloat16>&, int, int, cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm_wgmma

@@ -412,7 +412,7 @@ Problem projection(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t 
 TEST(QkvProjection, TheLadderAndItsBaseline) {
   std::vector<std::string> names;
   for (const Variant* v : catalogue().variants("qkv_projection")) names.push_back(v->name + (v->baseline ? "*" : ""));
-  EXPECT_EQ(names, (std::vector<std::string>{"split*", "packed", "packed_head_split"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"split*", "packed", "packed_head_split", "wgmma_head_split"}));
   EXPECT_EQ(primitive("qkv_projection").default_variant, "packed_head_split");
 }
 
@@ -487,6 +487,21 @@ TEST(QkvProjection, RefusalsBeforeAnyLaunch) {
   EXPECT_TRUE(split.supports(p, split.default_config, t4).ok) << "cuBLAS runs everywhere";
   EXPECT_EQ(split.workspace_bytes(p, split.default_config), std::size_t{8192} * 3 * 128 * 4) << "fp32 staging";
   EXPECT_FALSE(primitive("qkv_projection").validate_shape(Shape({{"B", 1}, {"S", 1}, {"H", 1024}, {"hd", 32}})).ok);
+
+  // wgmma_head_split: sm_90 only, 16-bit only, whole 16-byte chunks of a head (hd a multiple of 8;
+  // TMA then reads x's rows of D = H hd in whole chunks too).
+  const Variant& hopper = *catalogue().find_variant("qkv_projection", "wgmma_head_split");
+  EXPECT_TRUE(hopper.supports(p, hopper.default_config, h200).ok);
+  EXPECT_TRUE(hopper.supports(projection(64, 128, 4, 8), hopper.default_config, h200).ok);
+  EXPECT_TRUE(hopper.supports(projection(32, 100000, 16, 64, DType::bf16), hopper.default_config, h200).ok);
+  EXPECT_FALSE(hopper.supports(p, hopper.default_config, t4).ok);
+  const Support tf32 = hopper.supports(projection(64, 128, 4, 32, DType::tf32), hopper.default_config, h200);
+  EXPECT_FALSE(tf32.ok);
+  EXPECT_NE(tf32.reason.find("tf32"), std::string::npos) << tf32.reason;
+  const Support odd_head = hopper.supports(projection(1, 33, 4, 12), hopper.default_config, h200);
+  EXPECT_FALSE(odd_head.ok);
+  EXPECT_NE(odd_head.reason.find("multiple of 8"), std::string::npos) << odd_head.reason;
+  EXPECT_FALSE(hopper.supports(projection(2, 7, 3, 5), hopper.default_config, h200).ok) << "D = 15: TMA cannot read x";
 }
 
 // flash_wgmma's warp-specialised schedules take items in sections of heads: every (head, query

@@ -1,6 +1,7 @@
 // Every QKV projection variant and config against the float64 reference on fresh inputs with
 // poisoned outputs, at awkward shapes: one row, head dims of 8 and 80, rows no tile divides,
-// a D that is not a multiple of 16, and a problem large enough to be checked on sampled rows.
+// a D that is not a multiple of 16, and a problem large enough to be checked on sampled rows;
+// and the Hopper variant's every config.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -37,6 +38,19 @@ TEST_P(QkvProjectionVariants, EveryConfigAtAwkwardShapes) {
   for (const Case& c : kShapes) {
     const Problem problem{"qkv_projection", GetParam(), Shape({{"B", c.B}, {"S", c.S}, {"H", c.H}, {"hd", c.hd}})};
     EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++), at_least) << problem.key();
+  }
+}
+
+// wgmma_head_split (sm_90, 16-bit): every tile and stage count, at rows no tile divides, at one
+// row, and at hd 8 (one 16-byte chunk a head).
+TEST_P(QkvProjectionVariants, WgmmaHeadSplitEveryConfig) {
+  if (device_.limits.compute_capability != 90) GTEST_SKIP() << "wgmma is sm_90a code";
+  if (GetParam() == DType::tf32) GTEST_SKIP() << "wgmma takes f16 or bf16";
+  std::uint64_t seed = std::random_device{}();
+  for (const Case& c : {Case{2, 17, 3, 32}, Case{1, 1, 1, 8}, Case{3, 130, 4, 8}, Case{1, 300, 2, 128}}) {
+    const Problem problem{"qkv_projection", GetParam(), Shape({{"B", c.B}, {"S", c.S}, {"H", c.H}, {"hd", c.hd}})};
+    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "wgmma_head_split"), 12)
+        << problem.key();
   }
 }
 
