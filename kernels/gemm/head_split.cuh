@@ -31,7 +31,10 @@ __device__ __forceinline__ T* head_split_at(const HeadSplitOutput<T>& out, std::
   const unsigned within = column - which * width;
   const unsigned head = within / head_dim, d = within - head * head_dim;
   const unsigned batch = r / seq, position = r - batch * seq;
-  return out.dst[which] + ((static_cast<std::size_t>(batch) * out.heads + head) * seq + position) * head_dim + d;
+  // Selected, not indexed: a run-time index into the kernel parameter's array made the compiler
+  // copy the whole parameter block to the stack (112 bytes a thread in the wgmma GEMM).
+  T* const base = which == 0 ? out.dst[0] : which == 1 ? out.dst[1] : out.dst[2];
+  return base + ((static_cast<std::size_t>(batch) * out.heads + head) * seq + position) * head_dim + d;
 }
 
 }  // namespace shapetune::kernels::gemm
