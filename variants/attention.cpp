@@ -429,6 +429,9 @@ Support flash_wgmma_supports(const Problem& problem, const Config& config, const
   if (cfg(config, "pipeline") != 0 && cfg(config, "warpgroups") != 2)
     return Support::no("the warp-specialised pipelines run two consumer warpgroups beside their producer (the "
                        "register split: 128 x 24 + 256 x 240)");
+  if (cfg(config, "pipeline") == 3 && a.padded)
+    return Support::no("pipeline 3's TMA boxes zero-fill past S but not past a batch row's length, whose keys must "
+                       "arrive as zeros: pipelines 1 and 2 copy them with cp.async's zero fill");
   const std::size_t shared = ka::flash_wgmma_shared_bytes(flash_wgmma_config(config), a.head_dim);
   if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
     return Support::no("needs " + std::to_string(shared) + " bytes of shared memory; a block may have " +
@@ -523,15 +526,16 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
   w.description = "FlashAttention-3 style on Hopper (sm_90a): wgmma for Q K^T (swizzled shared operands) and P V "
                   "(P from registers), K/V double-buffered by cp.async, online softmax in registers; pipeline 1 adds "
                   "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products; "
-                  "pipeline 2 runs that persistently, one block per SM";
+                  "pipeline 2 runs that persistently, one block per SM; pipeline 3 loads with TMA instead";
   w.params = ParamSpace({{"warpgroups", {1, 2}, "consumer warpgroups per block, 64 query rows each (block_q = 64 or 128)"},
                          {"block_k", {64, 128}, "key rows per K/V tile (the n of Q K^T, the k of P V)"},
-                         {"pipeline", {0, 1, 2},
+                         {"pipeline", {0, 1, 2, 3},
                           "0: every thread copies, block barriers, each product waited for; 1: warp-specialised "
                           "(two warpgroups only); 2: 1 on one block per SM taking query tiles in turn, the next "
-                          "tile's loads under this one's math (two warpgroups only)"},
+                          "tile's loads under this one's math (two warpgroups only); 3: 2 whose producer is one "
+                          "thread issuing TMA boxes (problems without padding)"},
                          {"sections", {0, 1},
-                          "pipelines 1 and 2: 0 takes every head's longest query tile first; 1 does so within "
+                          "pipelines 1-3: 0 takes every head's longest query tile first; 1 does so within "
                           "sections of heads whose K and V fit half the L2, so the blocks running together "
                           "share K and V tiles in L2 instead of each reading its own from DRAM"}},
                         [](const Config& c) { return c.at("sections") == 0 || c.at("pipeline") != 0; },

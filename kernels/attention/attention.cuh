@@ -123,8 +123,8 @@ cudaError_t flash_mma_forward(const Params<T>&, const FlashMmaConfig&, cudaStrea
 struct FlashWgmmaConfig {
   int warpgroups = 2;  // 1 or 2: block_q = 64 or 128
   int block_k = 64;    // 64 or 128 key rows per tile
-  int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent
-  int sections = 0;    // pipelines 1, 2: 1 runs the heads in sections whose K and V fit half the L2
+  int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent, 3 = 2 with TMA
+  int sections = 0;    // pipelines 1-3: 1 runs the heads in sections whose K and V fit half the L2
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).

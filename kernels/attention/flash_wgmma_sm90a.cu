@@ -37,6 +37,11 @@
 //     (longest first), so that the producer loads the next tile's Q, K and V while the consumers
 //     finish this one's and store its output, where pipeline 1 waits for them at each block's
 //     start and idles the SM at its end.
+//   3, persistent with TMA: pipeline 2 whose producer is one thread issuing TMA boxes (4D tensor
+//     maps of Q, K and V over [B, H, S, hd] through their strides, 64 of hd a box, 128-byte
+//     swizzled: the layout below), each tile's bytes counted on its full barrier (expect_tx), no
+//     copies, waits or fences by the other 127. TMA zero-fills past S but not past a batch row's
+//     length, so padded problems keep pipelines 1 and 2.
 //
 // Shared layout of every tile (Q, K, V alike): hd / 64 column blocks of rows x 64 elements, each
 // row one 128-byte swizzle row whose 16-byte chunks are permuted by XOR with (row % 8), each block
@@ -67,6 +72,7 @@
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/shared_address.cuh"
+#include "kernels/common/tensor_map.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/common/sm90a_guard.cuh"
 
@@ -127,6 +133,11 @@ struct Tiling {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "P V's n: the register-A wrappers provide 64 and 128");
   static_assert(kBlockK == 64 || kBlockK == 128, "Q K^T's n: the shared-A wrappers provide 64 and 128");
   static_assert(kTileBytes % kSwizzleAtomBytes == 0 && kQBytes % kSwizzleAtomBytes == 0, "tiles on the swizzle period");
+};
+
+// Pipeline 3's tensor maps: Q in boxes of 64 hd x block_q rows, K and V in 64 hd x block_k.
+struct alignas(64) TensorMaps {
+  CUtensorMap q, k, v;
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -459,10 +470,10 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section
 // for g < kStages; the Q slots the same with the block's n-th item. Every consumer warp hands
 // back every tile the block loads, the tiles its rows do not see unread, and its Q slot once its
 // last product is done, so each phase completes.
-template <class C>
+template <class C, bool kTma>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
-                                   const int items, const int section_heads) {
+                                   const int items, const int section_heads, const __grid_constant__ TensorMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
   static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");
@@ -484,21 +495,63 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   const bool causal = p.mask == Mask::causal;
   constexpr unsigned kConsumerWarps = C::kWarpgroups * kWarpgroupThreads / kWarpSize;
 
+  // A full barrier: every producer thread once its copies landed, or (TMA) the one producer
+  // thread's expect_tx and the tile's bytes.
+  constexpr unsigned kFullArrivals = kTma ? 1 : kWarpgroupThreads;
   if (threadIdx.x == 0) {
     for (int slot = 0; slot < kStages; ++slot) {
-      mbarrier_init(full_k(slot), kWarpgroupThreads);  // every producer thread, once its copies landed
-      mbarrier_init(full_v(slot), kWarpgroupThreads);
+      mbarrier_init(full_k(slot), kFullArrivals);
+      mbarrier_init(full_v(slot), kFullArrivals);
       mbarrier_init(empty_k(slot), kConsumerWarps);  // every consumer warp
       mbarrier_init(empty_v(slot), kConsumerWarps);
     }
     for (int slot = 0; slot < kQSlots; ++slot) {
-      mbarrier_init(full_q(slot), kWarpgroupThreads);
+      mbarrier_init(full_q(slot), kFullArrivals);
       mbarrier_init(empty_q(slot), kConsumerWarps);
     }
     fence_barrier_init();
   }
   __syncthreads();
 
+  if (warpgroup == 0 && kTma) {
+    registers_decrease<kProducerRegisters>();
+    if (tid != 0) return;
+    prefetch_tensor_map(&maps.q);
+    prefetch_tensor_map(&maps.k);
+    prefetch_tensor_map(&maps.v);
+    constexpr int kColumnBlocks = C::kHeadDim / kSwizzleRowElements;
+    constexpr unsigned kQColumnBlockBytes = C::kBlockQ * kSwizzleRowBytes;
+    constexpr unsigned kKvColumnBlockBytes = C::kBlockK * kSwizzleRowBytes;
+    unsigned g = 0;
+    int n = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
+      const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
+      const int q_slot = n % kQSlots;
+      mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
+      mbarrier_arrive_expect_tx(full_q(q_slot), C::kQBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColumnBlocks; ++cb)
+        tma_load_4d(q_tile_at(q_slot) + cb * kQColumnBlockBytes, &maps.q, cb * kSwizzleRowElements, w.q0, w.head,
+                    w.batch, full_q(q_slot));
+      for (int t = 0; t < w.key_tiles; ++t, ++g) {
+        const int slot = static_cast<int>(g % kStages);
+        const unsigned parity = (g / kStages + 1) & 1;
+        mbarrier_wait(empty_k(slot), parity);
+        mbarrier_arrive_expect_tx(full_k(slot), C::kTileBytes);
+#pragma unroll
+        for (int cb = 0; cb < kColumnBlocks; ++cb)
+          tma_load_4d(k_tile(slot) + cb * kKvColumnBlockBytes, &maps.k, cb * kSwizzleRowElements, t * C::kBlockK,
+                      w.head, w.batch, full_k(slot));
+        mbarrier_wait(empty_v(slot), parity);
+        mbarrier_arrive_expect_tx(full_v(slot), C::kTileBytes);
+#pragma unroll
+        for (int cb = 0; cb < kColumnBlocks; ++cb)
+          tma_load_4d(k_tile(slot) + C::kTileBytes + cb * kKvColumnBlockBytes, &maps.v, cb * kSwizzleRowElements,
+                      t * C::kBlockK, w.head, w.batch, full_v(slot));
+      }
+    }
+    return;
+  }
   if (warpgroup == 0) {
     registers_decrease<kProducerRegisters>();
     // Each copy group is announced once this thread's copies of it have landed, one group later,
@@ -657,16 +710,17 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
     return cudaGetLastError();
   }
   if constexpr (C::kWarpgroups == 2) {
-    auto specialised = flash_wgmma_specialised_kernel<C>;
+    const bool tma = pipeline == 3;
+    auto specialised = tma ? flash_wgmma_specialised_kernel<C, true> : flash_wgmma_specialised_kernel<C, false>;
     if (cudaError_t e =
             cudaFuncSetAttribute(specialised, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         e != cudaSuccess)
       return e;
     const std::int64_t items = std::int64_t{q_tiles} * p.heads * p.batch;
     if (items > INT_MAX) return cudaErrorInvalidConfiguration;  // the kernel counts items in an int
-    // Pipeline 1: a block an item; 2: a block an SM (one fits: __launch_bounds__ and the ring).
+    // Pipeline 1: a block an item; 2 and 3: a block an SM (one fits: __launch_bounds__ and the ring).
     std::int64_t blocks = items;
-    if (pipeline == 2) {
+    if (pipeline >= 2) {
       int device = 0, sms = 0;
       if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
       if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
@@ -682,8 +736,20 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
         return e;
       section_heads = l2_section_heads(l2_bytes, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
     }
+    TensorMaps maps{};
+    if (tma) {
+      // [B, H, S, hd] through the strides, innermost first; boxes of 64 hd (one swizzle row).
+      using T = typename C::T;
+      const auto encode = [&](CUtensorMap& map, const T* base, const Strides& st, int rows) {
+        return encode_swizzled_128<T, 4>(map, base, {C::kHeadDim, p.seq, p.heads, p.batch},
+                                         {st.row, st.head, st.batch}, {kSwizzleRowElements, rows, 1, 1});
+      };
+      if (cudaError_t e = encode(maps.q, p.q, p.q_strides, C::kBlockQ); e != cudaSuccess) return e;
+      if (cudaError_t e = encode(maps.k, p.k, p.k_strides, C::kBlockK); e != cudaSuccess) return e;
+      if (cudaError_t e = encode(maps.v, p.v, p.v_strides, C::kBlockK); e != cudaSuccess) return e;
+    }
     specialised<<<static_cast<unsigned>(blocks), C::kThreads + kWarpgroupThreads, smem, stream>>>(
-        p, p.scale * kLog2e, q_tiles, static_cast<int>(items), section_heads);
+        p, p.scale * kLog2e, q_tiles, static_cast<int>(items), section_heads, maps);
     return cudaGetLastError();
   }
   return cudaErrorInvalidValue;
@@ -709,7 +775,7 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 
 bool valid_config(const FlashWgmmaConfig& c) {
   return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
-         (c.pipeline == 0 || ((c.pipeline == 1 || c.pipeline == 2) && c.warpgroups == 2)) &&
+         (c.pipeline == 0 || (c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups == 2)) &&
          (c.sections == 0 || (c.sections == 1 && c.pipeline != 0));
 }
 
@@ -726,6 +792,7 @@ cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& conf
   if (!valid_config(config)) return cudaErrorInvalidValue;
   if (!flash_wgmma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
   if (p.rounded) return cudaErrorNotSupported;  // fp32 scores, unnormalised P: not a materialised attention's rounding
+  if (config.pipeline == 3 && p.lengths) return cudaErrorNotSupported;  // TMA cannot zero keys past a row's length
   if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
   switch (p.head_dim) {

@@ -104,7 +104,21 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int i
 #endif
 }
 
-// Brings a tensor map into the cache before its first tma_load_2d.
+// The same for a 4D tensor map (coordinates innermost first).
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, int c0, int c1, int c2, int c3,
+                                            unsigned bar) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Brings a tensor map into the cache before its first tma_load_2d or tma_load_4d.
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 #if SHAPETUNE_HAS_MBARRIER
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");

@@ -16,6 +16,7 @@
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/common/sm90a_guard.cuh"
+#include "kernels/common/tensor_map.cuh"
 #include "kernels/common/vector_io.cuh"
 #include "kernels/gemm/epilogue.cuh"
 #include "kernels/gemm/raster.cuh"
@@ -314,37 +315,13 @@ struct TilingFor {
   using type = Tiling<T, s.block_m, s.block_n, kAKMajor, kBKMajor>;
 };
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
 // A row-major matrix of `outer` rows of `inner` elements, `ld` elements apart, read in boxes of
 // box_inner x box_outer (box_inner * 2 = 128 bytes: one swizzle row), 128-byte swizzled,
 // zero-filled past its edges.
 template <typename T>
 cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int64_t outer, std::int64_t ld,
                    int box_inner, int box_outer) {
-  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_tiled();
-  if (!fn) return cudaErrorNotSupported;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * sizeof(T)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = fn(&map, type, 2, const_cast<T*>(base), dims, strides, box, element_strides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_swizzled_128<T, 2>(map, base, {inner, outer}, {ld}, {box_inner, box_outer});
 }
 
 template <class C>

@@ -314,7 +314,7 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const auto wgmma_config = [](int warpgroups, int pipeline) {
     return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0}});
   };
-  for (const int pipeline : {1, 2}) {
+  for (const int pipeline : {1, 2, 3}) {
     EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline), h200).ok);
     const Support one_consumer = wgmma.supports(hd128, wgmma_config(1, pipeline), h200);
     EXPECT_FALSE(one_consumer.ok);
@@ -329,8 +329,15 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   DeviceLimits exactly_specialised = h200;
   exactly_specialised.shared_memory_per_block_optin = 164864 + 32768 + 96;
   EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
+  EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 3), exactly_specialised).ok);
   exactly_specialised.shared_memory_per_block_optin -= 1;
   EXPECT_FALSE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
+  // Pipeline 3's TMA boxes cannot zero the keys past a batch row's length.
+  const Support tma_padded =
+      wgmma.supports(problem("attention.causal.split.padded", 4, 16, 8192, 128), wgmma_config(2, 3), h200);
+  EXPECT_FALSE(tma_padded.ok);
+  EXPECT_NE(tma_padded.reason.find("zero-fill past S but not past a batch row's length"), std::string::npos)
+      << tma_padded.reason;
 
   const Variant& cudnn = *catalogue().find_variant(case14.primitive, "cudnn_sdpa");
   EXPECT_TRUE(cudnn.supports(case14, cudnn.default_config, h200).ok);

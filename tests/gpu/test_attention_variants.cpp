@@ -155,21 +155,27 @@ TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
                           Case{8, 8, 300, 64}}) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
       // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and 2 x (64, 128) x sections 0
-      // and 1 for each of the two specialised pipelines.
-      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 12)
+      // and 1 for each specialised pipeline: 1 and 2, and 3 (TMA) where there is no padding.
+      const bool padded = problem.primitive.find(".padded") != std::string::npos;
+      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"),
+                padded ? 12 : 16)
           << problem.key();
     }
 }
 
 // sections = 1 where the heads' K and V overflow half the L2 (H100 and H200: 50 and 60 MiB):
 // 48 heads of 1537 keys at hd 128 (787 KB each, 37.8 MB) fall into two sections, the second
-// short, each with tails of query and key tiles.
+// short, each with tails of query and key tiles; and the packed layout's TMA boxes (strides of
+// 3 H hd a row) in pipeline 3.
 TEST_P(AttentionVariants, FlashWgmmaSectionsOfHeadsAcrossTheL2) {
   if (device_.limits.compute_capability != 90) GTEST_SKIP() << "flash_wgmma is sm_90a code";
   if (GetParam() == DType::tf32) GTEST_SKIP() << "flash_wgmma takes f16 or bf16";
-  const Problem problem{"attention.causal.split", GetParam(), Shape({{"B", 4}, {"H", 12}, {"S", 1537}, {"hd", 128}})};
-  EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, std::random_device{}(), {}, {}, "flash_wgmma"),
-            12);
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"attention.causal.split", "attention.full.packed"}) {
+    const Problem problem{primitive, GetParam(), Shape({{"B", 4}, {"H", 12}, {"S", 1537}, {"hd", 128}})};
+    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 16)
+        << problem.key();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionVariants, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
