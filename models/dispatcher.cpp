@@ -6,8 +6,20 @@
 
 namespace shapetune {
 
+namespace {
+
+std::string primitive_and_dtype(const Problem& p) { return p.primitive + "/" + std::string(dtype_name(p.dtype)); }
+
+}  // namespace
+
 Dispatcher::Dispatcher(const std::string& db_path, const std::string& device_key, DeviceLimits limits)
-    : table_(DispatchTable::load(*Store::open(db_path, OpenMode::read_only), device_key)), limits_(limits) {}
+    : limits_(limits) {
+  const auto store = Store::open(db_path, OpenMode::read_only);
+  table_ = DispatchTable::load(*store, device_key);
+  for (const WinnerRecord& w : store->winners())
+    if (w.device_key != device_key)
+      elsewhere_[primitive_and_dtype(w.problem)].insert(w.device_key.substr(0, w.device_key.find('|')));
+}
 
 Dispatcher::Dispatcher(DeviceLimits limits) : table_(DispatchTable::from_winners({})), limits_(limits) {}
 
@@ -34,6 +46,12 @@ DispatchChoice Dispatcher::lookup(const Problem& problem) const {
   if (const Variant* v = cat.find_variant(problem.primitive, choice.variant))
     choice.config = complete_config(*v, std::move(choice.config));
   return choice;
+}
+
+std::vector<std::string> Dispatcher::tuned_elsewhere(const Problem& problem) const {
+  const auto it = elsewhere_.find(primitive_and_dtype(problem));
+  if (it == elsewhere_.end()) return {};
+  return std::vector<std::string>(it->second.begin(), it->second.end());
 }
 
 const Variant& Dispatcher::variant_of(const Problem& problem, const DispatchChoice& choice) const {

@@ -4,9 +4,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/types.hpp"
 #include "db/dispatch.hpp"
@@ -27,10 +30,14 @@ class Dispatcher {
   const DispatchTable& table() const { return table_; }
   const DeviceLimits& limits() const { return limits_; }
   const Variant& variant_of(const Problem&, const DispatchChoice&) const;
+  // The other devices (their names) this database has winners of the problem's primitive and
+  // dtype for: where a lookup fell back to the default, the table was tuned elsewhere.
+  std::vector<std::string> tuned_elsewhere(const Problem&) const;
 
  private:
   DispatchTable table_;
   DeviceLimits limits_;
+  std::map<std::string, std::set<std::string>> elsewhere_;  // "primitive/dtype" -> device names
 };
 
 }  // namespace shapetune

@@ -64,6 +64,12 @@ std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) con
       r.source = "nearest (" + choice.tuned_problem + ")";
     else
       r.source = std::string(dispatch_source_name(choice.source));
+    if (choice.source == DispatchSource::fallback)
+      if (const std::vector<std::string> others = dispatcher_.tuned_elsewhere(op.problem); !others.empty()) {
+        std::string names;
+        for (const std::string& n : others) names += (names.empty() ? "" : ", ") + n;
+        r.source += " (this database tunes it only on " + names + ": sweep it on this device)";
+      }
     r.library_algo = choice.library_algo;
     if (!r.library_algo.empty()) r.source += ", recorded library algorithm";
     if (!choice.tuned_problem.empty()) r.accuracy_failures = dispatcher_.table().accuracy_failures(choice.tuned_problem);

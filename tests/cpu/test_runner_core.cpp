@@ -73,6 +73,28 @@ TEST(RunnerCore, ResolvesExactNearestAndDefault) {
   EXPECT_NE(fallback.source.find("fallback"), std::string::npos) << fallback.source;
 }
 
+// A table tuned on another device only: the op falls back to the default, and says where the
+// table was tuned, so that a user who carried it over knows to sweep this device.
+TEST(RunnerCore, AFallbackNamesTheDevicesTheTableWasTunedOn) {
+  test_support::TempDir dir;
+  const std::string path = tuned_db(dir);
+  DeviceInfo h100 = h200_info();
+  h100.fingerprint.name = "NVIDIA H100 80GB HBM3";
+  ASSERT_NE(h100.fingerprint.key(), h200_info().fingerprint.key());
+  const Resolver elsewhere(path, h100, DispatchMode::tuned);
+  EXPECT_EQ(elsewhere.tuned_problems(), 0u);
+  const auto [variant, r] = elsewhere.resolve({"probabilities", softmax(4096, 1000)});
+  EXPECT_EQ(r.variant, "vec_online");
+  EXPECT_EQ(r.source, "fallback (this database tunes it only on NVIDIA H200: sweep it on this device)");
+  // Another primitive, tuned nowhere: the plain fallback.
+  const auto [other_variant, other] =
+      elsewhere.resolve({"norm", Problem{"layernorm", DType::f32, Shape({{"rows", 64}, {"cols", 128}})}});
+  EXPECT_EQ(other.source, "fallback");
+  // On the device it was tuned on, the exact winner.
+  const Resolver here(path, h200_info(), DispatchMode::tuned);
+  EXPECT_EQ(here.resolve({"probabilities", softmax(4096, 1000)}).second.source, "exact");
+}
+
 TEST(RunnerCore, LibraryModeTakesTheSweepsFastestBaseline) {
   test_support::TempDir dir;
   const Resolver library(tuned_db(dir), h200_info(), DispatchMode::library);
