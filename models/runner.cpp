@@ -5,6 +5,12 @@
 #include <ostream>
 
 namespace shapetune {
+namespace {
+
+// variant{config}, as the resolution table and the per-op times name what an op launches.
+std::string variant_text(const OpResolution& r) { return r.config.empty() ? r.variant : r.variant + "{" + r.config + "}"; }
+
+}  // namespace
 
 std::string_view dispatch_mode_name(DispatchMode mode) { return mode == DispatchMode::tuned ? "tuned" : "library"; }
 
@@ -116,7 +122,7 @@ std::vector<OpTime> RunnerCore::op_times(const std::vector<const BoundOp*>& ops,
   std::vector<OpTime> out;
   for (const BoundOp* op : ops) {
     const OpResolution& r = op->resolution;
-    out.push_back({r.op.name, r.op.problem.key(), r.config.empty() ? r.variant : r.variant + "{" + r.config + "}", 0});
+    out.push_back({r.op.name, r.op.problem.key(), variant_text(r), 0});
   }
   if (ops.empty() || iterations < 1) return out;
   struct Events {
@@ -220,7 +226,6 @@ void GraphExec::launch(cudaStream_t stream) const { SHAPETUNE_CUDA_CHECK(cudaGra
 
 void print_resolutions(const std::vector<OpResolution>& resolutions, std::ostream& out) {
   std::size_t w_name = 2, w_problem = 7, w_variant = 7;
-  auto variant_text = [](const OpResolution& r) { return r.config.empty() ? r.variant : r.variant + "{" + r.config + "}"; };
   for (const auto& r : resolutions) {
     w_name = std::max(w_name, r.op.name.size());
     w_problem = std::max(w_problem, r.op.problem.key().size());
@@ -262,7 +267,7 @@ void print_op_times(const std::vector<OpTime>& times, int iterations, std::strin
     w_variant = std::max(w_variant, r.first->variant.size());
   }
   out << "where a " << sequence << "'s time goes (medians of " << iterations
-      << " replays with an event after each op; their sum is above the plain " << sequence << "'s by the events):\n"
+      << " replays of these ops with an event after each; the events add a little to each op):\n"
       << std::left << std::setw(static_cast<int>(w_name)) << "op" << "  " << std::setw(static_cast<int>(w_variant))
       << "variant" << "  runs        us  share\n";
   for (const Row& r : rows)

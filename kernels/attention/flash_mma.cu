@@ -149,7 +149,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src
     const int chunk = tid + i * C::kThreads;
     if (kChunks % C::kThreads == 0 || chunk < kChunks) {
       const int row = chunk / C::kChunksPerRow, col = chunk % C::kChunksPerRow;
-      const bool inside = row < valid_rows && (C::kDataChunksPerRow == C::kChunksPerRow || col < C::kDataChunksPerRow);
+      const bool inside = row < valid_rows && col < C::kDataChunksPerRow;
       copy_async_16_zfill(dst + static_cast<unsigned>(row * C::kRowBytes + col * kChunkBytes),
                           inside ? src + row * stride + col * C::kChunkElements : src, inside ? kChunkBytes : 0);
     }

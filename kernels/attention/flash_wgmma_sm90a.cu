@@ -718,11 +718,12 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
       return e;
     const std::int64_t items = std::int64_t{q_tiles} * p.heads * p.batch;
     if (items > INT_MAX) return cudaErrorInvalidConfiguration;  // the kernel counts items in an int
+    int device = 0;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
     // Pipeline 1: a block an item; 2 and 3: a block an SM (one fits: __launch_bounds__ and the ring).
     std::int64_t blocks = items;
     if (pipeline >= 2) {
-      int device = 0, sms = 0;
-      if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+      int sms = 0;
       if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
         return e;
       blocks = std::min<std::int64_t>(items, sms);
@@ -730,8 +731,7 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
     const int heads_all = p.heads * p.batch;
     int section_heads = heads_all;
     if (sections) {
-      int device = 0, l2_bytes = 0;
-      if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+      int l2_bytes = 0;
       if (cudaError_t e = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device); e != cudaSuccess)
         return e;
       section_heads = l2_section_heads(l2_bytes, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
