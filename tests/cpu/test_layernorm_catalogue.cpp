@@ -138,6 +138,19 @@ TEST(LayerNormVariantsCatalogue, RegisterCapacityAndRoundingFlag) {
 
 // fused_pipelined stages `stages` row bodies of x and r in shared memory: a config is pruned where
 // they exceed what a block of this device may have, and only there.
+// TechJam case 14's first LayerNorm (3200000 x 1024) is past what cuDNN finalises: refused before
+// launch, so a nearest winner of `cudnn` gives way to the next candidate that runs.
+TEST(LayerNormVariantsCatalogue, CudnnRefusesPast2To31Elements) {
+  const Variant& cudnn = *catalogue().find_variant("layernorm", "cudnn");
+  const DeviceLimits limits = nominal_device_limits();
+  const Problem fits{"layernorm", DType::f16, Shape({{"rows", 2097151}, {"cols", 1024}})};
+  const Problem past{"layernorm", DType::f16, Shape({{"rows", 3200000}, {"cols", 1024}})};
+  EXPECT_TRUE(cudnn.supports(fits, cudnn.default_config, limits).ok);
+  const Support s = cudnn.supports(past, cudnn.default_config, limits);
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("2^31"), std::string::npos) << s.reason;
+}
+
 TEST(LayerNormVariantsCatalogue, PipelinedPrunesConfigsPastSharedMemory) {
   const Variant& v = *catalogue().find_variant("residual_layernorm", "fused_pipelined");
   auto config = [](std::int64_t stages) {
