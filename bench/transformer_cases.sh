@@ -6,7 +6,8 @@
 # reduce-overhead); trials 2..N draw fresh weights and inputs (--seed) and check accuracy only.
 #
 #   bench/transformer_cases.sh OUTDIR [--cases "1 2 3"] [--dtypes "f32 f16 bf16"] [--trials 5]
-#                              [--db FILE] [--dispatch tuned|library] [--padding-ratio R] [--no-compile]
+#                              [--db FILE] [--dispatch tuned|library] [--padding-ratio R] [--launch-overlap]
+#                              [--no-compile]
 #
 # Defaults: cases 1-13, dtypes f32 f16 bf16, 5 trials, no database (every op its default variant),
 # tuned dispatch, no padding. Case 14 (B 32, S 100000, D 1024) only when asked for: one trial, few
@@ -16,7 +17,7 @@
 # OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$1; shift
 cases="1 2 3 4 5 6 7 8 9 10 11 12 13" dtypes="f32 f16 bf16" trials=5 runner_args=() compile=--compile
 while [ $# -gt 0 ]; do
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
     --db) runner_args+=(--db "$2"); shift ;;
     --dispatch) runner_args+=(--dispatch "$2"); shift ;;
     --padding-ratio) runner_args+=(--padding-ratio "$2"); shift ;;
+    --launch-overlap) runner_args+=(--launch-overlap) ;;
     --no-compile) compile= ;;
     *) echo "transformer_cases.sh: unknown option $1" >&2; exit 2 ;;
   esac

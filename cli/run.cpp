@@ -74,6 +74,9 @@ CommandSpec run_spec() {
             "write the output [B, S, D] as safetensors (tensor \"y\", and \"valid_lengths\" with a mask)"},
            {"warmup", 0, "N", "forwards before timing (default 10)"},
            {"iterations", 0, "N", "timed forwards (default 50)"},
+           {"launch-overlap", 0, "",
+            "programmatic dependent launch inside the forward's graph (sm_90 on): each of shapetune's kernels is "
+            "launched while the kernel before it finishes, and waits for it before touching memory"},
            {"op-times", 0, "",
             "also show where a forward's time goes: per operation, its median time inside a replay (events between "
             "the ops in the graph), summed over the layers"}},
@@ -95,6 +98,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   const auto dtype = parse_dtype(dtype_text);
   if (!dtype || !transformer_types(*dtype)) throw UsageError("--dtype must be f32, f16 or bf16, got '" + dtype_text + "'");
   RunnerOptions options = parse_runner_options(a);
+  options.overlap_launches = a.has("launch-overlap");
   std::optional<AttentionRounding> rounding;
   if (auto text = a.value("attention-rounding")) {
     rounding = parse_attention_rounding(*text);
@@ -155,6 +159,10 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   }
   TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding);
   print_resolutions(core.resolutions(), out);
+  if (options.overlap_launches)
+    out << (core.overlap_launches() ? "launch overlap: " + std::to_string(runner.overlapped_edges()) +
+                                          " kernel-to-kernel edges of the forward's graph programmatic\n"
+                                    : std::string("launch overlap: not on this device (needs sm_90)\n"));
   out << std::flush;  // a long forward (case 14: seconds each) killed by a time limit keeps what it printed
   runner.set_input(input.x);
   runner.forward();

@@ -10,6 +10,7 @@ using kernels::from_float;
 namespace {
 
 __global__ void __launch_bounds__(kFmaThreads) fma_chains_kernel(int iterations, float* sink) {
+  kernels::grid_dependency_sync();
   // Multiplier just under one and a small addend keep every chain finite and away from
   // denormals for any iteration count; distinct starts keep the compiler from merging chains.
   const float multiplier = 0.999999f, addend = 1e-7f;
@@ -28,10 +29,12 @@ __global__ void __launch_bounds__(kFmaThreads) fma_chains_kernel(int iterations,
   if (sum == -1.f) *sink = sum;  // never true: the chains stay non-negative
 }
 
-__global__ void empty_kernel() {}
+__global__ void empty_kernel() {
+  kernels::grid_dependency_sync();}
 
 template <typename Word>
 __global__ void copy_kernel(const Word* __restrict__ src, Word* __restrict__ dst, std::size_t count) {
+  kernels::grid_dependency_sync();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     dst[i] = src[i];
@@ -55,6 +58,7 @@ __device__ __forceinline__ std::uint32_t hash(std::uint32_t x) {
 
 template <typename T>
 __global__ void fill_kernel(T* data, std::size_t count, std::uint32_t seed) {
+  kernels::grid_dependency_sync();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const std::uint32_t bits = hash(static_cast<std::uint32_t>(i) ^ hash(seed ^ static_cast<std::uint32_t>(i >> 32)));

@@ -10,6 +10,7 @@ namespace {
 constexpr unsigned kThreads = 512, kMaxBlocks = 4096;
 
 __global__ void evict_kernel(const uint4* __restrict__ buffer, std::size_t count, unsigned* sink) {
+  kernels::grid_dependency_sync();
   unsigned checksum = 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -20,6 +21,7 @@ __global__ void evict_kernel(const uint4* __restrict__ buffer, std::size_t count
 }
 
 __global__ void hold_kernel(unsigned long long nanoseconds) {
+  kernels::grid_dependency_sync();
   unsigned long long start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {

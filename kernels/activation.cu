@@ -4,6 +4,7 @@
 #include <climits>
 #include <type_traits>
 
+#include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/vector_io.cuh"
 
@@ -170,6 +171,7 @@ struct Inputs {
 
 template <typename Op, typename T>
 __global__ void scalar_kernel(Inputs<T, Op::kInputs> in, T* __restrict__ out, std::int64_t n) {
+  grid_dependency_sync();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
     T v[Op::kInputs];
@@ -182,6 +184,7 @@ __global__ void scalar_kernel(Inputs<T, Op::kInputs> in, T* __restrict__ out, st
 template <Function F, typename T>
 __global__ void bias_scalar_kernel(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y,
                                    std::int64_t n, int cols) {
+  grid_dependency_sync();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
     y[i] = biased<F>(x[i], b[i % cols]);
@@ -213,6 +216,7 @@ FlatSplit flat_split(const T* start, std::int64_t n) {
 
 template <typename Op, int kPacks, typename T>
 __global__ void vec_kernel(Inputs<T, Op::kInputs> in, T* __restrict__ out, FlatSplit split) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   constexpr int kInputs = Op::kInputs;
   // At most 2 * (kPack - 1) edge elements: the first threads of the grid take one each.
@@ -266,6 +270,7 @@ __device__ __forceinline__ Pack<T> load_bias_pack(const T* b, bool aligned) {
 template <Function F, typename T>
 __global__ void bias_row_vec_kernel(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y,
                                     std::int64_t rows, int cols, int threads_per_row) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   constexpr int kUnroll = 4;  // packs loaded before the first is used: loads in flight per thread
   const int rows_per_block = blockDim.x / threads_per_row;
@@ -326,6 +331,7 @@ __device__ __forceinline__ Pack<T> bias_at(const T* b, unsigned col, unsigned co
 template <Function F, int kPacks, typename T>
 __global__ void bias_flat_vec_kernel(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y,
                                      FlatSplit split, int cols, bool bias_packs_align) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   const std::int64_t thread = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (thread < split.edges()) {
@@ -376,6 +382,7 @@ __global__ void bias_flat_vec_kernel(const T* __restrict__ x, const T* __restric
 template <Function F, int kRows, typename T>
 __global__ void bias_column_vec_kernel(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y,
                                        std::int64_t rows, int cols, bool packed) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   const int column_pack = blockIdx.x * blockDim.x + threadIdx.x;
   const int col = column_pack * kPack;

@@ -1,4 +1,5 @@
 #include "kernels/adam.cuh"
+#include "kernels/common/grid.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -115,6 +116,7 @@ struct Split {
 
 // ---- v1 ------------------------------------------------------------------------------------
 __global__ void scalar_kernel(Buffers tensor, std::int64_t size, Coefficients c) {
+  grid_dependency_sync();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < size;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     update_element(tensor, i, c);
@@ -123,6 +125,7 @@ __global__ void scalar_kernel(Buffers tensor, std::int64_t size, Coefficients c)
 // ---- v2 ------------------------------------------------------------------------------------
 template <int kPacks>
 __global__ void vec4_kernel(Buffers tensor, Split split, Coefficients c) {
+  grid_dependency_sync();
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < split.edges())
     update_element(tensor, split.edge_index(threadIdx.x), c);
   const Buffers body = shifted(tensor, split.head);
@@ -174,6 +177,7 @@ __device__ __forceinline__ int owner(const Index (&first)[kEntries], int tensors
 template <int kPacks, int kCapacity>
 __global__ void multi_tensor_kernel(Buffers buffers, const __grid_constant__ PackTable<kCapacity> table,
                                     Coefficients c) {
+  grid_dependency_sync();
   const int tensors = table.tensors;
   // Edge elements: one thread each, the grid's first threads.
   const std::int64_t thread = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;

@@ -1,3 +1,4 @@
+#include "kernels/common/grid.cuh"
 #include "kernels/faults.cuh"
 
 #include <algorithm>
@@ -9,6 +10,7 @@ namespace {
 __device__ int g_never_set = 0;
 
 __global__ void copy_kernel(Fault fault, const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
+  grid_dependency_sync();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = x[i];
   if (fault == Fault::out_of_bounds && blockIdx.x == 0 && threadIdx.x == 0) {

@@ -22,6 +22,7 @@ __device__ __forceinline__ float normalize(float v, float mean, float rstd, cons
 // ---- v1 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void thread_row_two_pass_kernel(Row<T> p) {
+  grid_dependency_sync();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (row >= p.rows) return;
   const T* x = p.x + row * p.cols;
@@ -54,6 +55,7 @@ __device__ __forceinline__ void strided_row(const Row<T>& p, std::int64_t row, i
 
 template <typename T>
 __global__ void warp_row_welford_kernel(Row<T> p) {
+  grid_dependency_sync();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row >= p.rows) return;  // warp-uniform: the shuffles see whole warps
   strided_row(p, row, threadIdx.x % kWarpSize, kWarpSize, static_cast<Welford*>(nullptr));
@@ -61,6 +63,7 @@ __global__ void warp_row_welford_kernel(Row<T> p) {
 
 template <typename T>
 __global__ void block_row_welford_kernel(Row<T> p) {
+  grid_dependency_sync();
   __shared__ Welford partials[32];
   strided_row(p, blockIdx.x, threadIdx.x, blockDim.x, partials);
 }
@@ -170,6 +173,7 @@ __device__ __forceinline__ void write_deviations(const RowView<T>& v, const Row<
 // ---- v4 and fused streaming ----------------------------------------------------------------
 template <typename T, bool kResidual>
 __global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
+  grid_dependency_sync();
   constexpr int K = Pack<T>::kCount;
   constexpr int kUnroll = 4;  // packs loaded before the first is used
   __shared__ Welford partials[32];
@@ -229,6 +233,7 @@ __global__ void vec_welford_kernel(ResidualRow<T> p, int threads_per_row) {
 // ---- v5 and fused in registers --------------------------------------------------------------
 template <typename T, int kPacks, bool kResidual>
 __global__ void register_row_kernel(ResidualRow<T> p, int threads_per_row) {
+  grid_dependency_sync();
   constexpr int K = Pack<T>::kCount;
   __shared__ float partials[32];
   const RowGroup g = RowGroup::of(p.row.rows, threads_per_row);
@@ -336,6 +341,7 @@ __device__ __forceinline__ void request_ring_row(const ResidualRow<T>& p, std::i
 
 template <typename T, int kPacks>
 __global__ void ring_row_kernel(ResidualRow<T> p, int stages, int slot_packs) {
+  grid_dependency_sync();
   constexpr int K = Pack<T>::kCount;
   // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
   extern __shared__ uint4 ring_storage[];  // the slots, then their mbarriers
@@ -531,6 +537,7 @@ __device__ __forceinline__ void normalize_staged_row(const ResidualRow<T>& p, st
 
 template <typename T, int kStages, bool kStreaming>
 __global__ void pipelined_kernel(ResidualRow<T> p) {
+  grid_dependency_sync();
   extern __shared__ uint4 staged[];  // [kStages][x, r][capacity] packs
   __shared__ Welford partials[32];
   static_assert(static_cast<std::int64_t>(sizeof(partials)) == kPipelinedStaticSharedBytes);
@@ -556,6 +563,7 @@ __global__ void pipelined_kernel(ResidualRow<T> p) {
 template <typename T>
 __global__ void residual_add_kernel(const T* __restrict__ x, const T* __restrict__ r, T* __restrict__ h,
                                     std::int64_t n) {
+  grid_dependency_sync();
   constexpr int K = Pack<T>::kCount;
   const auto misalignment = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(T));
   const std::int64_t head = misalignment == 0 ? 0 : (K - misalignment < n ? K - misalignment : n);

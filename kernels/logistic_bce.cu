@@ -1,3 +1,4 @@
+#include "kernels/common/grid.cuh"
 #include "kernels/logistic_bce.cuh"
 
 #include <cuda_bf16.h>
@@ -55,6 +56,7 @@ __device__ void block_sum_pair(double& a, double& b) {
 // adds the parts' losses and residuals into loss and db. Fixed order, in double.
 __global__ void finish_kernel(const float* dw_parts, const float* loss_parts, const float* residual_parts,
                               std::int64_t parts, int features, double inv_rows, float* dw, float* loss, float* db) {
+  grid_dependency_sync();
   if (blockIdx.x + 1 < gridDim.x) {
     const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (j >= features) return;
@@ -100,6 +102,7 @@ cudaError_t finish(const Partials& parts, std::int64_t count, std::int64_t rows,
 
 __global__ void unfused_rows_kernel(float* z_then_residual, const float* b, const std::int32_t* labels, float* p,
                                     float* row_losses, std::int64_t rows) {
+  grid_dependency_sync();
   const float bias = *b;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -112,6 +115,7 @@ __global__ void unfused_rows_kernel(float* z_then_residual, const float* b, cons
 
 __global__ void unfused_means_kernel(const float* row_losses, const float* residuals, std::int64_t rows, float* loss,
                                      float* db) {
+  grid_dependency_sync();
   double loss_sum = 0, residual_sum = 0;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     loss_sum += row_losses[i];
@@ -129,6 +133,7 @@ __global__ void unfused_means_kernel(const float* row_losses, const float* resid
 template <typename T>
 __global__ void row_warp_kernel(const T* x, const float* w, const float* b, const std::int32_t* labels, float* p,
                                 float* residuals, float* row_losses, std::int64_t rows, int features) {
+  grid_dependency_sync();
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // whole warps: no barrier follows
   const int lane = threadIdx.x % kWarpSize;
@@ -148,6 +153,7 @@ __global__ void row_warp_kernel(const T* x, const float* w, const float* b, cons
 template <typename T>
 __global__ void column_chunks_kernel(const T* x, const float* residuals, const float* row_losses, std::int64_t rows,
                                      int features, int rows_per_chunk, Partials parts) {
+  grid_dependency_sync();
   const std::int64_t chunk = blockIdx.y;
   const std::int64_t first = chunk * rows_per_chunk;
   const std::int64_t last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
@@ -175,6 +181,7 @@ constexpr int kMaxWarps = 32;
 template <typename T>
 __global__ void fused_block_kernel(const T* x, const float* w, const float* b, const std::int32_t* labels, float* p,
                                    std::int64_t rows, int features, int rows_per_block, Partials parts) {
+  grid_dependency_sync();
   constexpr int R = kFusedRowsAtOnce;
   extern __shared__ float block_dw[];                // [features]: entry j is thread j % blockDim's alone
   __shared__ float warp_dots[2][kMaxWarps][R];       // double-buffered: one barrier per R rows

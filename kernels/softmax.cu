@@ -1,3 +1,4 @@
+#include "kernels/common/grid.cuh"
 #include "kernels/softmax.cuh"
 
 #include "kernels/common/numeric.cuh"
@@ -14,6 +15,7 @@ unsigned grid_for(std::int64_t work_items, std::int64_t per_block) {
 // ---- v1 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void thread_row_3pass_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols) {
+  grid_dependency_sync();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const T* in = x + row * cols;
@@ -29,6 +31,7 @@ __global__ void thread_row_3pass_kernel(const T* __restrict__ x, T* __restrict__
 // ---- v2 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void thread_row_online_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols) {
+  grid_dependency_sync();
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   const T* in = x + row * cols;
@@ -50,6 +53,7 @@ __global__ void thread_row_online_kernel(const T* __restrict__ x, T* __restrict_
 // ---- v3 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void warp_row_online_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols) {
+  grid_dependency_sync();
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // warp-uniform, so the shuffles below see full warps
@@ -63,6 +67,7 @@ __global__ void warp_row_online_kernel(const T* __restrict__ x, T* __restrict__ 
 // ---- v4 ------------------------------------------------------------------------------------
 template <typename T>
 __global__ void block_row_online_kernel(const T* __restrict__ x, T* __restrict__ y, int cols) {
+  grid_dependency_sync();
   __shared__ MaxSum partials[32];
   const T* in = x + static_cast<std::int64_t>(blockIdx.x) * cols;
   T* out = y + static_cast<std::int64_t>(blockIdx.x) * cols;
@@ -79,6 +84,7 @@ __global__ void block_row_online_kernel(const T* __restrict__ x, T* __restrict__
 template <typename T>
 __global__ void vec_online_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols,
                                   int threads_per_row) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   constexpr int kUnroll = 4;  // packs loaded before the first is used: loads in flight per thread
   __shared__ MaxSum partials[32];
@@ -129,6 +135,7 @@ __global__ void vec_online_kernel(const T* __restrict__ x, T* __restrict__ y, st
 template <typename T, int kPacksPerThread>
 __global__ void register_row_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows, int cols,
                                     int threads_per_row) {
+  grid_dependency_sync();
   constexpr int kPack = Pack<T>::kCount;
   __shared__ float partials[32];
   const RowGroup g = RowGroup::of(rows, threads_per_row);

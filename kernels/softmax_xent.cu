@@ -144,7 +144,7 @@ __device__ __forceinline__ Pack<T> gradient_pack(const Pack<T>& logits, int labe
 // reports/h200/2026-12-01-xent-mean-cost.
 __global__ void __launch_bounds__(kMeanThreads)
     mean_kernel(const float* __restrict__ row_losses, std::int64_t rows, float* __restrict__ loss) {
-  wait_for_primary_grid();
+  grid_dependency_sync();
   constexpr int kUnroll = 4;  // chunks in flight per thread: 8192 row losses take one round
   __shared__ double warp_sums[kMeanThreads / kWarpSize];
   // Losses before the first 16-byte boundary (the unfused chain's row losses follow its
@@ -177,10 +177,6 @@ __global__ void __launch_bounds__(kMeanThreads)
   for (int w = 0; w < kMeanThreads / kWarpSize; ++w) total += warp_sums[w];
   *loss = static_cast<float>(total / static_cast<double>(rows));
 }
-
-// Every fused kernel calls this first: the mean kernel may be scheduled once every block of the
-// fused grid has started, so it never takes the place of one.
-__device__ __forceinline__ void let_the_mean_launch() { allow_dependent_grids(); }
 
 cudaLaunchConfig_t launch_config(unsigned grid, unsigned block, std::size_t dynamic_shared, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
@@ -223,6 +219,7 @@ float inverse(std::int64_t rows) { return static_cast<float>(1.0 / static_cast<d
 template <typename T>
 __global__ void probabilities_kernel(const T* __restrict__ logits, float* __restrict__ probs, std::int64_t rows,
                                      int classes) {
+  grid_dependency_sync();
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // warp-uniform, so the shuffles below see full warps
@@ -238,6 +235,7 @@ __global__ void probabilities_kernel(const T* __restrict__ logits, float* __rest
 __global__ void row_loss_kernel(const float* __restrict__ probs, const std::int32_t* __restrict__ labels,
                                 float* __restrict__ row_losses, float* __restrict__ complements, std::int64_t rows,
                                 int classes) {
+  grid_dependency_sync();
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row >= rows) return;
@@ -256,6 +254,7 @@ template <typename T>
 __global__ void gradient_kernel(const float* __restrict__ probs, const std::int32_t* __restrict__ labels,
                                 const float* __restrict__ complements, T* __restrict__ dlogits, std::int64_t rows,
                                 int classes, float inv_rows) {
+  grid_dependency_sync();
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (c >= classes) return;
   for (std::int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
@@ -270,7 +269,7 @@ template <typename T>
 __global__ void warp_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
                                 T* __restrict__ dlogits, float* __restrict__ row_losses,
                                 std::int64_t rows, int classes, float inv_rows) {
-  let_the_mean_launch();
+  grid_dependency_sync();  // which also lets the mean kernel launch
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
   if (row < rows) {  // warp-uniform, so the shuffles below see full warps
@@ -305,7 +304,7 @@ template <typename T, bool kStaged>
 __global__ void block_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels,
                                  T* __restrict__ dlogits, float* __restrict__ row_losses,
                                  std::int64_t rows, int classes, float inv_rows) {
-  let_the_mean_launch();
+  grid_dependency_sync();  // which also lets the mean kernel launch
   constexpr int kPack = Pack<T>::kCount;
   __shared__ MaxSum partials[32];
   extern __shared__ uint4 staged_bytes[];  // one type for every instantiation; used when kStaged
@@ -454,7 +453,7 @@ __global__ void __launch_bounds__(register_row_max_threads<T, kPacksPerThread>()
     register_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
                         float* __restrict__ row_losses, std::int64_t rows, int classes,
                         int threads_per_row, int blocks_per_row, float inv_rows) {
-  let_the_mean_launch();
+  grid_dependency_sync();  // which also lets the mean kernel launch
   constexpr int kPack = Pack<T>::kCount;
   constexpr int kValues = kPacksPerThread * kPack;
   __shared__ float partials[32];
@@ -586,8 +585,7 @@ __device__ __forceinline__ int ring_slots_of(const RowSplit& split, int chunk_pa
 }
 
 // Block mode's producer. claims: null for the static order, else the counter to claim rows from
-// (reset by the launch's first kernel, which this grid depends on: griddepcontrol.wait before
-// the first claim, which comes after the first row is under way).
+// (reset by the launch's first kernel, which this grid depends on and waits for at its start).
 //
 // A block claims its next row only once that row's first slot is free, i.e. once its consumers
 // have finished the row before the current one: one row of lookahead, as little as the prefetch
@@ -601,7 +599,7 @@ __device__ void produce_block_rows(const T* __restrict__ logits, const std::int3
   const int chunk_packs = ring.chunk_bytes / 16;
   std::int64_t row = blockIdx.x;  // the grid has no more blocks than rows
   int label = clamp_label(labels[row], classes);
-  for (bool first = true;; first = false) {
+  for (;;) {
     const T* in = logits + row * classes;
     const RowSplit split = RowSplit::of(in, classes);
     const char* body = reinterpret_cast<const char*>(in + split.head);
@@ -623,7 +621,6 @@ __device__ void produce_block_rows(const T* __restrict__ logits, const std::int3
     std::int64_t next = row + gridDim.x;
     if (claims) {
       mbarrier_wait(ring.empty + 8 * at.slot, at.phase ^ 1);  // the next row's first slot is free
-      if (first) wait_for_primary_grid();  // the counter is zero
       next = gridDim.x + static_cast<std::int64_t>(atomicAdd(claims, 1u));
     }
     if (next >= rows) break;
@@ -873,7 +870,7 @@ __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
     ring_row_kernel(const T* __restrict__ logits, const std::int32_t* __restrict__ labels, T* __restrict__ dlogits,
                     float* __restrict__ row_losses, std::int64_t rows, int classes, int chunk_bytes,
                     int slots, bool warp_rows, unsigned* claims, float inv_rows) {
-  let_the_mean_launch();
+  grid_dependency_sync();  // which also lets the mean kernel launch
   // Below sm_90 the mbarrier and bulk-copy wrappers trap; the launch refuses those devices.
   extern __shared__ uint4 ring_storage[];  // 16-byte aligned, as the bulk copies need
   const auto* slots_generic = reinterpret_cast<const unsigned char*>(ring_storage);
@@ -903,11 +900,10 @@ __global__ void __launch_bounds__((kMaxRingConsumerWarps + 1) * kWarpSize)
   }
 }
 
-// The launch's first kernel when fused_ring_row claims rows: zeroes the counter, letting the
-// ring kernel (its programmatic dependent) start at once; the producers wait for it
-// (griddepcontrol.wait) only before their first claim.
+// The launch's first kernel when fused_ring_row claims rows: zeroes the counter; the ring kernel,
+// its programmatic dependent, is launched while it runs.
 __global__ void reset_claims_kernel(unsigned* claims) {
-  allow_dependent_grids();
+  grid_dependency_sync();
   *claims = 0;
 }
 

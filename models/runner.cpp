@@ -92,7 +92,9 @@ std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) con
   return {chosen, r};
 }
 
-RunnerCore::RunnerCore(const RunnerOptions& options) : device_(use_device(options.device)) {
+RunnerCore::RunnerCore(const RunnerOptions& options)
+    : device_(use_device(options.device)),
+      overlap_launches_(options.overlap_launches && device_.limits.compute_capability >= 90) {
   resolver_ = std::make_unique<Resolver>(options.db_path, device_, options.dispatch);
   SHAPETUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
@@ -175,6 +177,49 @@ Graph& Graph::operator=(Graph&& o) noexcept {
     graph_ = std::exchange(o.graph_, nullptr);
   }
   return *this;
+}
+
+namespace {
+
+// Whether a kernel node runs one of shapetune's kernels (namespace shapetune, so its mangled name
+// starts "_ZN9shapetune"); a library's kernel, or one whose name the runtime cannot give, is not.
+bool runs_own_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) return false;
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || cudaFuncGetName(&name, params.func) != cudaSuccess ||
+      name == nullptr) {
+    (void)cudaGetLastError();  // a driver-API kernel (a library's): not an error of the run
+    return false;
+  }
+  return std::string_view(name).starts_with("_ZN9shapetune");
+}
+
+bool is_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
+
+}  // namespace
+
+std::size_t overlap_kernel_launches(cudaGraph_t graph) {
+  std::size_t count = 0;
+  SHAPETUNE_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> from(count), to(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  SHAPETUNE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (data[i].type != cudaGraphDependencyTypeDefault || !is_kernel(from[i]) || !runs_own_kernel(to[i])) continue;
+    SHAPETUNE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
+    cudaGraphEdgeData programmatic{};
+    programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
+    programmatic.type = cudaGraphDependencyTypeProgrammatic;
+    SHAPETUNE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &programmatic, 1));
+    ++changed;
+  }
+  return changed;
 }
 
 GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }

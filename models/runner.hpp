@@ -95,6 +95,7 @@ struct RunnerOptions {
   std::string db_path;  // empty: every problem takes its primitive's default variant
   DispatchMode dispatch = DispatchMode::tuned;
   int device = 0;
+  bool overlap_launches = false;  // overlap_kernel_launches on the runner's graph (sm_90 on)
 };
 
 // One op of a captured sequence (a forward, a training step) with its median time inside a replay.
@@ -115,6 +116,8 @@ class RunnerCore {
   cudaStream_t stream() const { return stream_; }
   LibraryHandles& libraries() { return libraries_; }
   const Resolver& resolver() const { return *resolver_; }
+  // RunnerOptions::overlap_launches, where the device has programmatic dependent launch (sm_90 on).
+  bool overlap_launches() const { return overlap_launches_; }
 
   enum class Record { yes, no };
   // Resolves `op` and binds it; its workspace is allocated here. Record::no for a second binding
@@ -133,6 +136,7 @@ class RunnerCore {
 
  private:
   DeviceInfo device_;
+  bool overlap_launches_ = false;
   std::unique_ptr<Resolver> resolver_;
   cudaStream_t stream_ = nullptr;
   LibraryHandles libraries_;
@@ -170,6 +174,14 @@ Graph capture(cudaStream_t stream, Body body) {
   SHAPETUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
   return Graph(g);
 }
+
+// Programmatic dependent launch inside a captured graph: every kernel-to-kernel edge whose
+// downstream kernel is one of shapetune's becomes a programmatic edge, so that kernel is launched
+// (and its blocks made resident) while the one before it finishes, instead of after it. Safe
+// because each of shapetune's kernels waits for the grids it depends on before it touches memory
+// (grid_dependency_sync, kernels/common/grid.cuh); a library's kernel downstream keeps its ordinary
+// edge. Compute capability 9.0 and later; returns how many edges changed.
+std::size_t overlap_kernel_launches(cudaGraph_t graph);
 
 // An instantiated graph, replayed by launch().
 class GraphExec {

@@ -1,11 +1,14 @@
 #include "models/training_kernels.cuh"
 
+#include "kernels/common/grid.cuh"
+
 namespace shapetune::training_kernels {
 namespace {
 
 __global__ void gather_batch_kernel(const std::uint8_t* pixels, const std::uint8_t* labels,
                                     const std::int32_t* order, const std::int32_t* step, int batch, int features,
                                     float scale, float shift, float* x, std::int32_t* y) {
+  kernels::grid_dependency_sync();
   // One block per row of the batch: a row is 784 bytes, read once, coalesced.
   const int r = blockIdx.x;
   const std::int64_t sample = order[static_cast<std::int64_t>(*step) * batch + r];
@@ -16,6 +19,7 @@ __global__ void gather_batch_kernel(const std::uint8_t* pixels, const std::uint8
 }
 
 __global__ void finish_step_kernel(std::int32_t* step, const float* loss, double* loss_sum) {
+  kernels::grid_dependency_sync();
   *loss_sum += *loss;
   *step += 1;
 }
@@ -23,6 +27,7 @@ __global__ void finish_step_kernel(std::int32_t* step, const float* loss, double
 __global__ void gather_embedding_kernel(const float* table, const std::int32_t* inputs, const std::int32_t* targets,
                                         const std::int32_t* step, int rows, int embed, float* x,
                                         std::int32_t* labels) {
+  kernels::grid_dependency_sync();
   const int r = blockIdx.x;
   const std::int64_t at = static_cast<std::int64_t>(*step) * rows + r;
   const float* src = table + static_cast<std::int64_t>(inputs[at]) * embed;
@@ -34,6 +39,7 @@ __global__ void gather_embedding_kernel(const float* table, const std::int32_t* 
 __global__ void embedding_backward_kernel(const float* dx, const std::int32_t* rows_by_token,
                                           const std::int32_t* token_starts, const std::int32_t* step, int rows,
                                           int vocab, int embed, float* dtable) {
+  kernels::grid_dependency_sync();
   const int v = blockIdx.x;
   const std::int32_t* order = rows_by_token + static_cast<std::int64_t>(*step) * rows;
   const std::int32_t* starts = token_starts + static_cast<std::int64_t>(*step) * (vocab + 1);
@@ -46,6 +52,7 @@ __global__ void embedding_backward_kernel(const float* dx, const std::int32_t* r
 }
 
 __global__ void record_loss_kernel(const std::int32_t* step, const float* loss, float* history) {
+  kernels::grid_dependency_sync();
   history[*step] = *loss;
 }
 

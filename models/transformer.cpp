@@ -498,6 +498,7 @@ struct TransformerRunner::State {
   DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and +1/-1 per element of [B, S, D]
   std::vector<BoundOp> ops;
   GraphExec graph;
+  std::size_t overlapped_edges = 0;  // programmatic edges in the graph (RunnerCore::overlap_launches)
 
   State(RunnerCore& c, const TransformerShape& s, DType m) : core(c), shape(s), model(m), types(*transformer_types(m)) {}
   void* weight(std::int64_t layer, const std::string& name) {
@@ -595,6 +596,7 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   const Graph g = capture(core.stream(), [&] {
     for (const BoundOp& op : st.ops) op.launch(core.stream(), core.libraries());
   });
+  if (core.overlap_launches()) st.overlapped_edges = overlap_kernel_launches(g.get());
   st.graph = GraphExec(g);
 }
 
@@ -645,6 +647,8 @@ TransformerRunner::Timing TransformerRunner::time(int warmup, int iterations) {
   const auto at = [&](double q) { return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))]; };
   return Timing{at(0.5), at(0.1), at(0.9), iterations};
 }
+
+std::size_t TransformerRunner::overlapped_edges() const { return state_->overlapped_edges; }
 
 std::vector<OpTime> TransformerRunner::op_times(int warmup, int iterations) {
   std::vector<const BoundOp*> ops;

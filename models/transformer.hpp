@@ -176,6 +176,8 @@ class TransformerRunner {
   // Where a forward's time goes: every op of the forward in order with its median time inside a
   // replay (RunnerCore::op_times).
   std::vector<OpTime> op_times(int warmup, int iterations);
+  // How many of the forward graph's kernel-to-kernel edges are programmatic (launch overlap on).
+  std::size_t overlapped_edges() const;
 
  private:
   struct State;

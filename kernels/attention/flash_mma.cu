@@ -59,6 +59,7 @@
 #include <type_traits>
 
 #include "kernels/common/async_copy.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/shared_address.cuh"
@@ -412,6 +413,7 @@ __device__ __forceinline__ void normalised_probabilities(float (&s)[C::kKeyTiles
 template <class C>
 __global__ void __launch_bounds__(C::kThreads)
     flash_mma_kernel(const Params<typename C::T> p, const float scale_log2, const int stages) {
+  grid_dependency_sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using T = typename C::T;
   extern __shared__ __align__(128) unsigned char shared[];

@@ -69,6 +69,7 @@
 #include <type_traits>
 
 #include "kernels/common/async_copy.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/shared_address.cuh"
@@ -343,6 +344,7 @@ __device__ __forceinline__ void store_output(const Params<typename C::T>& p, con
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(const Params<typename C::T> p, const float scale_log2) {
+  grid_dependency_sync();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
   extern __shared__ __align__(1024) unsigned char shared[];
@@ -474,6 +476,7 @@ template <class C, bool kTma>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
                                    const int items, const int section_heads, const __grid_constant__ TensorMaps maps) {
+  grid_dependency_sync();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
   static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");

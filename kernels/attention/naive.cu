@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/attention/attention.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/reductions.cuh"
 
@@ -51,6 +52,7 @@ template <typename T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
     masked_softmax_kernel(const float* scores, T* p, const int* lengths, int batch, int heads, int seq, float scale,
                           Mask mask) {
+  grid_dependency_sync();
   const WarpRow r = warp_row(lengths, batch, heads, seq, mask);
   if (r.row < 0) return;
   const std::int64_t row = r.row;
@@ -75,6 +77,7 @@ template <typename T>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
     rounded_masked_softmax_kernel(const T* scores, T* p, const int* lengths, int batch, int heads, int seq,
                                   float scale, Mask mask) {
+  grid_dependency_sync();
   const WarpRow r = warp_row(lengths, batch, heads, seq, mask);
   if (r.row < 0) return;
   const std::int64_t row = r.row;
@@ -97,6 +100,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
 template <typename T>
 __global__ void zero_invalid_rows_kernel(T* o, Strides o_strides, const int* lengths, int heads, int seq,
                                          int head_dim) {
+  grid_dependency_sync();
   const int b = blockIdx.y;
   const int length = lengths[b];
   // One block per (batch row, query row); its threads cover every head's head_dim values.

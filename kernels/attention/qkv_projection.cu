@@ -6,6 +6,7 @@
 
 #include "kernels/attention/flash_common.cuh"
 #include "kernels/attention/qkv_projection.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/vector_io.cuh"
 
@@ -43,6 +44,7 @@ template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     head_split_bias_kernel(Pointers p, std::int64_t src_ld, const T* bias, std::int64_t rows, std::int64_t seq,
                            int heads, int head_dim) {
+  grid_dependency_sync();
   const int width = heads * head_dim;
   const int column = (static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x)) * kVec;
   if (column >= 3 * width) return;

@@ -47,6 +47,16 @@ __device__ __forceinline__ void wait_for_primary_grid() {
 #endif
 }
 
+// The first statement of every kernel in the project (a CPU test checks it): wait until the grids
+// this one depends on have completed, then let the grids that depend on this one launch. Since no
+// kernel touches memory before its wait, any kernel-to-kernel edge of a captured graph may take
+// the programmatic type (models/runner's launch overlap): the dependent is launched and resident
+// while the kernel before it finishes, instead of after. Both are no-ops for an ordinary launch.
+__device__ __forceinline__ void grid_dependency_sync() {
+  wait_for_primary_grid();
+  allow_dependent_grids();
+}
+
 // A barrier over every block of a grid that is resident all at once (a cooperative launch):
 // the n-th call in a block returns once every block has made its n-th call. `counter` is one
 // unsigned in global memory, zero at the launch's start; `target` is n times the grid's blocks.

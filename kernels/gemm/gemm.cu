@@ -5,6 +5,7 @@
 // the innermost loop (naive, smem_tiled); the block-tiled kernels take it at run time, since it
 // only picks which of two tile loaders runs once per K step. Tile shapes come from the short
 // curated lists in gemm.cuh; alpha, beta and the epilogue are applied at run time in the store.
+#include "kernels/common/grid.cuh"
 #include "kernels/gemm/gemm.cuh"
 
 #include <cuda_bf16.h>
@@ -131,6 +132,7 @@ __device__ __forceinline__ float b_at(const Args<T>& p, Index kk, Index col) {
 // Bounded for the largest block_size, so that no config fails to launch for want of registers.
 template <Layout L, typename T>
 __global__ void __launch_bounds__(1024) naive_kernel(Args<T> p) {
+  grid_dependency_sync();
   const Index col = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x;
   if (col >= p.n) return;
   for (Index row = blockIdx.y; row < p.m; row += gridDim.y) {
@@ -148,6 +150,7 @@ __global__ void __launch_bounds__(1024) naive_kernel(Args<T> p) {
 // stores over all 32 banks instead of one.
 template <Layout L, int kTile, int kPad, typename T>
 __global__ void __launch_bounds__(kTile* kTile) smem_tiled_kernel(Args<T> p) {
+  grid_dependency_sync();
   __shared__ float a_tile[kTile][kTile + kPad];  // [m][k]
   __shared__ float b_tile[kTile][kTile + kPad];  // [k][n]
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -361,6 +364,7 @@ __device__ __forceinline__ void multiply_tile(const float* a_tile, const float* 
 template <typename T, typename Map, bool kDoubleBuffered>
 __global__ void __launch_bounds__(Map::kThreads, Map::kMinBlocks)
     block_tiled_kernel(Args<T> p, Flags flags, float* partials, Index k_per_split) {
+  grid_dependency_sync();
   using AOperand = Operand<T, Map::BM, Map::BK, Map::kThreads>;
   using BOperand = Operand<T, Map::BN, Map::BK, Map::kThreads>;
   constexpr int kStages = kDoubleBuffered ? 2 : 1;
@@ -497,6 +501,7 @@ __global__ void __launch_bounds__(Map::kThreads, Map::kMinBlocks)
 // Adds the slices in order and finishes each output as the other kernels' store does.
 template <typename T>
 __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int splits) {
+  grid_dependency_sync();
   const Index total = p.m * p.n;
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
@@ -511,6 +516,7 @@ __global__ void split_k_reduce_kernel(Args<T> p, const float* partials, int spli
 // be C itself when T is float (each quad read, then written, by one thread).
 template <typename T>
 __global__ void finish_product_kernel(Args<T> p, const float* acc, bool vector_ok) {
+  grid_dependency_sync();
   const Index quads_per_row = ceil_div(p.n, 4);
   const Index total = p.m * quads_per_row;
   for (Index q = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; q < total;
@@ -683,6 +689,7 @@ __device__ __forceinline__ void multiply_prefetched(const float* a_tile, const f
 template <typename T, int kTileIndex>
 __global__ void __launch_bounds__(PairedLaneMap<kTileIndex>::kThreads, PairedLaneMap<kTileIndex>::kMinBlocks)
     warp_tiled_broadcast_kernel(Args<T> p, Flags flags) {
+  grid_dependency_sync();
   using Map = PairedLaneMap<kTileIndex>;
   using AOperand = StreamedOperand<T, Map::BM, Map::BK, Map::kThreads>;
   using BOperand = StreamedOperand<T, Map::BN, Map::BK, Map::kThreads>;
@@ -900,6 +907,7 @@ template <int kTileIndex, bool kAKContig, bool kBKContig>
 __global__ void __launch_bounds__(PairedLaneMap<kTileIndex, kAsyncTiles>::kThreads,
                                   PairedLaneMap<kTileIndex, kAsyncTiles>::kMinBlocks)
     warp_tiled_async_kernel(Args<float> p, Flags flags) {
+  grid_dependency_sync();
 #if __CUDA_ARCH__ >= 800
   using Map = PairedLaneMap<kTileIndex, kAsyncTiles>;
   static_assert(Map::BK == 8, "the swizzle is of 8-float rows");

@@ -1,3 +1,4 @@
+#include "kernels/common/grid.cuh"
 #include "kernels/gemm/tensor_core.cuh"
 
 #include <cuda_bf16.h>
@@ -376,6 +377,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, float
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads) mma_sync_kernel(const Params<typename C::T> p) {
+  grid_dependency_sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ __align__(128) unsigned char shared[];
   const unsigned smem = shared_address(shared);

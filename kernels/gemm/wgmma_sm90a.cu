@@ -1,3 +1,4 @@
+#include "kernels/common/grid.cuh"
 #include "kernels/gemm/wgmma.cuh"
 
 // CUtensorMap and its enums only: cuTensorMapEncodeTiled is reached through the runtime's
@@ -256,6 +257,7 @@ template <class C>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                  const Params<typename C::T> p) {
+  grid_dependency_sync();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char shared[];
   // TMA's and wgmma's swizzle are functions of the address bits, so the tiles must start on the

@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kThreads)
                             const T* __restrict__ b_ih, const T* __restrict__ b_hh, const T* __restrict__ h_prev,
                             const float* __restrict__ c_prev, float* __restrict__ c, float* __restrict__ saved,
                             T* __restrict__ h, int batch, int hidden) {
+  grid_dependency_sync();
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (e >= static_cast<std::int64_t>(batch) * hidden) return;
   const int j = static_cast<int>(e % hidden);
@@ -59,6 +60,7 @@ __global__ void __launch_bounds__(kThreads)
                          const float* __restrict__ c, const float* __restrict__ h_prev, const T* __restrict__ dy,
                          float* __restrict__ dh, float* __restrict__ dc, float* __restrict__ d_input,
                          float* __restrict__ d_hidden, int batch, int hidden) {
+  grid_dependency_sync();
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (e >= static_cast<std::int64_t>(batch) * hidden) return;
   const int j = static_cast<int>(e % hidden);
@@ -91,6 +93,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void fill_kernel(float* __restrict__ out, std::int64_t n, float value) {
+  grid_dependency_sync();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[i] = value;

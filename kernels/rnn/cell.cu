@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(kThreads)
     cell_step_kernel(const float* __restrict__ input_gates, const float* __restrict__ recurrent_gates,
                      const T* __restrict__ b_ih, const T* __restrict__ b_hh, const T* __restrict__ h_prev,
                      float* __restrict__ c_state, T* __restrict__ h, int batch, int hidden) {
+  grid_dependency_sync();
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (e >= static_cast<std::int64_t>(batch) * hidden) return;
   const int j = static_cast<int>(e % hidden);
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename From, typename To>
 __global__ void convert_kernel(const From* __restrict__ in, To* __restrict__ out, std::int64_t n) {
+  grid_dependency_sync();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[i] = from_float<To>(to_float(in[i]));
@@ -60,6 +62,7 @@ __device__ void copy_words(const void* src, void* dst, std::int64_t bytes) {
 
 // blockIdx.y picks the segment; the widest word that divides its addresses and size copies it.
 __global__ void copy_segments_kernel(CopySegments s) {
+  grid_dependency_sync();
   const int k = static_cast<int>(blockIdx.y);
   const auto bits = reinterpret_cast<std::uintptr_t>(s.src[k]) | reinterpret_cast<std::uintptr_t>(s.dst[k]) |
                     static_cast<std::uintptr_t>(s.bytes[k]);

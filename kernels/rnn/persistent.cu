@@ -32,6 +32,7 @@ struct Geometry {
 template <typename T, Cell kCell, int kRows, bool kSave>
 __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_gates, float* h_exchange,
                                   unsigned* barrier, Geometry geo) {
+  grid_dependency_sync();
   constexpr int G = gate_count(kCell);
   extern __shared__ __align__(16) float shared[];
   const int H = p.hidden, N = p.batch, units = geo.units, stride = geo.stride;
@@ -149,6 +150,7 @@ __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_ga
 }
 
 __global__ void barrier_rounds_kernel(int rounds, unsigned* counter) {
+  grid_dependency_sync();
   for (int r = 1; r <= rounds; ++r) grid_barrier(counter, static_cast<unsigned>(r) * gridDim.x);
 }
 

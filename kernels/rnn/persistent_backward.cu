@@ -53,6 +53,7 @@ struct Geometry {
 template <typename T, Cell kCell, int kRows>
 __global__ void __launch_bounds__(kMaxBackwardThreads, 1)
     persistent_backward_kernel(BackwardChain<T> p, unsigned* barrier, Geometry geo) {
+  grid_dependency_sync();
   constexpr int G = gate_count(kCell);
   extern __shared__ __align__(16) float shared[];
   const int H = p.hidden, N = p.batch, U = geo.units, KS = geo.k_split, stride = geo.stride;

@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "kernels/common/cluster.cuh"
+#include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/sm90a_guard.cuh"
 #include "kernels/rnn/gates.cuh"
@@ -37,6 +38,7 @@ struct Geometry {
 // the plain forward's code stays what it was without it.
 template <typename T, Cell kCell, int kRows, bool kSave>
 __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
+  grid_dependency_sync();
   constexpr int G = gate_count(kCell);
   extern __shared__ __align__(16) float shared[];
   const int H = p.hidden, N = p.batch, U = geo.units, stride = geo.stride, KS = geo.k_split;
@@ -191,6 +193,7 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
 }
 
 __global__ void cluster_barrier_kernel(int rounds) {
+  grid_dependency_sync();
   for (int r = 0; r < rounds; ++r) cluster_sync();
 }
 

@@ -190,6 +190,40 @@ TEST_P(TransformerRunnerTest, OpTimesCoverEveryOpOfTheForward) {
   EXPECT_EQ(runner.output().values, before);
 }
 
+// --launch-overlap: the forward's graph with programmatic edges into shapetune's kernels gives the
+// output of the plain graph bit for bit, replay after replay (a kernel that read before its wait
+// would see its input half written in some replay), with the defaults and with the libraries'
+// kernels (whose edges stay ordinary) in between; on sm_90 some edges are programmatic.
+TEST_P(TransformerRunnerTest, LaunchOverlapGivesThePlainOutputBitForBit) {
+  const DType dtype = GetParam();
+  for (const DispatchMode mode : {DispatchMode::tuned, DispatchMode::library}) {
+    RunnerOptions plain_options, overlap_options;
+    plain_options.dispatch = overlap_options.dispatch = mode;
+    overlap_options.overlap_launches = true;
+    RunnerCore plain_core(plain_options), overlap_core(overlap_options);
+    if (plain_core.device().limits.compute_capability < 80) GTEST_SKIP() << "the tensor-core defaults need sm_80+";
+    const bool sm90 = plain_core.device().limits.compute_capability >= 90;
+    EXPECT_EQ(overlap_core.overlap_launches(), sm90);
+    for (const TransformerShape& shape : {kCases[0].shape, kCases[2].shape, TransformerShape{8, 128, 128, 4, 128, 2}}) {
+      const std::string what = shape.describe() + ", " + std::string(dispatch_mode_name(mode));
+      const auto weights = generate_transformer_weights(shape, dtype, 23);
+      const TensorValues x = generate_transformer_input(shape, dtype, 23);
+      TransformerRunner plain(plain_core, shape, dtype, weights), overlapped(overlap_core, shape, dtype, weights);
+      EXPECT_EQ(plain.overlapped_edges(), 0u) << what;
+      if (sm90) {
+        EXPECT_GT(overlapped.overlapped_edges(), 0u) << what;
+      }
+      plain.set_input(x), overlapped.set_input(x);
+      plain.forward();
+      const std::vector<float> want = plain.output().values;
+      for (int replay = 0; replay < 20; ++replay) {
+        overlapped.forward();
+        ASSERT_EQ(overlapped.output().values, want) << what << ", replay " << replay;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, TransformerRunnerTest, ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
