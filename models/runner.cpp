@@ -211,12 +211,24 @@ std::size_t overlap_kernel_launches(cudaGraph_t graph) {
   SHAPETUNE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
   std::size_t changed = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    if (data[i].type != cudaGraphDependencyTypeDefault || !is_kernel(from[i]) || !runs_own_kernel(to[i])) continue;
-    SHAPETUNE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
+    const cudaGraphEdgeData& plain = data[i];
+    if (plain.type != cudaGraphDependencyTypeDefault || plain.from_port != 0 || plain.to_port != 0 ||
+        !is_kernel(from[i]) || !runs_own_kernel(to[i]))
+      continue;
+    // The runtime may keep an edge as it is (cudaErrorNotSupported, met on an H100 in a TF32
+    // forward): that edge stays ordinary, and the error is cleared so no later launch reports it.
+    if (cudaGraphRemoveDependencies(graph, &from[i], &to[i], &plain, 1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
     cudaGraphEdgeData programmatic{};
     programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
     programmatic.type = cudaGraphDependencyTypeProgrammatic;
-    SHAPETUNE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &programmatic, 1));
+    if (cudaGraphAddDependencies(graph, &from[i], &to[i], &programmatic, 1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      SHAPETUNE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &plain, 1));
+      continue;
+    }
     ++changed;
   }
   return changed;
