@@ -144,10 +144,18 @@ class Transformer(nn.Module):
 
 
 def rule_failures(ours, ref):
-    """Elements of ours outside the TechJam rule around ref (0.002 absolute or 2% relative, both finite)."""
-    err = (ours.float() - ref.float()).abs()
-    within = ((err <= 0.002) | (err <= 0.02 * ref.float().abs())) & torch.isfinite(ours) & torch.isfinite(ref)
-    return int((~within).sum()), float(err.max())
+    """Elements of ours outside the TechJam rule around ref (0.002 absolute or 2% relative, both finite).
+
+    One batch row at a time in fp32: case 14's output is 3.3e9 elements, whose fp32 difference
+    alone would need 13 GB beside the models."""
+    failing, worst = 0, 0.0
+    for o, r in zip(ours, ref):
+        o, r = o.float(), r.float()
+        err = (o - r).abs()
+        within = ((err <= 0.002) | (err <= 0.02 * r.abs())) & torch.isfinite(o) & torch.isfinite(r)
+        failing += int((~within).sum())
+        worst = max(worst, float(err.max()))
+    return failing, worst
 
 
 def scores_bytes(x, heads):
@@ -218,7 +226,7 @@ def run_trial(args, weights, input_file, compare, label, timing):
     ok = True
     if compare:
         compared = read_safetensors(compare)
-        ours = compared["y"].to("cuda", torch.float32)
+        ours = compared["y"].to("cuda")  # in its stored type; rule_failures widens a row at a time
         theirs_lengths = compared.get("valid_lengths")
         if (theirs_lengths is None) != (lengths is None) or (
                 lengths is not None and not torch.equal(theirs_lengths.to("cuda", torch.int64), lengths)):
