@@ -11,13 +11,14 @@
 #
 # Defaults: cases 1-13, dtypes f32 f16 bf16, 5 trials, no database (every op its default variant),
 # tuned dispatch, no padding. Case 14 (B 32, S 100000, D 1024) only when asked for: one trial, few
-# timed forwards (each takes seconds), about 40 GiB of host memory and 2 x 6.5 GiB of files per
+# timed forwards (each takes seconds), no torch.compile (its graph pool, 49 GB in f16, leaves an
+# 80 GB card too little to compare), about 40 GiB of host memory and 2 x 6.5 GiB of files per
 # dtype in OUTDIR. Each runner's log is OUTDIR/logs/case<C>-<dtype>-<trial>.runner.log, PyTorch's
 # (one process per case and dtype) OUTDIR/logs/case<C>-<dtype>.peer.log; the peers' JSON is
 # OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$1; shift
 cases="1 2 3 4 5 6 7 8 9 10 11 12 13" dtypes="f32 f16 bf16" trials=5 runner_args=() compile=--compile
 while [ $# -gt 0 ]; do
@@ -40,8 +41,10 @@ mkdir -p "$out/logs" "$out/tensors"
 status=0
 for c in $cases; do
   for dt in $dtypes; do
-    n=$trials timing=(--warmup 10 --iterations 50) peer_timing=(--warmup 10 --iterations 50)
-    if [ "$c" = 14 ]; then n=1 timing=(--warmup 1 --iterations 5) peer_timing=(--warmup 1 --iterations 3); fi
+    n=$trials timing=(--warmup 10 --iterations 50) peer_timing=(--warmup 10 --iterations 50) peer_compile=$compile
+    if [ "$c" = 14 ]; then
+      n=1 timing=(--warmup 1 --iterations 5) peer_timing=(--warmup 1 --iterations 3) peer_compile=
+    fi
     log=$out/logs/case$c-$dt peer=() us=
     echo "== case $c $dt, $n trial(s)"
     for t in $(seq 1 "$n"); do
@@ -57,7 +60,7 @@ for c in $cases; do
         us=$(sed -n 's/^forward: median \([0-9.]*\) us.*/\1/p' "$log-$t.runner.log")
         peer=(--weights "$w" --input "$x" --heads "$heads" --dtype "$dt" --compare "$y"
               --label "case $c $dt trial $t" --json "$out/peers.json")
-        if [ "$t" = 1 ]; then peer+=("${peer_timing[@]}" --runner-us "$us" $compile); else peer+=(--no-timing); fi
+        if [ "$t" = 1 ]; then peer+=("${peer_timing[@]}" --runner-us "$us" $peer_compile); else peer+=(--no-timing); fi
       else
         peer+=(--also "$w" "$x" "$y" "case $c $dt trial $t")
       fi
