@@ -56,10 +56,11 @@ TEST(AttentionCatalogue, EveryMaskLayoutPaddingAndRoundingHasTheLadderAndTheBase
           for (const char* variant : {"naive", "flash_mma", "flash_wgmma", "cudnn_sdpa"})
             EXPECT_NE(catalogue().find_variant(name, variant), nullptr) << name << " " << variant;
           EXPECT_TRUE(catalogue().find_variant(name, "cudnn_sdpa")->baseline);
-          EXPECT_EQ(primitive(name).default_variant, "flash_mma");
-          // cuDNN does not round as the rounded primitives ask: naive alone backs flash_mma there.
-          const std::vector<std::string> fallbacks =
-              *rounding ? std::vector<std::string>{"naive"} : std::vector<std::string>{"cudnn_sdpa", "naive"};
+          EXPECT_EQ(primitive(name).default_variant, *rounding ? "flash_mma" : "flash_wgmma") << name;
+          // flash_wgmma and cuDNN do not round as the rounded primitives ask: naive alone backs
+          // flash_mma there.
+          const std::vector<std::string> fallbacks = *rounding ? std::vector<std::string>{"naive"}
+                                                               : std::vector<std::string>{"flash_mma", "cudnn_sdpa", "naive"};
           EXPECT_EQ(primitive(name).fallback_variants, fallbacks) << name;
           ++primitives;
         }
