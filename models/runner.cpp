@@ -181,11 +181,15 @@ Graph& Graph::operator=(Graph&& o) noexcept {
 
 namespace {
 
+bool is_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
+
 // Whether a kernel node runs one of shapetune's kernels (namespace shapetune, so its mangled name
 // starts "_ZN9shapetune"); a library's kernel, or one whose name the runtime cannot give, is not.
 bool runs_own_kernel(cudaGraphNode_t node) {
-  cudaGraphNodeType type{};
-  if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel) return false;
+  if (!is_kernel(node)) return false;
   cudaKernelNodeParams params{};
   const char* name = nullptr;
   if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || cudaFuncGetName(&name, params.func) != cudaSuccess ||
@@ -194,11 +198,6 @@ bool runs_own_kernel(cudaGraphNode_t node) {
     return false;
   }
   return std::string_view(name).starts_with("_ZN9shapetune");
-}
-
-bool is_kernel(cudaGraphNode_t node) {
-  cudaGraphNodeType type{};
-  return cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
 }
 
 }  // namespace

@@ -243,10 +243,9 @@ Primitive attention_primitive(ka::Mask mask, bool packed, bool padded, bool roun
   // took 0.62x flash_mma's default's time at (4, 16, 8192, 128), 0.92x at (8, 16, 2048, 64) and
   // 0.82x at (1, 16, 100000, 64) on the H200 (reports/h200/2026-12-03-attention-rnn-backward,
   // targets.db); else flash_mma, which has no code for hd 8 (nor for block_k 128 at hd 256) and
-  // needs sm_80. At hd 8
-  // cuDNN's fused attention won every 16-bit problem on the H200 (naive never won one), and tf32,
-  // which cuDNN lacks, has only naive. flash_wgmma and cuDNN do not round as `rounded` asks: naive
-  // alone backs flash_mma there.
+  // needs sm_80. At hd 8 cuDNN's fused attention won every 16-bit problem on the H200 (naive never
+  // won one), and tf32, which cuDNN lacks, has only naive. flash_wgmma and cuDNN do not round as
+  // `rounded` asks: naive alone backs flash_mma there.
   p.default_variant = rounded ? "flash_mma" : "flash_wgmma";
   p.fallback_variants = rounded ? std::vector<std::string>{"naive"}
                                 : std::vector<std::string>{"flash_mma", "cudnn_sdpa", "naive"};

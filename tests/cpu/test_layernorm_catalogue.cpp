@@ -136,8 +136,6 @@ TEST(LayerNormVariantsCatalogue, RegisterCapacityAndRoundingFlag) {
   EXPECT_TRUE(reg_fused.supports(f16, reg_unrounded, limits).ok);  // h stays unrounded in registers
 }
 
-// fused_pipelined stages `stages` row bodies of x and r in shared memory: a config is pruned where
-// they exceed what a block of this device may have, and only there.
 // TechJam case 14's first LayerNorm (3200000 x 1024) is past what cuDNN finalises: refused before
 // launch, so a nearest winner of `cudnn` gives way to the next candidate that runs.
 TEST(LayerNormVariantsCatalogue, CudnnRefusesPast2To31Elements) {
@@ -151,6 +149,8 @@ TEST(LayerNormVariantsCatalogue, CudnnRefusesPast2To31Elements) {
   EXPECT_NE(s.reason.find("2^31"), std::string::npos) << s.reason;
 }
 
+// fused_pipelined stages `stages` row bodies of x and r in shared memory: a config is pruned where
+// they exceed what a block of this device may have, and only there.
 TEST(LayerNormVariantsCatalogue, PipelinedPrunesConfigsPastSharedMemory) {
   const Variant& v = *catalogue().find_variant("residual_layernorm", "fused_pipelined");
   auto config = [](std::int64_t stages) {
