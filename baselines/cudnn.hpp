@@ -76,9 +76,9 @@ LibraryCallResult cudnn_rnn_forward(LibraryHandles&, cudaStream_t, const CudnnRn
 // space kept in buffers of the plan), then cudnnRNNBackwardData_v8 (dx, dh0, dc0 from dy, dhT,
 // dcT) and cudnnRNNBackwardWeights_v8 (CUDNN_WGRAD_MODE_ADD into a zeroed gradient weight space),
 // whose gradients are copied out into PyTorch's layout. `layer` gives the inputs, the weights and
-// the algorithm as for the forward; its y, h_t and c_t are not used. The first call for a (cell,
-// dtype, shape, algo) allocates cuDNN's workspace, reserve space and the plan's buffers and must
-// not be inside a stream capture; later calls allocate nothing.
+// the algorithm as for the forward; its y, h_t and c_t are not used (the halves below write them).
+// The first call for a (cell, dtype, shape, algo) allocates cuDNN's workspace, reserve space and
+// the plan's buffers and must not be inside a stream capture; later calls allocate nothing.
 struct CudnnRnnBackward {
   CudnnRnnForward layer;
   const void* dy = nullptr;
@@ -93,6 +93,16 @@ struct CudnnRnnBackward {
   void* db_hh = nullptr;
 };
 LibraryCallResult cudnn_rnn_backward(LibraryHandles&, cudaStream_t, const CudnnRnnBackward&);
+
+// cudnn_rnn_backward's two halves apart, for a trainer that computes its loss between them. The
+// training forward writes b.layer's y, h_t and c_t (the states may be null) and keeps the reserve
+// space and the weights in a plan of `instance` alone: any pointer that tells the trainer's layers
+// apart (each layer's x), since two layers of one shape must not share a reserve space. The
+// backward then reads that plan and y. Set-up and capture as for cudnn_rnn_backward.
+LibraryCallResult cudnn_rnn_training_forward(LibraryHandles&, cudaStream_t, const CudnnRnnBackward&,
+                                             const void* instance);
+LibraryCallResult cudnn_rnn_backward_after_forward(LibraryHandles&, cudaStream_t, const CudnnRnnBackward&,
+                                                   const void* instance);
 
 // Scaled dot-product attention forward through cuDNN's graph API (its fused flash attention):
 // O = softmax(Q K^T * scale + mask) V, fp32 statistics, f16 or bf16 tensors (anything else is

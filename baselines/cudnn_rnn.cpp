@@ -80,7 +80,8 @@ struct DeviceMemory {
   }
 };
 
-using Key = std::tuple<int, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int>;
+// (cell, dtype, T, N, D, H, algo, mode, instance): instance is null but for a trainer's halves.
+using Key = std::tuple<int, DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int, const void*>;
 
 // What one (cell, dtype, shape, algorithm, mode) needs across calls. Training mode adds what the
 // backward reads: the reserve space, y, and a weight space for the gradients.
@@ -211,9 +212,11 @@ LibraryCallResult refusal_of(const CudnnRnnForward& f) {
   return {};
 }
 
-Plan& plan_for(LibraryHandles& libraries, cudnnHandle_t handle, const CudnnRnnForward& f, cudnnForwardMode_t mode) {
+Plan& plan_for(LibraryHandles& libraries, cudnnHandle_t handle, const CudnnRnnForward& f, cudnnForwardMode_t mode,
+               const void* instance = nullptr) {
   Plans& plans = libraries.cache<Plans>("cudnn_rnn");
-  const Key key{static_cast<int>(f.cell), f.dtype, f.steps, f.batch, f.input, f.hidden, f.algo, static_cast<int>(mode)};
+  const Key key{static_cast<int>(f.cell), f.dtype, f.steps,   f.batch, f.input,
+                f.hidden,                 f.algo,  static_cast<int>(mode), instance};
   auto& slot = plans.plans[key];
   if (!slot) slot = make_plan(handle, f, mode);
   return *slot;
@@ -259,6 +262,46 @@ void load_weights(const Plan& plan, const CudnnRnnForward& f, cudaStream_t strea
              "copy_segments(weights)");
 }
 
+// cudnnRNNForward in training mode: y, and h_t and c_t where given, and the plan's reserve space.
+void training_forward(cudnnHandle_t handle, Plan& plan, const CudnnRnnForward& f, void* y) {
+  const bool lstm = f.cell == CudnnRnnCell::lstm;
+  check_cudnn(cudnnRNNForward(handle, plan.rnn.raw, CUDNN_FWD_MODE_TRAINING,
+                              static_cast<const int*>(plan.seq_lengths.ptr), plan.x_desc.raw, f.x, plan.y_desc.raw, y,
+                              plan.h_desc.raw, f.h0, f.h_t, lstm ? plan.h_desc.raw : nullptr, lstm ? f.c0 : nullptr,
+                              lstm ? f.c_t : nullptr, plan.weight_space_bytes, plan.weight_space.ptr,
+                              plan.temp_space_bytes, plan.temp_space.ptr, plan.reserve_space_bytes,
+                              plan.reserve_space.ptr),
+              "cudnnRNNForward(training)");
+}
+
+// From the training forward's reserve space and y: cudnnRNNBackwardData_v8, then the weights'
+// gradients, copied out into PyTorch's layout.
+void backward_after_forward(cudnnHandle_t handle, cudaStream_t stream, Plan& plan, const CudnnRnnBackward& b,
+                            const void* y) {
+  const CudnnRnnForward& f = b.layer;
+  const bool lstm = f.cell == CudnnRnnCell::lstm;
+  const auto* lengths = static_cast<const int*>(plan.seq_lengths.ptr);
+  cudnnTensorDescriptor_t c_desc = lstm ? plan.h_desc.raw : nullptr;
+  check_cudnn(cudnnRNNBackwardData_v8(handle, plan.rnn.raw, lengths, plan.y_desc.raw, y, b.dy, plan.x_desc.raw, b.dx,
+                                      plan.h_desc.raw, f.h0, b.dh_t, b.dh0, c_desc, lstm ? f.c0 : nullptr,
+                                      lstm ? b.dc_t : nullptr, lstm ? b.dc0 : nullptr, plan.weight_space_bytes,
+                                      plan.weight_space.ptr, plan.temp_space_bytes, plan.temp_space.ptr,
+                                      plan.reserve_space_bytes, plan.reserve_space.ptr),
+              "cudnnRNNBackwardData_v8");
+  // ADD is the mode every algorithm takes; the gradients then start from zero.
+  check_cuda(cudaMemsetAsync(plan.gradient_space.ptr, 0, plan.weight_space_bytes, stream),
+             "cudaMemsetAsync(gradient weight space)");
+  check_cudnn(cudnnRNNBackwardWeights_v8(handle, plan.rnn.raw, CUDNN_WGRAD_MODE_ADD, lengths, plan.x_desc.raw, f.x,
+                                         plan.h_desc.raw, f.h0, plan.y_desc.raw, y, plan.weight_space_bytes,
+                                         plan.gradient_space.ptr, plan.temp_space_bytes, plan.temp_space.ptr,
+                                         plan.reserve_space_bytes, plan.reserve_space.ptr),
+              "cudnnRNNBackwardWeights_v8");
+  check_cuda(kernels::rnn::copy_segments(weight_copies(plan, f, plan.gradient_space.ptr,
+                                                       {b.dw_ih, b.dw_hh, b.db_ih, b.db_hh}, false),
+                                         stream),
+             "copy_segments(weight gradients)");
+}
+
 }  // namespace
 
 LibraryCallResult cudnn_rnn_forward(LibraryHandles& libraries, cudaStream_t stream, const CudnnRnnForward& f) {
@@ -282,39 +325,42 @@ LibraryCallResult cudnn_rnn_forward(LibraryHandles& libraries, cudaStream_t stre
 
 LibraryCallResult cudnn_rnn_backward(LibraryHandles& libraries, cudaStream_t stream, const CudnnRnnBackward& b) {
   try {
-    const CudnnRnnForward& f = b.layer;
-    if (LibraryCallResult refused = refusal_of(f); !refused.ok) return refused;
+    if (LibraryCallResult refused = refusal_of(b.layer); !refused.ok) return refused;
     cudnnHandle_t handle = libraries.cudnn(stream);
-    Plan& plan = plan_for(libraries, handle, f, CUDNN_FWD_MODE_TRAINING);
-    load_weights(plan, f, stream);
-    const bool lstm = f.cell == CudnnRnnCell::lstm;
-    const auto* lengths = static_cast<const int*>(plan.seq_lengths.ptr);
-    cudnnTensorDescriptor_t c_desc = lstm ? plan.h_desc.raw : nullptr;
+    Plan& plan = plan_for(libraries, handle, b.layer, CUDNN_FWD_MODE_TRAINING);
+    load_weights(plan, b.layer, stream);
     // The final states are not wanted: the backward takes their gradients as given.
-    check_cudnn(cudnnRNNForward(handle, plan.rnn.raw, CUDNN_FWD_MODE_TRAINING, lengths, plan.x_desc.raw, f.x,
-                                plan.y_desc.raw, plan.y.ptr, plan.h_desc.raw, f.h0, nullptr, c_desc,
-                                lstm ? f.c0 : nullptr, nullptr, plan.weight_space_bytes, plan.weight_space.ptr,
-                                plan.temp_space_bytes, plan.temp_space.ptr, plan.reserve_space_bytes,
-                                plan.reserve_space.ptr),
-                "cudnnRNNForward(training)");
-    check_cudnn(cudnnRNNBackwardData_v8(handle, plan.rnn.raw, lengths, plan.y_desc.raw, plan.y.ptr, b.dy,
-                                        plan.x_desc.raw, b.dx, plan.h_desc.raw, f.h0, b.dh_t, b.dh0, c_desc,
-                                        lstm ? f.c0 : nullptr, lstm ? b.dc_t : nullptr, lstm ? b.dc0 : nullptr,
-                                        plan.weight_space_bytes, plan.weight_space.ptr, plan.temp_space_bytes,
-                                        plan.temp_space.ptr, plan.reserve_space_bytes, plan.reserve_space.ptr),
-                "cudnnRNNBackwardData_v8");
-    // ADD is the mode every algorithm takes; the gradients then start from zero.
-    check_cuda(cudaMemsetAsync(plan.gradient_space.ptr, 0, plan.weight_space_bytes, stream),
-               "cudaMemsetAsync(gradient weight space)");
-    check_cudnn(cudnnRNNBackwardWeights_v8(handle, plan.rnn.raw, CUDNN_WGRAD_MODE_ADD, lengths, plan.x_desc.raw, f.x,
-                                           plan.h_desc.raw, f.h0, plan.y_desc.raw, plan.y.ptr,
-                                           plan.weight_space_bytes, plan.gradient_space.ptr, plan.temp_space_bytes,
-                                           plan.temp_space.ptr, plan.reserve_space_bytes, plan.reserve_space.ptr),
-                "cudnnRNNBackwardWeights_v8");
-    check_cuda(kernels::rnn::copy_segments(weight_copies(plan, f, plan.gradient_space.ptr,
-                                                         {b.dw_ih, b.dw_hh, b.db_ih, b.db_hh}, false),
-                                           stream),
-               "copy_segments(weight gradients)");
+    CudnnRnnForward f = b.layer;
+    f.h_t = f.c_t = nullptr;
+    training_forward(handle, plan, f, plan.y.ptr);
+    backward_after_forward(handle, stream, plan, b, plan.y.ptr);
+    return {};
+  } catch (const Failure& failure) {
+    return failure.result;
+  }
+}
+
+LibraryCallResult cudnn_rnn_training_forward(LibraryHandles& libraries, cudaStream_t stream,
+                                             const CudnnRnnBackward& b, const void* instance) {
+  try {
+    if (LibraryCallResult refused = refusal_of(b.layer); !refused.ok) return refused;
+    cudnnHandle_t handle = libraries.cudnn(stream);
+    Plan& plan = plan_for(libraries, handle, b.layer, CUDNN_FWD_MODE_TRAINING, instance);
+    load_weights(plan, b.layer, stream);
+    training_forward(handle, plan, b.layer, b.layer.y);
+    return {};
+  } catch (const Failure& failure) {
+    return failure.result;
+  }
+}
+
+LibraryCallResult cudnn_rnn_backward_after_forward(LibraryHandles& libraries, cudaStream_t stream,
+                                                   const CudnnRnnBackward& b, const void* instance) {
+  try {
+    if (LibraryCallResult refused = refusal_of(b.layer); !refused.ok) return refused;
+    cudnnHandle_t handle = libraries.cudnn(stream);
+    backward_after_forward(handle, stream, plan_for(libraries, handle, b.layer, CUDNN_FWD_MODE_TRAINING, instance), b,
+                           b.layer.y);
     return {};
   } catch (const Failure& failure) {
     return failure.result;

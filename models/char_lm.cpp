@@ -449,7 +449,10 @@ struct CharLmTrainer::State {
   std::int64_t train_batches = 0, val_batches = 0;
   DeviceBuffer step, loss_sum, history, val_step, val_loss_sum;
 
-  std::vector<BoundOp> forward, backward;  // forward: layers, head, loss; backward: head grads, layers
+  // Per layer: the inference forward (the evaluation step) and the training op, whose halves run
+  // before the head and after its gradients (Variant::forward_half). Then the head and the loss,
+  // and the head's gradients.
+  std::vector<BoundOp> layer_forward, layer_training, head, head_backward;
   BoundOp adam;
   StepGraph step_graph;
   GraphExec eval_exec;
@@ -482,10 +485,21 @@ struct CharLmTrainer::State {
       for (DeviceBuffer& b : *list) SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream()));
   }
 
+  // The training step's dispatched ops in launch order: each layer's forward half, the head and
+  // the loss, the head's gradients, each layer's backward half from the last layer.
+  std::vector<OpLaunch> training_ops() const {
+    std::vector<OpLaunch> ops;
+    for (const BoundOp& op : layer_training) ops.emplace_back(&op, LaunchPart::forward_half);
+    for (const auto* list : {&head, &head_backward})
+      for (const BoundOp& op : *list) ops.emplace_back(&op);
+    for (auto it = layer_training.rbegin(); it != layer_training.rend(); ++it)
+      ops.emplace_back(&*it, LaunchPart::backward_half);
+    return ops;
+  }
+
   void enqueue_training_body() {
     gather(train_inputs, train_targets, step);
-    for (const BoundOp& op : forward) op.launch(stream(), libraries());
-    for (const BoundOp& op : backward) op.launch(stream(), libraries());
+    for (const OpLaunch& op : training_ops()) op.op->launch(stream(), libraries(), op.part);
     SHAPETUNE_CUDA_CHECK(training_kernels::embedding_backward(
         static_cast<const float*>(dxs[0].get()), static_cast<const std::int32_t*>(rows_by_token.get()),
         static_cast<const std::int32_t*>(token_starts.get()), static_cast<const std::int32_t*>(step.get()),
@@ -522,7 +536,8 @@ struct CharLmTrainer::State {
 
     const Graph eval = capture(stream(), [&] {
       gather(val_inputs, val_targets, val_step);
-      for (const BoundOp& op : forward) op.launch(stream(), libraries());
+      for (const auto* list : {&layer_forward, &head})
+        for (const BoundOp& op : *list) op.launch(stream(), libraries());
       SHAPETUNE_CUDA_CHECK(training_kernels::finish_step(static_cast<std::int32_t*>(val_step.get()),
                                                           static_cast<const float*>(loss.get()),
                                                           static_cast<double*>(val_loss_sum.get()), stream()));
@@ -622,14 +637,16 @@ CharLmTrainer::CharLmTrainer(const CharLmOptions& options, const CharLmShape& sh
     t.push_back(f(s.xs[L + 1]));
     t.push_back(f(s.h_t[L]));
     if (lstm) t.push_back(f(s.c_t[L]));
-    s.forward.push_back(s.core->bind(ops[k++], t));
+    s.layer_forward.push_back(s.core->bind(ops[k++], t));
   }
   const DeviceBuffer& y = s.xs.back();
-  s.forward.push_back(s.core->bind(ops[k++], {f(y), s.P(at.head_weight()), s.P(at.head_bias()), f(s.logits)}, {1.0, 0.0}));
-  s.forward.push_back(s.core->bind(ops[k++], {f(s.logits), f(s.labels), f(s.loss), f(s.dlogits)}));
-  s.backward.push_back(s.core->bind(ops[k++], {f(s.dlogits), f(y), s.G(at.head_weight())}, {1.0, 0.0}));
-  s.backward.push_back(s.core->bind(ops[k++], {f(s.ones), f(s.dlogits), s.G(at.head_bias())}, {1.0, 0.0}));
-  s.backward.push_back(s.core->bind(ops[k++], {f(s.dlogits), s.P(at.head_weight()), f(s.dxs.back())}, {1.0, 0.0}));
+  s.head.push_back(s.core->bind(ops[k++], {f(y), s.P(at.head_weight()), s.P(at.head_bias()), f(s.logits)}, {1.0, 0.0}));
+  s.head.push_back(s.core->bind(ops[k++], {f(s.logits), f(s.labels), f(s.loss), f(s.dlogits)}));
+  s.head_backward.push_back(s.core->bind(ops[k++], {f(s.dlogits), f(y), s.G(at.head_weight())}, {1.0, 0.0}));
+  s.head_backward.push_back(s.core->bind(ops[k++], {f(s.ones), f(s.dlogits), s.G(at.head_bias())}, {1.0, 0.0}));
+  s.head_backward.push_back(
+      s.core->bind(ops[k++], {f(s.dlogits), s.P(at.head_weight()), f(s.dxs.back())}, {1.0, 0.0}));
+  s.layer_training.resize(static_cast<std::size_t>(shape.layers));
   for (int l = shape.layers - 1; l >= 0; --l) {
     const auto L = static_cast<std::size_t>(l);
     std::vector<void*> t = {f(s.xs[L]), f(s.h0[L])};
@@ -642,7 +659,11 @@ CharLmTrainer::CharLmTrainer(const CharLmOptions& options, const CharLmShape& sh
     t.push_back(f(s.discard_h));  // dh0 (and dc0): detached, not used
     if (lstm) t.push_back(f(s.discard_c));
     for (void* w : {s.G(at.w_ih(l)), s.G(at.w_hh(l)), s.G(at.b_ih(l)), s.G(at.b_hh(l))}) t.push_back(w);
-    s.backward.push_back(s.core->bind(ops[k++], t));
+    BoundOp& op = s.layer_training[L] = s.core->bind(ops[k++], t);
+    // The forward half writes the layer's output and this batch's final state, as the inference
+    // forward does; the backward half reads the output back.
+    op.half_outputs = {f(s.xs[L + 1]), f(s.h_t[L])};
+    if (lstm) op.half_outputs.push_back(f(s.c_t[L]));
   }
   s.adam = s.core->bind(ops[k++], {f(s.p), f(s.g), f(s.m), f(s.v)});
   s.build_graphs();
@@ -679,10 +700,8 @@ CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
 
 std::vector<OpTime> CharLmTrainer::op_times(int warmup, int iterations) {
   State& s = *state_;
-  std::vector<const BoundOp*> step;
-  for (const auto* list : {&s.forward, &s.backward})
-    for (const BoundOp& op : *list) step.push_back(&op);
-  step.push_back(&s.adam);
+  std::vector<OpLaunch> step = s.training_ops();
+  step.emplace_back(&s.adam);
   return s.core->op_times(step, warmup, iterations);
 }
 

@@ -123,8 +123,10 @@ struct CharLmOptions {
   double lr = 2e-3;  // Adam, no weight decay, betas 0.9/0.999, eps 1e-8
 };
 
-// The dispatched operations of one training step, in launch order (the embedding's kernels are
-// not among them: they are not dispatched).
+// The dispatched operations of a trainer, in binding order (the embedding's kernels are not among
+// them: they are not dispatched). Each layer's forward runs in the evaluation step only: a
+// training step runs each layer's backward-through-time op in two halves, its forward (keeping
+// the activations) before the head and the loss, its backward after them.
 std::vector<ModelOp> char_lm_operations(const CharLmShape&, int seq_len, int batch, std::int64_t flat_size);
 
 struct CharLmEpoch {

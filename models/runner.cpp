@@ -20,13 +20,16 @@ std::optional<DispatchMode> parse_dispatch_mode(std::string_view text) {
   return std::nullopt;
 }
 
-void BoundOp::launch(cudaStream_t stream, LibraryHandles& libraries) const {
+void BoundOp::launch(cudaStream_t stream, LibraryHandles& libraries, LaunchPart part) const {
   const LaunchArgs args{resolution.op.problem, config,           tensors,
                         stream,                libraries,        workspace.get(),
                         workspace.bytes(),     std::span<const double>(scalars), resolution.library_algo};
-  if (const LaunchStatus status = variant->launch(args); !status.ok)
-    throw std::runtime_error(resolution.op.name + " (" + resolution.op.problem.key() + ", " + variant->name +
-                             "): " + status.message);
+  const auto& half = part == LaunchPart::forward_half ? variant->forward_half : variant->backward_half;
+  const std::string what = resolution.op.name + " (" + resolution.op.problem.key() + ", " + variant->name + ")";
+  if (part != LaunchPart::whole && !half)
+    throw std::runtime_error(what + ": the variant does not launch in halves");
+  const LaunchStatus status = part == LaunchPart::whole ? variant->launch(args) : half(args, half_outputs);
+  if (!status.ok) throw std::runtime_error(what + ": " + status.message);
 }
 
 Resolver::Resolver(const std::string& db_path, const DeviceInfo& device, DispatchMode mode)
@@ -120,11 +123,14 @@ BoundOp RunnerCore::bind(ModelOp op, std::vector<void*> tensors, std::vector<dou
 
 void RunnerCore::resolve(const ModelOp& op) { resolutions_.push_back(resolver_->resolve(op).second); }
 
-std::vector<OpTime> RunnerCore::op_times(const std::vector<const BoundOp*>& ops, int warmup, int iterations) {
+std::vector<OpTime> RunnerCore::op_times(const std::vector<OpLaunch>& ops, int warmup, int iterations) {
   std::vector<OpTime> out;
-  for (const BoundOp* op : ops) {
-    const OpResolution& r = op->resolution;
-    out.push_back({r.op.name, r.op.problem.key(), variant_text(r), 0});
+  for (const OpLaunch& op : ops) {
+    const OpResolution& r = op.op->resolution;
+    const char* half = op.part == LaunchPart::forward_half    ? ": forward half"
+                       : op.part == LaunchPart::backward_half ? ": backward half"
+                                                              : "";
+    out.push_back({r.op.name + half, r.op.problem.key(), variant_text(r), 0});
   }
   if (ops.empty() || iterations < 1) return out;
   struct Events {
@@ -143,7 +149,7 @@ std::vector<OpTime> RunnerCore::op_times(const std::vector<const BoundOp*>& ops,
   const Graph g = capture(stream_, [&] {
     SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[0], stream_, cudaEventRecordExternal));
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      ops[i]->launch(stream_, libraries_);
+      ops[i].op->launch(stream_, libraries_, ops[i].part);
       SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[i + 1], stream_, cudaEventRecordExternal));
     }
   });

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -61,6 +62,10 @@ struct OpResolution {
   std::vector<AccuracyFailure> accuracy_failures;
 };
 
+// What a launch of a bound op runs: all of it, or one half of a primitive that has halves
+// (Variant::forward_half and backward_half: a training step's forward and backward).
+enum class LaunchPart : std::uint8_t { whole, forward_half, backward_half };
+
 // An operation bound to its tensors, scalars and workspace: one launch.
 struct BoundOp {
   OpResolution resolution;
@@ -69,9 +74,18 @@ struct BoundOp {
   std::vector<void*> tensors;
   std::vector<double> scalars;
   DeviceBuffer workspace;
+  std::vector<void*> half_outputs;  // what the halves write and read besides `tensors` (Variant::forward_half)
 
-  // Throws std::runtime_error naming the operation when the launch fails.
-  void launch(cudaStream_t, LibraryHandles&) const;
+  // Throws std::runtime_error naming the operation when the launch fails, or when `part` is a
+  // half and the variant has none.
+  void launch(cudaStream_t, LibraryHandles&, LaunchPart = LaunchPart::whole) const;
+};
+
+// A bound op in a captured sequence, whole or one of its halves.
+struct OpLaunch {
+  OpLaunch(const BoundOp* op, LaunchPart part = LaunchPart::whole) : op(op), part(part) {}  // NOLINT: implicit
+  const BoundOp* op;
+  LaunchPart part;
 };
 
 // Picks the variant of each operation: the dispatch table's choice, or the library baseline.
@@ -132,7 +146,7 @@ class RunnerCore {
   // times; per op the median over those replays of the time between its event and the one before
   // (its kernels, and the gap before them). The events add a little to each op, so the sum runs
   // above the plain graph's time; what each op costs relative to the others is what it is for.
-  std::vector<OpTime> op_times(const std::vector<const BoundOp*>& ops, int warmup, int iterations);
+  std::vector<OpTime> op_times(const std::vector<OpLaunch>& ops, int warmup, int iterations);
 
  private:
   DeviceInfo device_;

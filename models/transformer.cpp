@@ -651,7 +651,7 @@ TransformerRunner::Timing TransformerRunner::time(int warmup, int iterations) {
 std::size_t TransformerRunner::overlapped_edges() const { return state_->overlapped_edges; }
 
 std::vector<OpTime> TransformerRunner::op_times(int warmup, int iterations) {
-  std::vector<const BoundOp*> ops;
+  std::vector<OpLaunch> ops;
   for (const BoundOp& op : state_->ops) ops.push_back(&op);
   return state_->core.op_times(ops, warmup, iterations);
 }

@@ -136,6 +136,13 @@ struct Variant {
   std::function<Support(const Problem&, const Config&, const DeviceLimits&)> supports;
   std::function<std::size_t(const Problem&, const Config&)> workspace_bytes;  // may be empty: none
   std::function<LaunchStatus(const LaunchArgs&)> launch;
+  // Primitives timed as a training step's forward and backward together (lstm.backward,
+  // gru.backward) also launch as two halves, so that a trainer computes its loss between them
+  // and runs the forward once. forward_half keeps its activations in the workspace and writes the
+  // layer's outputs (`outputs`: y, then h_T, and c_T for an LSTM; the states may be null);
+  // backward_half continues from that workspace and those outputs, which nothing may change in
+  // between. `launch` is the same work with the outputs in the workspace. Empty elsewhere.
+  std::function<LaunchStatus(const LaunchArgs&, std::span<void* const> outputs)> forward_half, backward_half;
   // Library variants whose config picks an algorithm by rank (cuBLASLt's heuristic): the
   // library's identity of the algorithm this config runs now, stored with a winner so that
   // dispatch replays that kernel later. May be empty: nothing to record.

@@ -15,6 +15,8 @@
 //             products over all T N rows as stepwise;
 //   cudnn:    cudnnRNNForward in training mode, cudnnRNNBackwardData_v8 and
 //             cudnnRNNBackwardWeights_v8, with each algorithm cuDNN has (the baseline).
+// Each rung also launches as two halves, split where its forward ends (Variant::forward_half and
+// backward_half), for a trainer that computes its loss between them and so runs the forward once.
 // tf32 problems (variants/rnn_problem.hpp) run as f32 with every cuBLAS product in TF32; the
 // persistent chain's products stay fp32 FMAs.
 #include <cuda_bf16.h>
@@ -171,7 +173,7 @@ struct StepwiseLayout {
   std::size_t recurrent;  // [N, G H]: one step's h W_hh^T
   std::size_t saved;      // [T N, 4 H]: each step's activations (kr::kSavedGates)
   std::size_t cells;      // [T + 1, N, H]: c0 and every step's c (LSTM)
-  std::size_t h_stored;   // [T, N, H] in the storage type: each step's h as the forward feeds it back
+  std::size_t h_stored;   // [T, N, H] in the storage type: a whole launch's y (each step's h as fed back)
   std::size_t h_prev;     // [T, N, H]: the h each step read (h0, then h_0 .. h_{T-2}), widened
   std::size_t dh, dc;     // [N, H]: the gradients carried back to the previous step
   std::size_t ones;       // [T N]: the bias gradients are d^T ones
@@ -294,8 +296,40 @@ void widen_h_prev(const RnnProblem& r, const void* h0, const Element* h_stored, 
   if (r.steps > 1) steps << launch_status(kr::widen(h_stored, h_prev + NH, (r.steps - 1) * NH, stream));
 }
 
+// The layer's outputs that a forward half writes and its backward half reads: y [T, N, H] in the
+// storage type (each step's h as the next step reads it), and the final states h_T and c_T (null:
+// not wanted). A whole launch keeps y in the workspace (StepwiseLayout::h_stored).
+struct LayerOutputs {
+  void* y;
+  void* h_t;
+  void* c_t;  // LSTM only
+};
+
+// What Variant::forward_half and backward_half were given, checked: y, h_T, and c_T for an LSTM.
+LaunchStatus layer_outputs(const LaunchArgs& a, std::span<void* const> outputs, LayerOutputs& out) {
+  const bool lstm = rnn_of(a.problem).cell == kr::Cell::lstm;
+  if (outputs.size() != (lstm ? 3u : 2u) || !outputs[0])
+    return LaunchStatus::failure(std::string("a training half of ") + a.problem.primitive + " takes y, h_T" +
+                                 (lstm ? " and c_T" : "") + " as its outputs (y not null), got " +
+                                 std::to_string(outputs.size()));
+  out = {outputs[0], outputs[1], lstm ? outputs[2] : nullptr};
+  return LaunchStatus::success();
+}
+
+// The final h as an output: y's last step, copied.
 template <typename Element>
-LaunchStatus stepwise(const LaunchArgs& a) {
+LaunchStatus copy_final_h(const RnnProblem& r, const LayerOutputs& out, cudaStream_t stream) {
+  if (!out.h_t) return LaunchStatus::success();
+  const std::int64_t NH = r.batch * r.hidden;
+  return launch_status(cudaMemcpyAsync(out.h_t, static_cast<const Element*>(out.y) + (r.steps - 1) * NH,
+                                       static_cast<std::size_t>(NH) * sizeof(Element), cudaMemcpyDeviceToDevice,
+                                       stream));
+}
+
+// stepwise's forward, keeping the activations: one input GEMM, then per step a recurrent GEMM and
+// the cell kernel, which writes h into y and the step's activations (and c) into the workspace.
+template <typename Element>
+LaunchStatus stepwise_forward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
   const StepwiseLayout l = stepwise_layout(r, a.problem.dtype);
@@ -306,17 +340,47 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   const std::int64_t T = r.steps, D = r.input, GH = r.gates * r.hidden, NH = r.batch * r.hidden, NGH = r.batch * GH;
   const DType dtype = a.problem.dtype;
   cudaStream_t stream = a.stream;
-  LibraryHandles& libraries = a.libraries;
-  const Fp32Views<Element> views{ws, stream};
-
   const auto* h0 = static_cast<const Element*>(t.h0);
-  const auto* b_ih = static_cast<const Element*>(t.b_ih);
-  const auto* b_hh = static_cast<const Element*>(t.b_hh);
-  const auto* dy = static_cast<const Element*>(t.dy);
-  auto* h_stored = reinterpret_cast<Element*>(ws + l.h_stored);
+  auto* y = static_cast<Element*>(out.y);
   float* gates = f32(l.gates);
-  float* d_input = gates;  // x W_ih^T is spent once the forward is done
-  float* d_hidden = lstm ? gates : f32(l.d_hidden);
+  float* cells = f32(l.cells);
+  float* saved = f32(l.saved);
+
+  Steps steps;
+  steps << library_status(rnn_times_transposed(a.libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
+  if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), cells, NH, stream));
+  for (std::int64_t s = 0; s < T && steps.ok(); ++s) {
+    const Element* h_in = s == 0 ? h0 : y + (s - 1) * NH;
+    steps << library_status(
+        rnn_times_transposed(a.libraries, stream, dtype, r.batch, GH, r.hidden, h_in, t.w_hh, f32(l.recurrent)));
+    steps << launch_status(kr::cell_step_saving(r.cell, gates + s * NGH, f32(l.recurrent),
+                                                static_cast<const Element*>(t.b_ih),
+                                                static_cast<const Element*>(t.b_hh), h_in,
+                                                lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
+                                                saved + s * r.batch * kr::kSavedGates * H, y + s * NH, N, H, stream));
+  }
+  steps << copy_final_h<Element>(r, out, stream);
+  if (lstm && out.c_t) steps << launch_status(kr::narrow(cells + T * NH, static_cast<Element*>(out.c_t), NH, stream));
+  return steps.status();
+}
+
+// stepwise's backward from what its forward left: per step in reverse the fused cell-backward
+// kernel and the product dh W_hh, then the products over all steps.
+template <typename Element>
+LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
+  const RnnProblem r = rnn_of(a.problem);
+  const Tensors t = tensors_of(a);
+  const StepwiseLayout l = stepwise_layout(r, a.problem.dtype);
+  char* ws = static_cast<char*>(a.workspace);
+  const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
+  const bool lstm = r.cell == kr::Cell::lstm;
+  const int N = static_cast<int>(r.batch), H = static_cast<int>(r.hidden);
+  const std::int64_t T = r.steps, GH = r.gates * r.hidden, NH = r.batch * r.hidden, NGH = r.batch * GH;
+  cudaStream_t stream = a.stream;
+  const Fp32Views<Element> views{ws, stream};
+  const auto* dy = static_cast<const Element*>(t.dy);
+  float* d_input = f32(l.gates);  // x W_ih^T is spent once the forward is done
+  float* d_hidden = lstm ? d_input : f32(l.d_hidden);
   float* cells = f32(l.cells);
   float* saved = f32(l.saved);
   float* h_prev = f32(l.h_prev);
@@ -324,22 +388,9 @@ LaunchStatus stepwise(const LaunchArgs& a) {
   float* dc = f32(l.dc);
 
   Steps steps;
-  // Forward, keeping the activations.
-  steps << library_status(rnn_times_transposed(libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
-  if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), cells, NH, stream));
-  for (std::int64_t s = 0; s < T && steps.ok(); ++s) {
-    const Element* h_in = s == 0 ? h0 : h_stored + (s - 1) * NH;
-    steps << library_status(
-        rnn_times_transposed(libraries, stream, dtype, r.batch, GH, r.hidden, h_in, t.w_hh, f32(l.recurrent)));
-    steps << launch_status(kr::cell_step_saving(r.cell, gates + s * NGH, f32(l.recurrent), b_ih, b_hh, h_in,
-                                                lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
-                                                saved + s * r.batch * kr::kSavedGates * H, h_stored + s * NH, N, H,
-                                                stream));
-  }
-  widen_h_prev(r, t.h0, h_stored, h_prev, stream, steps);
+  widen_h_prev(r, t.h0, static_cast<const Element*>(out.y), h_prev, stream, steps);
   const float* w_hh = views.widened(t.w_hh, l.w_hh, GH * r.hidden, steps);
-
-  // Backward through the steps: the GRU's cell kernel leaves dh z in dh, which the product adds to.
+  // The GRU's cell kernel leaves dh z in dh, which the product adds to.
   steps << launch_status(kr::widen(static_cast<const Element*>(t.dh_t), dh, NH, stream));
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.dc_t), dc, NH, stream));
   for (std::int64_t s = T - 1; s >= 0 && steps.ok(); --s) {
@@ -347,8 +398,8 @@ LaunchStatus stepwise(const LaunchArgs& a) {
                                                   lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
                                                   h_prev + s * NH, dy + s * NH, dh, dc, d_input + s * NGH,
                                                   lstm ? nullptr : d_hidden + s * NGH, N, H, stream));
-    steps << library_status(rnn_product(libraries, stream, dtype, r.batch, r.hidden, GH, d_hidden + s * NGH, false,
-                                        w_hh, dh, lstm ? 0.f : 1.f));
+    steps << library_status(rnn_product(a.libraries, stream, a.problem.dtype, r.batch, r.hidden, GH,
+                                        d_hidden + s * NGH, false, w_hh, dh, lstm ? 0.f : 1.f));
   }
   steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, stream));
   if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, stream));
@@ -487,8 +538,10 @@ LaunchStatus persistent_status(cudaError_t e, const char* what) {
   return launch_status(e);
 }
 
+// persistent's forward, keeping the activations: the input projection, then one persistent
+// launch writing y (and the final states: the caller's, else the workspace's).
 template <typename Element>
-LaunchStatus persistent(const LaunchArgs& a) {
+LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
   const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
@@ -497,15 +550,10 @@ LaunchStatus persistent(const LaunchArgs& a) {
   const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
   const bool lstm = r.cell == kr::Cell::lstm;
   const std::int64_t NH = r.batch * r.hidden;
-  auto* h_stored = reinterpret_cast<Element*>(ws + l.h_stored);
   auto* final_state = reinterpret_cast<Element*>(ws + pl.final_state);
   float* gates = f32(l.gates);
-  float* d_input = gates;  // x W_ih^T is spent once the forward is done
-  float* d_hidden = lstm ? gates : f32(l.d_hidden);
-  float* h_prev = f32(l.h_prev);
 
   Steps steps;
-  // Forward, keeping the activations: the input projection, then one persistent launch.
   steps << library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
                                                r.gates * r.hidden, r.input, t.x, t.w_ih, gates));
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), f32(l.cells), NH, a.stream));
@@ -517,9 +565,9 @@ LaunchStatus persistent(const LaunchArgs& a) {
   layer.w_hh = static_cast<const Element*>(t.w_hh);
   layer.b_ih = static_cast<const Element*>(t.b_ih);
   layer.b_hh = static_cast<const Element*>(t.b_hh);
-  layer.y = h_stored;
-  layer.h_t = final_state;
-  layer.c_t = lstm ? final_state + NH : nullptr;
+  layer.y = static_cast<Element*>(out.y);
+  layer.h_t = out.h_t ? static_cast<Element*>(out.h_t) : final_state;
+  layer.c_t = !lstm ? nullptr : out.c_t ? static_cast<Element*>(out.c_t) : final_state + NH;
   layer.saved = f32(l.saved);
   layer.cells = lstm ? f32(l.cells) : nullptr;
   layer.steps = static_cast<int>(r.steps);
@@ -528,15 +576,30 @@ LaunchStatus persistent(const LaunchArgs& a) {
   layer.hidden = static_cast<int>(r.hidden);
   if (!steps.ok()) return steps.status();
   if (cfg(a.config, "forward") == kClusterForward)
-    steps << persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
-                               "the forward (persistent_cluster)");
-  else
-    steps << persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_forward_config(r), a.stream),
-                               "the forward (persistent)");
-  widen_h_prev(r, t.h0, h_stored, h_prev, a.stream, steps);
-  if (!steps.ok()) return steps.status();
+    return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
+                             "the forward (persistent_cluster)");
+  return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_forward_config(r), a.stream),
+                           "the forward (persistent)");
+}
 
-  // Backward: the recurrent chain in one cooperative launch; it writes dh0 and dc0 itself.
+// persistent's backward from what its forward left: the recurrent chain in one cooperative
+// launch (it writes dh0 and dc0 itself), then the products over all steps as stepwise.
+template <typename Element>
+LaunchStatus persistent_backward(const LaunchArgs& a, const LayerOutputs& out) {
+  const RnnProblem r = rnn_of(a.problem);
+  const Tensors t = tensors_of(a);
+  const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
+  const StepwiseLayout& l = pl.steps;
+  char* ws = static_cast<char*>(a.workspace);
+  const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
+  const bool lstm = r.cell == kr::Cell::lstm;
+  float* d_input = f32(l.gates);  // x W_ih^T is spent once the forward is done
+  float* d_hidden = lstm ? d_input : f32(l.d_hidden);
+  float* h_prev = f32(l.h_prev);
+
+  Steps steps;
+  widen_h_prev(r, t.h0, static_cast<const Element*>(out.y), h_prev, a.stream, steps);
+  if (!steps.ok()) return steps.status();
   kr::BackwardChain<Element> chain;
   chain.cell = r.cell;
   chain.w_hh = static_cast<const Element*>(t.w_hh);
@@ -550,9 +613,9 @@ LaunchStatus persistent(const LaunchArgs& a) {
   chain.d_hidden = d_hidden;
   chain.dh0 = static_cast<Element*>(t.dh0);
   chain.dc0 = static_cast<Element*>(t.dc0);
-  chain.steps = layer.steps;
-  chain.batch = layer.batch;
-  chain.hidden = layer.hidden;
+  chain.steps = static_cast<int>(r.steps);
+  chain.batch = static_cast<int>(r.batch);
+  chain.hidden = static_cast<int>(r.hidden);
   steps << persistent_status(kr::persistent_backward(chain, ws + pl.barrier, backward_config(a.config), a.stream),
                              "the backward chain");
   if (!steps.ok()) return steps.status();
@@ -563,7 +626,7 @@ LaunchStatus persistent(const LaunchArgs& a) {
 
 // ---- cudnn ------------------------------------------------------------------------------------
 
-LaunchStatus cudnn_backward(const LaunchArgs& a) {
+CudnnRnnBackward cudnn_call(const LaunchArgs& a) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
   CudnnRnnBackward b;
@@ -577,7 +640,40 @@ LaunchStatus cudnn_backward(const LaunchArgs& a) {
   b.dy = t.dy, b.dh_t = t.dh_t, b.dc_t = t.dc_t;
   b.dx = t.dx, b.dh0 = t.dh0, b.dc0 = t.dc0;
   b.dw_ih = t.dw_ih, b.dw_hh = t.dw_hh, b.db_ih = t.db_ih, b.db_hh = t.db_hh;
-  return library_status(cudnn_rnn_backward(a.libraries, a.stream, b));
+  return b;
+}
+
+// The halves' cuDNN call: the layer's outputs, and a plan of its own per x (one per layer of a trainer).
+CudnnRnnBackward cudnn_half_call(const LaunchArgs& a, const LayerOutputs& out) {
+  CudnnRnnBackward b = cudnn_call(a);
+  b.layer.y = out.y, b.layer.h_t = out.h_t, b.layer.c_t = out.c_t;
+  return b;
+}
+
+using Half = std::function<LaunchStatus(const LaunchArgs&, const LayerOutputs&)>;
+
+// Variant::forward_half and backward_half of a rung from its halves.
+void set_halves(Variant& v, const Half& forward, const Half& backward) {
+  const auto checked = [](const Half& half) {
+    return [half](const LaunchArgs& a, std::span<void* const> outputs) {
+      LayerOutputs out{};
+      if (LaunchStatus s = layer_outputs(a, outputs, out); !s.ok) return s;
+      return half(a, out);
+    };
+  };
+  v.forward_half = checked(forward);
+  v.backward_half = checked(backward);
+}
+
+// A whole launch of shapetune's rungs: both halves, y in the workspace (every rung's layout starts
+// with stepwise's), the final states not wanted.
+std::function<LaunchStatus(const LaunchArgs&)> whole_launch(const Half& forward, const Half& backward) {
+  return [forward, backward](const LaunchArgs& a) {
+    const LayerOutputs out{static_cast<char*>(a.workspace) + stepwise_layout(rnn_of(a.problem), a.problem.dtype).h_stored,
+                           nullptr, nullptr};
+    if (LaunchStatus s = forward(a, out); !s.ok) return s;
+    return backward(a, out);
+  };
 }
 
 void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRungs& forward) {
@@ -589,11 +685,18 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
                   "as one fp32 GEMM each over all steps";
   s.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
   s.workspace_bytes = stepwise_workspace;
-  s.launch = [](const LaunchArgs& a) {
+  const Half stepwise_forward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
     return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
-      return stepwise<decltype(tag)>(a);
+      return stepwise_forward<decltype(tag)>(a, out);
     });
   };
+  const Half stepwise_backward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+      return stepwise_backward<decltype(tag)>(a, out);
+    });
+  };
+  s.launch = whole_launch(stepwise_forward_half, stepwise_backward_half);
+  set_halves(s, stepwise_forward_half, stepwise_backward_half);
   cat.add(s);
 
   Variant g;
@@ -606,6 +709,8 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   g.launch = [launch = s.launch](const LaunchArgs& a) {
     return launch_as_graph("stepwise_graph", a, [&] { return launch(a); });
   };
+  // A trainer captures its whole step, halves included, so its halves are stepwise's.
+  set_halves(g, stepwise_forward_half, stepwise_backward_half);
   cat.add(g);
 
   Variant p;
@@ -626,11 +731,18 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
     return persistent_supports(forward, problem, config, limits);
   };
   p.workspace_bytes = persistent_workspace;
-  p.launch = [](const LaunchArgs& a) {
+  const Half persistent_forward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
     return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
-      return persistent<decltype(tag)>(a);
+      return persistent_forward<decltype(tag)>(a, out);
     });
   };
+  const Half persistent_backward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+      return persistent_backward<decltype(tag)>(a, out);
+    });
+  };
+  p.launch = whole_launch(persistent_forward_half, persistent_backward_half);
+  set_halves(p, persistent_forward_half, persistent_backward_half);
   cat.add(p);
 
   Variant c;
@@ -644,7 +756,16 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   c.params = ParamSpace({{"algo", {0, 1, 2, 3}, "cuDNN's RNN algorithm"}});
   c.default_config = Config({{"algo", 0}});
   c.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
-  c.launch = cudnn_backward;
+  c.launch = [](const LaunchArgs& a) { return library_status(cudnn_rnn_backward(a.libraries, a.stream, cudnn_call(a))); };
+  set_halves(
+      c,
+      [](const LaunchArgs& a, const LayerOutputs& out) {
+        return library_status(cudnn_rnn_training_forward(a.libraries, a.stream, cudnn_half_call(a, out), a.tensors[0]));
+      },
+      [](const LaunchArgs& a, const LayerOutputs& out) {
+        return library_status(
+            cudnn_rnn_backward_after_forward(a.libraries, a.stream, cudnn_half_call(a, out), a.tensors[0]));
+      });
   cat.add(c);
 }
 

@@ -206,12 +206,21 @@ TEST(CharLmTraining, TheTimingSuiteTrainsAsEpochsDoAndWrapsTheData) {
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << recurrent_cell_name(cell);
     EXPECT_EQ(suite_trainer.validation_loss(), epochs.validation_loss()) << recurrent_cell_name(cell);
 
-    // --op-times: every dispatched op of the step once, in the order the resolutions list them
-    // (two layers forward, the head and loss, their gradients, two layers backward, Adam).
+    // --op-times: every dispatched op of a training step once, in launch order: each layer's
+    // backward-through-time op's forward half (layer 0 first), the head and the loss, their
+    // gradients, each layer's backward half (the last layer first), Adam. The resolutions list
+    // the layers' inference forwards (the evaluation step's) first, then the head, the loss and
+    // their gradients, the layers' backward ops (the last first) and Adam.
     const std::vector<OpTime> times = epochs.op_times(2, 5);
-    ASSERT_EQ(times.size(), epochs.resolutions().size()) << recurrent_cell_name(cell);
+    const std::vector<OpResolution>& r = epochs.resolutions();
+    ASSERT_EQ(r.size(), 10u) << recurrent_cell_name(cell);
+    const std::vector<std::string> want = {r[8].op.name + ": forward half",  r[7].op.name + ": forward half",
+                                           r[2].op.name, r[3].op.name, r[4].op.name, r[5].op.name, r[6].op.name,
+                                           r[7].op.name + ": backward half", r[8].op.name + ": backward half",
+                                           r[9].op.name};
+    ASSERT_EQ(times.size(), want.size()) << recurrent_cell_name(cell);
     for (std::size_t i = 0; i < times.size(); ++i) {
-      EXPECT_EQ(times[i].name, epochs.resolutions()[i].op.name);
+      EXPECT_EQ(times[i].name, want[i]);
       EXPECT_GT(times[i].median_us, 0) << times[i].name;
     }
   }

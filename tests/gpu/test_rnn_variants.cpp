@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "harness/accuracy.hpp"
 #include "support/test_support.hpp"
 #include "support/verify_configs.hpp"
 
@@ -86,6 +87,129 @@ TEST_P(RnnVariants, PersistentBackwardStagesWideRowsInTiles) {
     const Problem problem{primitive, GetParam(), Shape({{"T", 3}, {"N", 64}, {"D", 16}, {"H", 512}})};
     EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent"), 8)
         << problem.key();
+  }
+}
+
+// A trainer runs the backward primitives in two halves with the loss between them. Every config
+// of every rung, at three shapes: the forward half's y, h_T and c_T (written on poison) are the
+// forward primitive's reference; the backward half's gradients are the backward's reference and,
+// for shapetune's own rungs, the whole launch's bit for bit (the same kernels in the same order).
+// cuDNN's halves keep a plan per x, so a second layer of one shape cannot overwrite the first's
+// reserve space: two instances' halves interleave, as a two-layer trainer runs them.
+TEST_P(RnnVariants, TheHalvesOfEveryBackwardAreItsWholeLaunch) {
+  std::uint64_t seed = std::random_device{}();
+  int halves_checked = 0;
+  for (const char* primitive : {"lstm.backward", "gru.backward"}) {
+    const bool lstm = std::string(primitive) == "lstm.backward";
+    const char* forward_name = lstm ? "lstm.forward" : "gru.forward";
+    for (const Case& c : {Case{1, 1, 1, 1}, Case{5, 2, 33, 100}, Case{17, 7, 64, 128}}) {
+      const Shape shape({{"T", c.T}, {"N", c.N}, {"D", c.D}, {"H", c.H}});
+      const Problem problem{primitive, GetParam(), shape};
+      const Primitive& backward = *catalogue().find_primitive(primitive);
+      ProblemData data(backward, problem, seed++);
+      // The forward's reference from the same inputs (the backward's first tensors, in the forward's order).
+      const Primitive& forward = *catalogue().find_primitive(forward_name);
+      const Problem forward_problem{forward_name, GetParam(), shape};
+      const std::vector<TensorSpec> forward_specs = forward.tensors(forward_problem);
+      HostTensors host;
+      std::vector<const TensorSpec*> outputs;
+      for (std::size_t i = 0; i < forward_specs.size(); ++i) {
+        if (forward_specs[i].role == TensorRole::input) {
+          host.push_back(data.expected(i));
+        } else {
+          host.emplace_back(static_cast<std::size_t>(forward_specs[i].elements()));
+          outputs.push_back(&forward_specs[i]);
+        }
+      }
+      forward.reference(forward_problem, {}, host);
+      const std::size_t first_output = host.size() - outputs.size();
+      const Tolerance forward_tol = tolerance_for(forward, forward_problem);
+      const Tolerance tol = tolerance_for(backward, problem);
+
+      for (const Variant* v : catalogue().variants(primitive)) {
+        ASSERT_TRUE(v->forward_half && v->backward_half) << v->name << " has no halves";
+        for (const Config& config : v->params.enumerate()) {
+          if (!v->supports(problem, config, device_.limits).ok) continue;
+          const std::string name = problem.key() + " " + v->name + "{" + config.key() + "}";
+          const std::size_t workspace_bytes = v->workspace_bytes ? v->workspace_bytes(problem, config) : 0;
+          DeviceBuffer workspace(workspace_bytes);
+          std::vector<void*> pointers = data.pointers(0);
+          const LaunchArgs args{problem,         config,          pointers,      measurer_->stream(), measurer_->libraries(),
+                                workspace.get(), workspace_bytes, data.scalars()};
+          data.prepare(0, measurer_->stream());
+          const LaunchStatus whole = v->launch(args);
+          if (!whole.ok && whole.unsupported) continue;
+          ASSERT_TRUE(whole.ok) << name << ": " << whole.message;
+          const std::vector<std::vector<std::byte>> whole_outputs = test_support::device_outputs(data, pointers, measurer_->stream());
+
+          std::vector<DeviceBuffer> layer_outputs;
+          std::vector<void*> out;
+          for (const TensorSpec* spec : outputs) {
+            layer_outputs.emplace_back(static_cast<std::size_t>(spec->bytes()));
+            SHAPETUNE_CUDA_CHECK(cudaMemset(layer_outputs.back().get(), 0xFF, spec->bytes()));
+            out.push_back(layer_outputs.back().get());
+          }
+          data.prepare(0, measurer_->stream());
+          SHAPETUNE_CUDA_CHECK(cudaMemset(workspace.get(), 0xFF, workspace_bytes));
+          LaunchStatus s = v->forward_half(args, out);
+          ASSERT_TRUE(s.ok) << name << " forward half: " << s.message;
+          SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer_->stream()));
+          for (std::size_t k = 0; k < outputs.size(); ++k) {
+            std::vector<std::byte> image(static_cast<std::size_t>(outputs[k]->bytes()));
+            SHAPETUNE_CUDA_CHECK(cudaMemcpy(image.data(), out[k], image.size(), cudaMemcpyDeviceToHost));
+            const AccuracyReport r = compare_with_reference(*outputs[k], image.data(), host[first_output + k], forward_tol);
+            EXPECT_EQ(r.mismatches, 0) << name << " forward half, " << outputs[k]->name << ": " << r.first_mismatch;
+          }
+          s = v->backward_half(args, out);
+          ASSERT_TRUE(s.ok) << name << " backward half: " << s.message;
+          const AccuracyReport r = data.check(0, tol, measurer_->stream());
+          EXPECT_EQ(r.mismatches, 0) << name << " halves: " << r.first_mismatch;
+          if (!v->library)
+            EXPECT_EQ(test_support::device_outputs(data, pointers, measurer_->stream()), whole_outputs) << name << ": halves differ from whole";
+          ++halves_checked;
+        }
+      }
+    }
+  }
+  EXPECT_GE(halves_checked, 2 * 3 * 2) << "stepwise and stepwise_graph at least, per cell and shape";
+}
+
+// Two layers of one shape, as a two-layer trainer runs them through cuDNN: both forward halves,
+// then both backward halves in reverse, each layer's gradients its own whole launch's (within the
+// tolerance: cuDNN promises no bitwise repeat) -- one shared reserve space would give the first
+// layer the second's.
+TEST_P(RnnVariants, CudnnHalvesOfTwoLayersOfOneShapeKeepTheirOwnReserveSpace) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.backward", "gru.backward"}) {
+    const bool lstm = std::string(primitive) == "lstm.backward";
+    const Problem problem{primitive, GetParam(), Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 24}})};
+    const Primitive& backward = *catalogue().find_primitive(primitive);
+    const Variant& cudnn = *catalogue().find_variant(primitive, "cudnn");
+    ProblemData first(backward, problem, seed++), second(backward, problem, seed++);
+    const Config config = cudnn.default_config;
+    const std::int64_t NH = 5 * 24, bytes = 9 * NH * static_cast<std::int64_t>(dtype_size(storage_of(GetParam())));
+    std::vector<DeviceBuffer> buffers;
+    const auto outputs_for = [&] {  // y, h_T (and c_T): room for fp32 states
+      std::vector<void*> out;
+      for (int k = 0; k < (lstm ? 3 : 2); ++k) {
+        buffers.emplace_back(static_cast<std::size_t>(k == 0 ? bytes : NH * 4));
+        out.push_back(buffers.back().get());
+      }
+      return out;
+    };
+    const std::vector<void*> out1 = outputs_for(), out2 = outputs_for();
+    std::vector<void*> p1 = first.pointers(0), p2 = second.pointers(0);
+    const LaunchArgs a1{problem, config, p1, measurer_->stream(), measurer_->libraries(), nullptr, 0, first.scalars()};
+    const LaunchArgs a2{problem, config, p2, measurer_->stream(), measurer_->libraries(), nullptr, 0, second.scalars()};
+    first.prepare(0, measurer_->stream());
+    second.prepare(0, measurer_->stream());
+    ASSERT_TRUE(cudnn.forward_half(a1, out1).ok);
+    ASSERT_TRUE(cudnn.forward_half(a2, out2).ok);
+    ASSERT_TRUE(cudnn.backward_half(a2, out2).ok);
+    ASSERT_TRUE(cudnn.backward_half(a1, out1).ok);
+    const Tolerance tol = tolerance_for(backward, problem);
+    EXPECT_EQ(second.check(0, tol, measurer_->stream()).mismatches, 0) << problem.key() << " second layer";
+    EXPECT_EQ(first.check(0, tol, measurer_->stream()).mismatches, 0) << problem.key() << " first layer";
   }
 }
 

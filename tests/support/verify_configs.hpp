@@ -52,6 +52,19 @@ inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, con
   return verified;
 }
 
+// The bytes of every output (and inout) tensor of `pointers` (a set of `data`), once `stream` is done.
+inline std::vector<std::vector<std::byte>> device_outputs(const ProblemData& data, const std::vector<void*>& pointers,
+                                                          cudaStream_t stream) {
+  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<std::vector<std::byte>> out;
+  for (std::size_t i = 0; i < data.specs().size(); ++i) {
+    if (data.specs()[i].role == TensorRole::input) continue;
+    out.emplace_back(static_cast<std::size_t>(data.specs()[i].bytes()));
+    SHAPETUNE_CUDA_CHECK(cudaMemcpy(out.back().data(), pointers[i], out.back().size(), cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
 // The bytes of every output (and inout) tensor after one launch of `v` on the problem's first
 // buffer set, its workspace filled with the byte `fill` first: two calls with different fills
 // show whether a variant's results depend on what its workspace held (they must not).
@@ -67,14 +80,7 @@ inline std::vector<std::vector<std::byte>> outputs_after_launch(const Variant& v
   data.prepare(0, measurer.stream());
   const LaunchStatus status = v.launch(args);
   EXPECT_TRUE(status.ok) << v.name << ": " << status.message;
-  SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer.stream()));
-  std::vector<std::vector<std::byte>> out;
-  for (std::size_t i = 0; i < data.specs().size(); ++i) {
-    if (data.specs()[i].role == TensorRole::input) continue;
-    out.emplace_back(static_cast<std::size_t>(data.specs()[i].bytes()));
-    SHAPETUNE_CUDA_CHECK(cudaMemcpy(out.back().data(), pointers[i], out.back().size(), cudaMemcpyDeviceToHost));
-  }
-  return out;
+  return device_outputs(data, pointers, measurer.stream());
 }
 
 }  // namespace shapetune::test_support
