@@ -40,10 +40,15 @@ inline std::vector<std::int64_t> tile_indices(std::size_t count) {
 }
 
 // Whether the wgmma kernel (variants/gemm_wgmma.cpp) takes a GEMM of this layout, dtype and m, n, k
-// with this tile and stage count on this device, and why not; the QKV projection's wgmma variant
-// asks it for its GEMM.
+// with this tile, stage count and persistence on this device, and why not; the QKV projection's
+// wgmma variant asks it for its GEMM.
 Support wgmma_supports(kernels::gemm::Layout layout, const Problem& gemm_problem, const Config& config,
                        const DeviceLimits& limits);
+
+// The wgmma variants' `persistent` parameter.
+inline constexpr const char* kWgmmaPersistentHelp =
+    "0: a block a tile; 1: a block an SM looping over tiles, the next tile's loads in flight while the consumers "
+    "store one (its staging apart from the pipeline: tiles of 256 columns do not fit); for few K steps a tile";
 
 // The kernel arguments of a launch of a GEMM primitive, pointers typed as T.
 template <typename T>

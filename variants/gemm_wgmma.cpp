@@ -51,7 +51,7 @@ LaunchStatus launch_typed(const LaunchArgs& a) {
   if (reinterpret_cast<std::uintptr_t>(args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(args.b) % 16 != 0)
     return LaunchStatus::refused("TMA needs A and B 16-byte aligned");
   const cudaError_t e = kwg::wgmma(args, static_cast<int>(a.config.at("tile")), static_cast<int>(a.config.at("stages")),
-                                   a.stream);
+                                   a.config.at("persistent") != 0, a.stream);
   if (e == cudaErrorNotSupported)
     return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
   return launch_status(e);
@@ -83,7 +83,9 @@ Support wgmma_supports(Layout layout, const Problem& p, const Config& c, const D
   if (kwg::kThreads > limits.max_threads_per_block)
     return Support::no(std::to_string(kwg::kThreads) + " threads per block; the device allows " +
                        std::to_string(limits.max_threads_per_block));
-  const std::size_t shared = kwg::shared_bytes(t, static_cast<int>(stages));
+  const std::int64_t persistent = c.at("persistent");
+  if (persistent != 0 && persistent != 1) return Support::no("persistent is 0 or 1");
+  const std::size_t shared = kwg::shared_bytes(t, static_cast<int>(stages), persistent != 0);
   if (static_cast<std::int64_t>(shared) > limits.shared_memory_per_block_optin)
     return Support::no(std::to_string(shared) + " bytes of shared memory per block; the device allows " +
                        std::to_string(limits.shared_memory_per_block_optin));
@@ -115,10 +117,12 @@ void register_gemm_wgmma(Catalogue& cat) {
         "multi-stage mbarrier ring of 128-byte-swizzled shared tiles, two consumer warpgroups multiply from shared "
         "memory; f16, bf16; lda and ldb multiples of 8";
     v.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile (bm x bn x bk, consumers): " + tile_list()},
-                           {"stages", stage_counts(), "shared-memory buffers of the TMA pipeline (full/empty mbarrier ring)"}});
+                           {"stages", stage_counts(), "shared-memory buffers of the TMA pipeline (full/empty mbarrier ring)"},
+                           {"persistent", {0, 1}, kWgmmaPersistentHelp}});
     // 128x256 tiles with 3 stages: the most reuse per byte, one block per SM. The fastest at bf16
     // 8192^3 on the H200 (1567 us; 4 stages 1612 us) in reports/h200/*-quick-gemm-at-00fe28e.
-    v.default_config = Config({{"tile", 0}, {"stages", 3}});
+    // One block a tile, as before the persistent axis existed.
+    v.default_config = Config({{"tile", 0}, {"stages", 3}, {"persistent", 0}});
     v.supports = [layout](const Problem& p, const Config& c, const DeviceLimits& limits) {
       return wgmma_supports(layout, p, c, limits);
     };

@@ -293,7 +293,8 @@ LaunchStatus wgmma_split(const LaunchArgs& a) {
     if (reinterpret_cast<std::uintptr_t>(f.args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(f.args.b) % 16 != 0)
       return LaunchStatus::refused("TMA needs x and w 16-byte aligned");
     const cudaError_t e =
-        kwg::wgmma_head_split(f.args, f.out, cfg(a.config, "tile"), cfg(a.config, "stages"), a.stream);
+        kwg::wgmma_head_split(f.args, f.out, cfg(a.config, "tile"), cfg(a.config, "stages"),
+                              cfg(a.config, "persistent") != 0, a.stream);
     if (e == cudaErrorNotSupported)
       return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
     return launch_status(e);
@@ -353,10 +354,11 @@ void register_qkv_projection(Catalogue& cat) {
   std::vector<std::int64_t> stages;
   for (int s = kwg::kMinStages; s <= kwg::kMaxStages; ++s) stages.push_back(s);
   hopper.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile: an index into wgmma's table"},
-                              {"stages", stages, "shared-memory buffers of the TMA pipeline"}});
+                              {"stages", stages, "shared-memory buffers of the TMA pipeline"},
+                              {"persistent", {0, 1}, kWgmmaPersistentHelp}});
   // 128x128 (tile 2), 4 stages: the narrow n = 3 D of the cases (384 at D = 128) leaves tile 0's
   // 256 columns half empty at its edge.
-  hopper.default_config = Config({{"tile", 2}, {"stages", 4}});
+  hopper.default_config = Config({{"tile", 2}, {"stages", 4}, {"persistent", 0}});
   hopper.supports = wgmma_split_supports;
   hopper.launch = wgmma_split;
   cat.add(hopper);

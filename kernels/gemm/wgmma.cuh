@@ -25,6 +25,7 @@ namespace shapetune::kernels::gemm_wgmma {
 // Every block: one producer warpgroup (one thread of it issues the TMA loads; the warpgroup
 // gives its registers to the consumers) and two consumer warpgroups.
 inline constexpr int kConsumerWarpgroups = 2;
+inline constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
 inline constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
 // K per pipeline stage: 64 16-bit elements are one 128-byte swizzle row.
 inline constexpr int kBlockK = 64;
@@ -63,10 +64,19 @@ constexpr std::size_t stage_bytes(const TileShape& t) {
   return static_cast<std::size_t>(t.block_m + t.block_n) * kBlockK * 2;
 }
 
+// The consumers' epilogue staging: each consumer warp's 16 rows of block_n fp32 accumulators,
+// rows padded by 8 floats.
+constexpr std::size_t staging_bytes(const TileShape& t) {
+  return static_cast<std::size_t>(kConsumerWarps) * 16 * (t.block_n + 8) * 4;
+}
+
 // Dynamic shared memory of one block: the stages, 1 KiB of slack to align them to the
 // 128-byte swizzle's 1024-byte period, and a full and an empty mbarrier (8 bytes each) a stage.
-constexpr std::size_t shared_bytes(const TileShape& t, int stages) {
-  return static_cast<std::size_t>(stages) * (stage_bytes(t) + 16) + 1024;
+// A persistent block (one an SM, looping over tiles) keeps its epilogue staging apart, so that
+// the producer fills the pipeline with the next tile while the consumers store this one; a block
+// of one tile stages in the pipeline's buffers once its last K step is read.
+constexpr std::size_t shared_bytes(const TileShape& t, int stages, bool persistent = false) {
+  return static_cast<std::size_t>(stages) * (stage_bytes(t) + 16) + 1024 + (persistent ? staging_bytes(t) : 0);
 }
 
 // TMA needs every global row stride a multiple of 16 bytes: the leading dimensions of A and B
@@ -79,14 +89,16 @@ constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t
 }
 
 // C = epilogue(alpha * op(A) op(B) + beta * C + bias) with wgmma. T is __half or __nv_bfloat16;
-// `tile` indexes kTiles; stages in [kMinStages, kMaxStages].
+// `tile` indexes kTiles; stages in [kMinStages, kMaxStages]; `persistent`: as many blocks as the
+// SMs hold at once, each looping over tiles (shared_bytes says what that costs), for problems of
+// few K steps a tile, where a block of one tile leaves the memory pipe idle while it stores.
 // Returns cudaErrorNotSupported unless the current device is compute capability 9.0 (sm_90a code
 // runs nowhere else); cudaErrorInvalidValue for a tile or stage count out of range, operands TMA
 // cannot address (see tma_addressable; A or B not 16-byte aligned), or shared memory past the
 // device's opt-in limit; cudaErrorInvalidConfiguration when the tiles exceed the grid; the
 // driver's error when it cannot encode a tensor map.
 template <typename T>
-cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream);
+cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream);
 
 // wgmma whose epilogue writes C through `out` (kernels/gemm/head_split.cuh): the QKV projection
 // at the speed of the GEMM. Needs layout nt (x [M, D] times W [3 D, D] transposed), beta 0,
@@ -94,6 +106,6 @@ cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t 
 // seq and m, n below 2^31; cudaErrorInvalidValue otherwise, and wgmma's other errors.
 template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const gemm::HeadSplitOutput<T>& out, int tile, int stages,
-                             cudaStream_t stream);
+                             bool persistent, cudaStream_t stream);
 
 }  // namespace shapetune::kernels::gemm_wgmma

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <type_traits>
@@ -37,7 +38,7 @@ using gemm::Layout;
 constexpr int kWarpSize = 32;
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerThreads = kWarpgroupThreads * kConsumerWarpgroups;
-constexpr int kConsumerWarps = kConsumerThreads / kWarpSize;
+static_assert(kConsumerWarps == kConsumerThreads / kWarpSize, "wgmma.cuh's count");
 // The 128-byte swizzle: a shared row of 128 bytes (kBlockK 16-bit elements) whose eight 16-byte
 // chunks are permuted by XOR with address bits 7-9, so its pattern repeats every 8 rows, 1024 bytes.
 constexpr unsigned kSwizzleRowBytes = 128;
@@ -69,6 +70,7 @@ struct Params {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
+  bool persistent;  // blocks loop over tiles, staging their epilogue apart from the pipeline
   // C aligned to 16 bytes with ldc a whole number of 16-byte chunks (or head-split outputs
   // aligned with head_dim one), and the bias aligned: every chunk of 8 outputs inside the matrix
   // is one 128-bit access.
@@ -97,6 +99,7 @@ struct Tiling {
   // banks.
   static constexpr int kStagingStride = kBN + 8;
   static constexpr unsigned kStagingBytes = kConsumerWarps * 16 * kStagingStride * 4;
+  static_assert(kStagingBytes == staging_bytes(TileShape{kBM, kBN}), "the catalogue's staging is the kernel's");
 
   static_assert(sizeof(T) == 2, "wgmma k16 with 16-bit A and B");
   static_assert(kWarpgroupM % 64 == 0 && kBN % kMnBoxExtent == 0, "whole m64 tiles and MN boxes");
@@ -131,54 +134,79 @@ __device__ __forceinline__ std::uint64_t operand_descriptor(unsigned tile, int m
 
 // ---- the kernel's parts -----------------------------------------------------------------------
 
-// The producer (one thread): for every K step, wait until the consumers have released the slot,
-// announce the stage's bytes on its full barrier and issue the TMA boxes of A and B into it.
-// A K-major tile is one box of kBlockK x rows; an MN-major one is rows / 64 boxes of 64 x kBlockK.
+// The block's tiles: blockIdx.x, then every gridDim.x-th after it (one, unless persistent), in
+// the grouped raster order.
+struct BlockTiles {
+  int total;
+  __device__ __forceinline__ int first() const { return static_cast<int>(blockIdx.x); }
+  __device__ __forceinline__ int next(int tile) const { return tile + static_cast<int>(gridDim.x); }
+};
+
+// A position in the ring of stages, carried from one tile to the next.
+struct Ring {
+  int slot = 0;
+  unsigned phase = 0;
+  __device__ __forceinline__ void advance(int stages) {
+    if (++slot == stages) slot = 0, phase ^= 1;
+  }
+};
+
+// The producer (one thread): for every K step of every tile of the block, wait until the
+// consumers have released the slot, announce the stage's bytes on its full barrier and issue the
+// TMA boxes of A and B into it. A K-major tile is one box of kBlockK x rows; an MN-major one is
+// rows / 64 boxes of 64 x kBlockK. It runs ahead into the next tile while the consumers store one.
 template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensorMap* b_map,
                                         const Params<typename C::T>& p, unsigned tiles, unsigned full,
-                                        unsigned empty, int m0, int n0) {
+                                        unsigned empty) {
   prefetch_tensor_map(a_map);
   prefetch_tensor_map(b_map);
-  int slot = 0;
-  unsigned phase = 0;
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    mbarrier_wait(empty + 8 * slot, phase ^ 1);
-    const unsigned bar = full + 8 * slot;
-    mbarrier_arrive_expect_tx(bar, C::kStageBytes);
-    const unsigned a_dst = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
-    const unsigned b_dst = a_dst + C::kATileBytes;
-    const int k0 = kt * kBlockK;
-    if constexpr (C::kAKMajor) {
-      tma_load_2d(a_dst, a_map, k0, m0, bar);
-    } else {
+  Ring ring;
+  const BlockTiles block{p.tiles_m * p.tiles_n};
+  for (int tile = block.first(); tile < block.total; tile = block.next(tile)) {
+    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, p.tiles_m, p.tiles_n);
+    const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;  // the host keeps extents below 2^31 - 256
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+      const int slot = ring.slot;
+      mbarrier_wait(empty + 8 * slot, ring.phase ^ 1);
+      const unsigned bar = full + 8 * slot;
+      mbarrier_arrive_expect_tx(bar, C::kStageBytes);
+      const unsigned a_dst = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
+      const unsigned b_dst = a_dst + C::kATileBytes;
+      const int k0 = kt * kBlockK;
+      if constexpr (C::kAKMajor) {
+        tma_load_2d(a_dst, a_map, k0, m0, bar);
+      } else {
 #pragma unroll
-      for (int j = 0; j < C::kBM / kMnBoxExtent; ++j)
-        tma_load_2d(a_dst + j * kMnBoxBytes, a_map, m0 + j * kMnBoxExtent, k0, bar);
-    }
-    if constexpr (C::kBKMajor) {
-      tma_load_2d(b_dst, b_map, k0, n0, bar);
-    } else {
+        for (int j = 0; j < C::kBM / kMnBoxExtent; ++j)
+          tma_load_2d(a_dst + j * kMnBoxBytes, a_map, m0 + j * kMnBoxExtent, k0, bar);
+      }
+      if constexpr (C::kBKMajor) {
+        tma_load_2d(b_dst, b_map, k0, n0, bar);
+      } else {
 #pragma unroll
-      for (int j = 0; j < C::kBN / kMnBoxExtent; ++j)
-        tma_load_2d(b_dst + j * kMnBoxBytes, b_map, n0 + j * kMnBoxExtent, k0, bar);
+        for (int j = 0; j < C::kBN / kMnBoxExtent; ++j)
+          tma_load_2d(b_dst + j * kMnBoxBytes, b_map, n0 + j * kMnBoxExtent, k0, bar);
+      }
+      ring.advance(p.stages);
     }
-    if (++slot == p.stages) slot = 0, phase ^= 1;
   }
 }
 
-// A consumer warpgroup: for every K step, wait for the stage, issue its 4 k16 steps of wgmma
-// (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group, whose
-// stage each warp then releases (one arrival a warp; the empty barriers count kConsumerWarps).
-// One group stays in flight, so the tensor cores always have the next step queued.
+// A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 k16 steps
+// of wgmma (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group,
+// whose stage each warp then releases (one arrival a warp; the empty barriers count
+// kConsumerWarps). One group stays in flight, so the tensor cores always have the next step
+// queued. The last step's stage is released once its group is done, for the next tile's loads.
 template <class C>
 __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulators], const Params<typename C::T>& p,
-                                        unsigned tiles, unsigned full, unsigned empty, int consumer, int lane) {
+                                        unsigned tiles, unsigned full, unsigned empty, int consumer, int lane,
+                                        Ring& ring) {
   constexpr int kTransA = C::kAKMajor ? 0 : 1, kTransB = C::kBKMajor ? 0 : 1;
-  int slot = 0, previous = -1;
-  unsigned phase = 0;
+  int previous = -1;
   for (int kt = 0; kt < p.k_tiles; ++kt) {
-    mbarrier_wait(full + 8 * slot, phase);
+    const int slot = ring.slot;
+    mbarrier_wait(full + 8 * slot, ring.phase);
     const unsigned a_tile = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
     const unsigned b_tile = a_tile + C::kATileBytes;
     wgmma_fence();
@@ -198,11 +226,12 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
     for (int mt = 0; mt < C::kMTiles; ++mt) touch(acc[mt]);
     if (previous >= 0 && lane == 0) mbarrier_arrive(empty + 8 * previous);
     previous = slot;
-    if (++slot == p.stages) slot = 0, phase ^= 1;
+    ring.advance(p.stages);
   }
   wgmma_wait<0>();
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) touch(acc[mt]);
+  if (lane == 0) mbarrier_arrive(empty + 8 * previous);
 }
 
 // c[m][n] = act(alpha acc + beta c[m][n] + bias[n]) for one m64 tile of a consumer warpgroup:
@@ -252,7 +281,8 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // Warpgroup 0 produces (one thread issues every TMA), warpgroups 1 and 2 consume. Shared memory:
-// `stages` x (A tile, B tile), each on a 1024-byte boundary, then the full and empty mbarriers.
+// `stages` x (A tile, B tile), each on a 1024-byte boundary, then the full and empty mbarriers,
+// then (persistent) the consumer warps' staging.
 template <class C>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -270,9 +300,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 
-  const auto [tile_m, tile_n] = grouped_tile(static_cast<int>(blockIdx.x), C::kRasterGroup, p.tiles_m, p.tiles_n);
-  const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;  // the host keeps extents below 2^31 - 256
-
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
       mbarrier_init(full + 8 * s, 1);                // the producer's arrive.expect_tx (+ the bytes)
@@ -284,24 +311,33 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     registers_decrease<kProducerRegisters>();
-    if (threadIdx.x == 0) produce<C>(&a_map, &b_map, p, tiles, full, empty, m0, n0);
+    if (threadIdx.x == 0) produce<C>(&a_map, &b_map, p, tiles, full, empty);
     return;
   }
 
   registers_increase<kConsumerRegisters>();
   const int consumer = warpgroup - 1;
-  float acc[C::kMTiles][C::kAccumulators];  // the first K step's wgmma (scale_d 0) initialises them
-  consume<C>(acc, p, tiles, full, empty, consumer, lane);
-
-  // The pipeline's buffers become the consumer warps' staging areas once both warpgroups' last
-  // wgmma have read them (every TMA has landed: each was waited for).
-  named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
   const int consumer_warp = (static_cast<int>(threadIdx.x) - kWarpgroupThreads) / kWarpSize;
-  float* staging = reinterpret_cast<float*>(shared + (tiles - shared_base)) + consumer_warp * 16 * C::kStagingStride;
+  // Persistent: the staging lies past the barriers (16-byte aligned: the stages are whole KiB);
+  // otherwise in the pipeline's buffers.
+  const unsigned staging_at = p.persistent ? empty + 8 * static_cast<unsigned>(stages) : tiles;
+  float* staging = reinterpret_cast<float*>(shared + (staging_at - shared_base)) + consumer_warp * 16 * C::kStagingStride;
+  Ring ring;
+  const BlockTiles block{p.tiles_m * p.tiles_n};
+  for (int tile = block.first(); tile < block.total; tile = block.next(tile)) {
+    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, p.tiles_m, p.tiles_n);
+    const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;
+    float acc[C::kMTiles][C::kAccumulators];  // the first K step's wgmma (scale_d 0) initialises them
+    consume<C>(acc, p, tiles, full, empty, consumer, lane, ring);
+    // A block of one tile stages in the pipeline's buffers once both warpgroups' last wgmma have
+    // read them (every TMA has landed: each was waited for).
+    if (!p.persistent) named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
 #pragma unroll
-  for (int mt = 0; mt < C::kMTiles; ++mt) {
-    const std::int64_t row0 = static_cast<std::int64_t>(m0) + consumer * C::kWarpgroupM + mt * 64 + 16 * (consumer_warp % 4);
-    store_tile<C>(p, acc[mt], staging, row0, n0, lane);
+    for (int mt = 0; mt < C::kMTiles; ++mt) {
+      const std::int64_t row0 =
+          static_cast<std::int64_t>(m0) + consumer * C::kWarpgroupM + mt * 64 + 16 * (consumer_warp % 4);
+      store_tile<C>(p, acc[mt], staging, row0, n0, lane);
+    }
   }
 #else
   // Built for an architecture without wgmma; the host wrapper never launches this.
@@ -328,7 +364,7 @@ cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int
 
 template <class C>
 cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split, int stages,
-                   cudaStream_t stream) {
+                   bool persistent, cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
   // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
@@ -355,6 +391,7 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
+  p.persistent = persistent;
   // store_tile's unit: one Pack<T>, 16 bytes.
   p.split = split;
   p.c_vector = (!p.bias || aligned(p.bias, sizeof(Pack<T>))) &&
@@ -362,31 +399,41 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
                                    aligned(split.dst[2], sizeof(Pack<T>)) && split.head_dim % Pack<T>::kCount == 0
                              : aligned(args.c, sizeof(Pack<T>)) && p.ldc % Pack<T>::kCount == 0);
 
-  const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages);
+  const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages, persistent);
   auto kernel = wgmma_kernel<C>;
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   if (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       e != cudaSuccess)
     return e;
-  kernel<<<static_cast<unsigned>(tiles_m * tiles_n), kThreads, smem, stream>>>(a_map, b_map, p);
+  std::int64_t blocks = tiles_m * tiles_n;
+  if (persistent) {  // as many blocks as are resident at once
+    int device = 0, sms = 0, per_sm = 0;
+    if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) != cudaSuccess)
+      return e;
+    if (per_sm < 1) return cudaErrorInvalidValue;
+    blocks = std::min<std::int64_t>(blocks, std::int64_t{sms} * per_sm);
+  }
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a_map, b_map, p);
   return cudaGetLastError();
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
-cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, int tile, int stages,
+cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, int tile, int stages, bool persistent,
                         cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
-        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, stages, stream))
+        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, stages, persistent, stream))
         : e),
    ...);
   return e;
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor>
-cudaError_t launch_layout(const Args<T>& args, int tile, int stages, cudaStream_t stream,
+cudaError_t launch_layout(const Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream,
                           const HeadSplitOutput<T>& split = {}) {
-  return launch_tile<T, kAKMajor, kBKMajor>(args, split, tile, stages, stream,
+  return launch_tile<T, kAKMajor, kBKMajor>(args, split, tile, stages, persistent, stream,
                                             std::make_index_sequence<kTiles.size()>{});
 }
 
@@ -409,34 +456,35 @@ cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
 }  // namespace
 
 template <typename T>
-cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, cudaStream_t stream) {
+cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream) {
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
   switch (args.layout) {
-    case Layout::nn: return launch_layout<T, true, false>(args, tile, stages, stream);
-    case Layout::nt: return launch_layout<T, true, true>(args, tile, stages, stream);
-    case Layout::tn: return launch_layout<T, false, false>(args, tile, stages, stream);
+    case Layout::nn: return launch_layout<T, true, false>(args, tile, stages, persistent, stream);
+    case Layout::nt: return launch_layout<T, true, true>(args, tile, stages, persistent, stream);
+    case Layout::tn: return launch_layout<T, false, false>(args, tile, stages, persistent, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>& out, int tile, int stages,
-                             cudaStream_t stream) {
+                             bool persistent, cudaStream_t stream) {
   if (args.layout != Layout::nt || args.beta != 0.f) return cudaErrorInvalidValue;
   if (!out.dst[0] || !out.dst[1] || !out.dst[2] || out.seq < 1 || out.heads < 1 || out.head_dim < 1 ||
       out.head_dim % Pack<T>::kCount != 0 || args.n != 3 * std::int64_t{out.heads} * out.head_dim ||
       args.m % out.seq != 0 || args.m > INT_MAX || args.n > INT_MAX)
     return cudaErrorInvalidValue;
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
-  return launch_layout<T, true, true>(args, tile, stages, stream, out);
+  return launch_layout<T, true, true>(args, tile, stages, persistent, stream, out);
 }
 
-template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, cudaStream_t);
-template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, cudaStream_t);
+template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, bool, cudaStream_t);
+template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, bool, cudaStream_t);
 
-template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int,
+template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int, bool,
                                               cudaStream_t);
 template cudaError_t wgmma_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
-                                                     const HeadSplitOutput<__nv_bfloat16>&, int, int, cudaStream_t);
+                                                     const HeadSplitOutput<__nv_bfloat16>&, int, int, bool,
+                                                     cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm_wgmma

@@ -45,18 +45,22 @@ TEST(GemmWgmmaRegistration, OnEveryGemmPrimitive) {
   }
 }
 
-TEST(GemmWgmmaRegistration, SpaceIsTheTilesTimesThreeToFiveStages) {
+TEST(GemmWgmmaRegistration, SpaceIsTheTilesTimesThreeToFiveStagesTimesPersistence) {
   const Variant& v = wgmma("gemm.nn");
-  EXPECT_EQ(v.params.enumerate().size(), kwg::kTiles.size() * 3);
-  ASSERT_EQ(v.params.axes().size(), 2u);
+  EXPECT_EQ(v.params.enumerate().size(), kwg::kTiles.size() * 3 * 2);
+  ASSERT_EQ(v.params.axes().size(), 3u);
   EXPECT_EQ(v.params.axes()[0].name, "tile");
   EXPECT_EQ(v.params.axes()[1].name, "stages");
   EXPECT_EQ(v.params.axes()[1].values, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(v.params.axes()[2].name, "persistent");
+  EXPECT_EQ(v.params.axes()[2].values, (std::vector<std::int64_t>{0, 1}));
   // The axis description lists the tiles, so `shapetune list` says what an index means.
   EXPECT_CONTAINS(v.params.axes()[0].description, "0: 128x256x64");
   // The default: the 128x256 tile with 3 stages (the fastest measured at bf16 8192^3).
   EXPECT_EQ(v.default_config.at("tile"), 0);
   EXPECT_EQ(v.default_config.at("stages"), 3);
+  // A block a tile: what every winner recorded before the axis existed ran.
+  EXPECT_EQ(v.default_config.at("persistent"), 0);
 }
 
 TEST(GemmWgmmaTiles, EveryTileIsWholeWgmmaTilesAndTmaBoxes) {
@@ -75,6 +79,9 @@ TEST(GemmWgmmaTiles, SharedBytesAreStagesOfBothTilesPlusBarriersAndAlignment) {
   EXPECT_EQ(kwg::stage_bytes(big), (128u + 256u) * 64 * 2);
   EXPECT_EQ(kwg::shared_bytes(big, 4), 4u * ((128 + 256) * 64 * 2 + 16) + 1024);
   EXPECT_EQ(kwg::shared_bytes(kwg::TileShape{128, 64}, 3), 3u * ((128 + 64) * 64 * 2 + 16) + 1024);
+  // Persistent: the eight consumer warps' 16 staged rows of block_n + 8 floats besides.
+  EXPECT_EQ(kwg::shared_bytes(kwg::TileShape{128, 128}, 4, true),
+            4u * ((128 + 128) * 64 * 2 + 16) + 1024 + 8 * 16 * (128 + 8) * 4);
 }
 
 TEST(GemmWgmmaSupports, F16AndBf16OnlyAndF32NeverGetsTensorCores) {
@@ -98,7 +105,7 @@ TEST(GemmWgmmaSupports, RefusesEveryDeviceButSm90) {
   for (int cc : {75, 80, 86, 89, 100, 120}) {
     DeviceLimits other = nominal_device_limits();
     other.compute_capability = cc;
-    const Support s = v.supports(p, Config({{"tile", 3}, {"stages", 3}}), other);
+    const Support s = v.supports(p, Config({{"tile", 3}, {"stages", 3}, {"persistent", 0}}), other);
     EXPECT_FALSE(s.ok) << cc;
     EXPECT_CONTAINS(s.reason, "sm_90a");
   }
@@ -140,19 +147,30 @@ TEST(GemmWgmmaSupports, SharedMemoryMustFitTheDevicesOptInLimit) {
   const Variant& v = wgmma("gemm.nn");
   const DeviceLimits h200 = nominal_device_limits();  // 227 KiB
   // 128x256, 5 stages: 5 * (48 KiB + 16) + 1 KiB = 246864 bytes: past any Hopper's 227 KiB.
-  const Support refused = v.supports(p, Config({{"tile", 0}, {"stages", 5}}), h200);
+  const auto config = [](int tile, int stages, int persistent = 0) {
+    return Config({{"tile", tile}, {"stages", stages}, {"persistent", persistent}});
+  };
+  const Support refused = v.supports(p, config(0, 5), h200);
   EXPECT_FALSE(refused.ok);
   EXPECT_CONTAINS(refused.reason, "246864 bytes of shared memory");
-  EXPECT_TRUE(v.supports(p, Config({{"tile", 0}, {"stages", 4}}), h200).ok);
-  EXPECT_TRUE(v.supports(p, Config({{"tile", 2}, {"stages", 5}}), h200).ok);
+  EXPECT_TRUE(v.supports(p, config(0, 4), h200).ok);
+  EXPECT_TRUE(v.supports(p, config(2, 5), h200).ok);
+  // Persistent 128x256: 3 * (48 KiB + 16) + 1 KiB + 135168 bytes of staging = 283696.
+  const Support staging = v.supports(p, config(0, 3, 1), h200);
+  EXPECT_FALSE(staging.ok);
+  EXPECT_CONTAINS(staging.reason, "283696 bytes of shared memory");
+  EXPECT_TRUE(v.supports(p, config(2, 4, 1), h200).ok);   // 200792 bytes
+  EXPECT_FALSE(v.supports(p, config(2, 5, 1), h200).ok);  // 233576 bytes
   DeviceLimits smaller = h200;
   smaller.shared_memory_per_block_optin = 160 * 1024;
-  EXPECT_FALSE(v.supports(p, Config({{"tile", 0}, {"stages", 4}}), smaller).ok);
-  EXPECT_TRUE(v.supports(p, Config({{"tile", 0}, {"stages", 3}}), smaller).ok);  // 148528 bytes
+  EXPECT_FALSE(v.supports(p, config(0, 4), smaller).ok);
+  EXPECT_TRUE(v.supports(p, config(0, 3), smaller).ok);  // 148528 bytes
 }
 
-// On an H100/H200 every config but the two 5-stage ones of the 48 KiB-a-stage tiles takes every
-// addressable shape; the default takes them all.
+// On an H100/H200 every config takes every addressable shape but for shared memory: a block a tile,
+// all but the two 5-stage ones of the 48 KiB-a-stage tiles (10 of 12); persistent, whose staging
+// is 135 KiB at 256 columns and 68 KiB at 128, 256x128 at 3 stages, 128x128 at 3-4, 128x64 at 3-5
+// (6 of 12). The default takes them all.
 TEST(GemmWgmmaSupports, DefaultAndEveryFittingConfigTakeAddressableShapes) {
   const DeviceLimits limits = nominal_device_limits();
   const std::int64_t shapes[][3] = {{8, 8, 8}, {64, 8, 8}, {136, 264, 520}, {8192, 8192, 8192}, {65536, 8, 8}};
@@ -165,7 +183,7 @@ TEST(GemmWgmmaSupports, DefaultAndEveryFittingConfigTakeAddressableShapes) {
         EXPECT_TRUE(def.ok) << p.key() << ": " << def.reason;
         int fit = 0;
         for (const Config& c : v.params.enumerate()) fit += v.supports(p, c, limits).ok;
-        EXPECT_EQ(fit, static_cast<int>(kwg::kTiles.size()) * 3 - 2) << p.key();
+        EXPECT_EQ(fit, 10 + 6) << p.key();
       }
     }
   }
@@ -173,7 +191,7 @@ TEST(GemmWgmmaSupports, DefaultAndEveryFittingConfigTakeAddressableShapes) {
 
 TEST(GemmWgmmaSupports, RefusesGridsBeyondTheKernelsIntArithmetic) {
   const Variant& v = wgmma("gemm.nt");
-  const Config smallest({{"tile", 3}, {"stages", 3}});
+  const Config smallest({{"tile", 3}, {"stages", 3}, {"persistent", 0}});
   // 2^20 x 2^20 outputs in 128 x 64 tiles: 2^27 blocks, fine; 2^24 x 2^20: 2^31, not.
   EXPECT_TRUE(v.supports(gemm_problem("gemm.nt", DType::f16, 1 << 20, 1 << 20, 8), smallest, nominal_device_limits()).ok);
   const Support s =
