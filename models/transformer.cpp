@@ -217,6 +217,16 @@ std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtyp
   return ops;
 }
 
+std::vector<ModelOp> transformer_fused_ops(const TransformerShape& s, DType model_dtype) {
+  if ((model_dtype != DType::f16 && model_dtype != DType::bf16) || s.dim > 256) return {};
+  const auto fused = [&](std::int64_t k) {
+    return Problem{"gemm_bias_residual_layernorm.nt", model_dtype,
+                   Shape({{"m", s.rows()}, {"n", s.dim}, {"k", k}})};
+  };
+  return {{"output projection + bias + residual + LayerNorm", fused(s.dim)},
+          {"FFN out + bias + residual + LayerNorm", fused(s.ffn)}};
+}
+
 std::string valid_lengths_error(const TransformerShape& s, const ValidLengths& lengths) {
   if (lengths.empty()) return "";
   if (static_cast<std::int64_t>(lengths.size()) != s.batch)
@@ -561,6 +571,19 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
                                first ? RunnerCore::Record::yes : RunnerCore::Record::no));
   };
   const std::vector<double> eps{kLayerNormEpsilon}, plain{1.0, 0.0};
+  // A fused projection + residual LayerNorm replaces its two ops where the table's winner for it is
+  // a fused kernel; where it is the unfused baseline (or nothing runs it), the two ops run, each as
+  // the table tuned it.
+  const std::vector<ModelOp> fused = transformer_fused_ops(shape, model_dtype);
+  const auto fuses = [&](std::size_t i) {
+    if (i >= fused.size()) return false;
+    try {
+      return !core.resolver().resolve(fused[i]).first->baseline;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  };
+  const bool fuse_attention_out = fuses(0), fuse_ffn_out = fuses(1);
   void* current = st.input.get();
   int next = 0;
   bind(kinds[0], {current, st.weight(0, "ln1.weight"), st.weight(0, "ln1.bias"), st.normed.get()}, eps);
@@ -571,21 +594,32 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
       bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.lengths.get(), st.ctx}, {});
     else
       bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx}, {});
-    bind(kinds[3], {st.ctx, st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected}, plain);
     void* after_attention = st.residual[next].get();
     next ^= 1;
-    bind(kinds[4], {current, st.projected, st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention,
-                    st.normed.get()}, eps);
+    if (fuse_attention_out) {
+      bind(fused[0], {st.ctx, st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), current,
+                      st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention, st.normed.get()}, eps);
+    } else {
+      bind(kinds[3], {st.ctx, st.weight(l, "attn.out.weight"), st.weight(l, "attn.out.bias"), st.projected}, plain);
+      bind(kinds[4], {current, st.projected, st.weight(l, "ln2.weight"), st.weight(l, "ln2.bias"), after_attention,
+                      st.normed.get()}, eps);
+    }
     current = after_attention;
     bind(kinds[5], {st.normed.get(), st.weight(l, "ffn.fc1.weight"), st.weight(l, "ffn.fc1.bias"), st.hidden}, plain);
-    bind(kinds[6], {st.hidden, st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), st.projected}, plain);
     void* after_ffn = st.residual[next].get();
     next ^= 1;
     const bool last = l + 1 == shape.layers;
     // With padding the final LayerNorm writes `normed`, and the mask product moves it to the output.
-    bind(kinds[4], {current, st.projected, last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight"),
-                    last ? st.weight(-1, "ln_f.bias") : st.weight(l + 1, "ln1.bias"), after_ffn,
-                    last && !padded ? st.output : st.normed.get()}, eps);
+    void* const norm_weight = last ? st.weight(-1, "ln_f.weight") : st.weight(l + 1, "ln1.weight");
+    void* const norm_bias = last ? st.weight(-1, "ln_f.bias") : st.weight(l + 1, "ln1.bias");
+    void* const normed = last && !padded ? st.output : st.normed.get();
+    if (fuse_ffn_out) {
+      bind(fused[1], {st.hidden, st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), current, norm_weight,
+                      norm_bias, after_ffn, normed}, eps);
+    } else {
+      bind(kinds[6], {st.hidden, st.weight(l, "ffn.fc2.weight"), st.weight(l, "ffn.fc2.bias"), st.projected}, plain);
+      bind(kinds[4], {current, st.projected, norm_weight, norm_bias, after_ffn, normed}, eps);
+    }
     current = after_ffn;
   }
   if (padded) bind(kinds[7], {st.valid_mask.get(), st.normed.get(), st.output}, {});

@@ -78,6 +78,13 @@ std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype,
 // With the default rounding of the tuned dispatch.
 std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded = false);
 
+// The fused ops that may replace two of those in every layer: the output projection and the
+// residual LayerNorm after it, then the FFN's second projection and the residual LayerNorm after
+// it (gemm_bias_residual_layernorm.nt, which rounds where the two ops store). The runner binds one
+// where the table's winner for it is a fused kernel, not its unfused baseline. Empty where no
+// fused variant exists for the model: f32 models, and D above 256 (a tile spans a row of n = D).
+std::vector<ModelOp> transformer_fused_ops(const TransformerShape&, DType model_dtype);
+
 // Valid lengths, one per batch row, each in [1, S]; empty: every position valid.
 using ValidLengths = std::vector<std::int32_t>;
 

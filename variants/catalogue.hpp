@@ -194,6 +194,8 @@ void register_rnn_backward(Catalogue&);  // lstm.backward, gru.backward: stepwis
 void register_rnn_cell(Catalogue&);      // lstm_cell.{forward,backward}, gru_cell.{forward,backward}: fused
 void register_attention(Catalogue&);     // attention.{causal,full}.{split,packed}[.padded]: naive, flash_mma, cudnn_sdpa
 void register_qkv_projection(Catalogue&);  // qkv_projection: split, packed (cuBLAS), packed_head_split (mma.sync)
+// gemm_bias_residual_layernorm.nt: unfused, wgmma (after the GEMM and LayerNorm variants)
+void register_gemm_residual_layernorm(Catalogue&);
 void register_fault_injection(Catalogue&);  // test only (SHAPETUNE_FAULT_VARIANTS=1): faults on purpose
 
 }  // namespace shapetune

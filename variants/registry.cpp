@@ -25,6 +25,7 @@ const Catalogue& catalogue() {
     register_rnn_cell(c);
     register_attention(c);
     register_qkv_projection(c);
+    register_gemm_residual_layernorm(c);
     // Test only: variants that fault on purpose, for the isolation tests.
     if (const char* faults = std::getenv("SHAPETUNE_FAULT_VARIANTS"); faults && std::string_view(faults) == "1")
       register_fault_injection(c);

@@ -108,4 +108,25 @@ template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const gemm::HeadSplitOutput<T>& out, int tile, int stages,
                              bool persistent, cudaStream_t stream);
 
+// The residual LayerNorm epilogue of gemm_bias_residual_layernorm (a pre-LN Transformer's output
+// projection and its residual step in one kernel): C receives the residual sum
+// h = round(round(acc + bias) + residual), rounded as gemm_bias and residual_layernorm store them,
+// and y = round((h - mean) / sqrt(var + epsilon) gamma + beta) per row (fp32 statistics of the
+// stored h, biased variance).
+template <typename T>
+struct ResidualLayerNorm {
+  const T* residual = nullptr;  // [M, N]
+  const T* gamma = nullptr;     // [N]
+  const T* beta = nullptr;      // [N]
+  T* y = nullptr;               // [M, N]
+  float epsilon = 1e-5f;
+};
+
+// wgmma with that epilogue: layout nt, alpha 1, beta 0, the bias epilogue, every column in one
+// tile (n <= the tile's block_n: a warp normalises whole rows it has staged), m and n below 2^31;
+// cudaErrorInvalidValue otherwise, and wgmma's other errors.
+template <typename T>
+cudaError_t wgmma_residual_layernorm(const gemm::Args<T>& args, const ResidualLayerNorm<T>& norm, int tile, int stages,
+                                     bool persistent, cudaStream_t stream);
+
 }  // namespace shapetune::kernels::gemm_wgmma

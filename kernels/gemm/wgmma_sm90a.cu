@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kernels/common/mbarrier.cuh"
+#include "kernels/common/reductions.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/common/sm90a_guard.cuh"
@@ -76,6 +77,7 @@ struct Params {
   // is one 128-bit access.
   bool c_vector;
   HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
+  ResidualLayerNorm<T> norm;  // norm.residual null: the plain epilogue
 };
 
 // kAKMajor: A's K is contiguous (nn, nt: A is [M, K]); else A is [K, M] (tn, M-major).
@@ -234,6 +236,52 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
   if (lane == 0) mbarrier_arrive(empty + 8 * previous);
 }
 
+// The residual LayerNorm epilogue (wgmma.cuh's ResidualLayerNorm) for one warp's 16 staged rows of
+// a tile that spans every column, a row at a time across the warp: lane l takes columns l, l + 32,
+// ... (coalesced, and conflict-free in the staging), then the row's mean and biased variance of
+// the stored h in fp32, two passes over its registers, each summed by shuffles.
+template <class C>
+__device__ __forceinline__ void store_rows_normalised(const Params<typename C::T>& p, const float* staging,
+                                                      std::int64_t row0, int lane) {
+  using T = typename C::T;
+  constexpr int kPer = C::kBN / kWarpSize;  // columns a lane holds
+  const auto stored = [](float v) { return to_float(from_float<T>(v)); };
+  const int n = static_cast<int>(p.n);
+  const float inv_n = 1.f / static_cast<float>(n);
+#pragma unroll 1
+  for (int r = 0; r < 16; ++r) {
+    const std::int64_t row = row0 + r;
+    if (row >= p.m) break;  // uniform across the warp
+    const float* staged = staging + r * C::kStagingStride;
+    float h[kPer];
+    float sum = 0.f;
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) {
+      const int col = x * kWarpSize + lane;
+      h[x] = 0.f;
+      if (col < n) {
+        const float projected = stored(p.alpha * staged[col] + to_float(p.bias[col]));
+        h[x] = stored(projected + to_float(p.norm.residual[row * n + col]));
+        p.c[row * p.ldc + col] = from_float<T>(h[x]);
+        sum += h[x];
+      }
+    }
+    const float mean = lane_group_reduce(sum, kWarpSize, SumOp{}) * inv_n;
+    float squares = 0.f;
+#pragma unroll
+    for (int x = 0; x < kPer; ++x)
+      if (x * kWarpSize + lane < n) squares += (h[x] - mean) * (h[x] - mean);
+    const float rstd = rsqrtf(lane_group_reduce(squares, kWarpSize, SumOp{}) * inv_n + p.norm.epsilon);
+#pragma unroll
+    for (int x = 0; x < kPer; ++x) {
+      const int col = x * kWarpSize + lane;
+      if (col < n)
+        p.norm.y[row * n + col] =
+            from_float<T>((h[x] - mean) * rstd * to_float(p.norm.gamma[col]) + to_float(p.norm.beta[col]));
+    }
+  }
+}
+
 // c[m][n] = act(alpha acc + beta c[m][n] + bias[n]) for one m64 tile of a consumer warpgroup:
 // warp w holds rows 16w..16w+15 of it in wgmma's accumulator layout (register 4j + 2h + e: row
 // lane / 4 + 8h, column 8j + 2 (lane % 4) + e). Each warp stages its 16 rows through its own
@@ -258,6 +306,10 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
       *reinterpret_cast<float2*>(staging + (lane / 4 + 8 * h) * kStride + 8 * j + 2 * (lane % 4)) =
           make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
   __syncwarp();
+  if (p.norm.residual) {
+    store_rows_normalised<C>(p, staging, row0, lane);
+    return;
+  }
 
   const bool read_c = p.beta != 0.f;
 #pragma unroll 1
@@ -363,8 +415,8 @@ cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int
 }
 
 template <class C>
-cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split, int stages,
-                   bool persistent, cudaStream_t stream) {
+cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split,
+                   const ResidualLayerNorm<typename C::T>& norm, int stages, bool persistent, cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
   // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
@@ -394,6 +446,7 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.persistent = persistent;
   // store_tile's unit: one Pack<T>, 16 bytes.
   p.split = split;
+  p.norm = norm;
   p.c_vector = (!p.bias || aligned(p.bias, sizeof(Pack<T>))) &&
                (split.dst[0] ? aligned(split.dst[0], sizeof(Pack<T>)) && aligned(split.dst[1], sizeof(Pack<T>)) &&
                                    aligned(split.dst[2], sizeof(Pack<T>)) && split.head_dim % Pack<T>::kCount == 0
@@ -420,11 +473,12 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
 }
 
 template <typename T, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
-cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, int tile, int stages, bool persistent,
-                        cudaStream_t stream, std::index_sequence<kTile...>) {
+cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, const ResidualLayerNorm<T>& norm,
+                        int tile, int stages, bool persistent, cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
-        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, stages, persistent, stream))
+        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, norm, stages, persistent,
+                                                                               stream))
         : e),
    ...);
   return e;
@@ -432,8 +486,8 @@ cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, in
 
 template <typename T, bool kAKMajor, bool kBKMajor>
 cudaError_t launch_layout(const Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream,
-                          const HeadSplitOutput<T>& split = {}) {
-  return launch_tile<T, kAKMajor, kBKMajor>(args, split, tile, stages, persistent, stream,
+                          const HeadSplitOutput<T>& split = {}, const ResidualLayerNorm<T>& norm = {}) {
+  return launch_tile<T, kAKMajor, kBKMajor>(args, split, norm, tile, stages, persistent, stream,
                                             std::make_index_sequence<kTiles.size()>{});
 }
 
@@ -478,6 +532,17 @@ cudaError_t wgmma_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>
   return launch_layout<T, true, true>(args, tile, stages, persistent, stream, out);
 }
 
+template <typename T>
+cudaError_t wgmma_residual_layernorm(const gemm::Args<T>& args, const ResidualLayerNorm<T>& norm, int tile, int stages,
+                                     bool persistent, cudaStream_t stream) {
+  if (args.layout != Layout::nt || args.alpha != 1.f || args.beta != 0.f || args.epilogue != Epilogue::bias ||
+      !args.bias || !norm.residual || !norm.gamma || !norm.beta || !norm.y || args.m > INT_MAX || args.n > INT_MAX)
+    return cudaErrorInvalidValue;
+  if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
+  if (args.n > kTiles[static_cast<std::size_t>(tile)].block_n) return cudaErrorInvalidValue;
+  return launch_layout<T, true, true>(args, tile, stages, persistent, stream, {}, norm);
+}
+
 template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, bool, cudaStream_t);
 template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, bool, cudaStream_t);
 
@@ -486,5 +551,11 @@ template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const H
 template cudaError_t wgmma_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
                                                      const HeadSplitOutput<__nv_bfloat16>&, int, int, bool,
                                                      cudaStream_t);
+
+template cudaError_t wgmma_residual_layernorm<__half>(const gemm::Args<__half>&, const ResidualLayerNorm<__half>&, int,
+                                                      int, bool, cudaStream_t);
+template cudaError_t wgmma_residual_layernorm<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
+                                                             const ResidualLayerNorm<__nv_bfloat16>&, int, int, bool,
+                                                             cudaStream_t);
 
 }  // namespace shapetune::kernels::gemm_wgmma

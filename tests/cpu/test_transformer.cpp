@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -35,11 +36,19 @@ TEST(Transformer, TheFourteenTechJamCases) {
   EXPECT_NE(transformer_shape_error({1, 8, 30, 4, 16, 1}), "") << "D not a multiple of heads";
 }
 
+// The ops the runner resolves for a case: transformer_ops and the fused ops that may replace two of them.
+std::vector<ModelOp> resolved_ops(const TransformerShape& s, DType dtype, bool padded,
+                                  std::optional<AttentionRounding> rounding = std::nullopt) {
+  std::vector<ModelOp> ops = rounding ? transformer_ops(s, dtype, padded, *rounding) : transformer_ops(s, dtype, padded);
+  for (ModelOp& op : transformer_fused_ops(s, dtype)) ops.push_back(std::move(op));
+  return ops;
+}
+
 TEST(Transformer, EveryOpIsAValidProblemOfTheCatalogue) {
   for (int n = 1; n <= kTechJamCases; ++n)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
       for (const bool padded : {false, true})
-        for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded)) {
+        for (const ModelOp& op : resolved_ops(*techjam_case(n), dtype, padded)) {
           const Primitive* p = catalogue().find_primitive(op.problem.primitive);
           ASSERT_NE(p, nullptr) << op.problem.key();
           EXPECT_TRUE(std::find(p->dtypes.begin(), p->dtypes.end(), op.problem.dtype) != p->dtypes.end())
@@ -57,6 +66,23 @@ TEST(Transformer, EveryOpIsAValidProblemOfTheCatalogue) {
   EXPECT_EQ(padded.back().problem.shape.at("n"), 64 * 128 * 128);
   EXPECT_EQ(transformer_ops(*techjam_case(1), DType::f16)[2].problem.primitive, "attention.causal.split.rounded");
   EXPECT_EQ(f32[2].problem.primitive, "attention.causal.split") << "an f32 model's attention is the flash one";
+}
+
+// The fused projection + residual LayerNorm exists for 16-bit models whose rows a tile spans
+// (D up to 256): at the output projection (k = D) and the FFN's second (k = FFN).
+TEST(Transformer, FusedOpsAreTheTwoProjectionsBeforeAResidual) {
+  const std::vector<ModelOp> f16 = transformer_fused_ops(*techjam_case(1), DType::f16);
+  ASSERT_EQ(f16.size(), 2u);
+  EXPECT_EQ(f16[0].problem.key(), "gemm_bias_residual_layernorm.nt/f16/m=8192,n=128,k=128");
+  EXPECT_EQ(f16[1].problem.key(), "gemm_bias_residual_layernorm.nt/f16/m=8192,n=128,k=128");
+  EXPECT_EQ(transformer_fused_ops(*techjam_case(7), DType::bf16)[1].problem.key(),
+            "gemm_bias_residual_layernorm.nt/bf16/m=8192,n=32,k=32");
+  const TransformerShape wide_ffn{2, 8, 64, 4, 512, 1};
+  EXPECT_EQ(transformer_fused_ops(wide_ffn, DType::f16)[1].problem.key(),
+            "gemm_bias_residual_layernorm.nt/f16/m=16,n=64,k=512");
+  EXPECT_TRUE(transformer_fused_ops(*techjam_case(1), DType::f32).empty());
+  EXPECT_TRUE(transformer_fused_ops(*techjam_case(8), DType::f16).empty()) << "D 1024";
+  EXPECT_TRUE(transformer_fused_ops(*techjam_case(14), DType::bf16).empty());
 }
 
 // The attention rounds as the eager reference in 16-bit models up to S = 16384 with the tuned
@@ -81,7 +107,7 @@ TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
 // shapes/transformer_case1.yaml: exactly case 1's problems in f16, as the runner binds them by default.
 TEST(Transformer, CaseOneShapeFileHoldsExactlyItsProblems) {
   std::set<std::string> wanted, in_file;
-  for (const ModelOp& op : transformer_ops(*techjam_case(1), DType::f16)) wanted.insert(op.problem.key());
+  for (const ModelOp& op : resolved_ops(*techjam_case(1), DType::f16, false)) wanted.insert(op.problem.key());
   const ShapeFile file =
       load_shape_file((test_support::source_dir() / "shapes" / "transformer_case1.yaml").string(), catalogue());
   for (const auto& p : file.problems) in_file.insert(p.problem.key());
@@ -97,7 +123,7 @@ TEST(Transformer, EveryOpResolvesUntunedToAVariantThatRunsIt) {
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
       for (const bool padded : {false, true})
         for (const AttentionRounding rounding : {AttentionRounding::eager, AttentionRounding::flash})
-          for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded, rounding)) {
+          for (const ModelOp& op : resolved_ops(*techjam_case(n), dtype, padded, rounding)) {
             const DispatchChoice choice = untuned.lookup(op.problem);
             const Variant* v = catalogue().find_variant(op.problem.primitive, choice.variant);
             ASSERT_NE(v, nullptr) << op.problem.key() << " -> " << choice.variant;
@@ -133,13 +159,13 @@ TEST(Transformer, EagerReferenceRoundsScoresAndProbabilities) {
 }
 
 // shapes/transformer.yaml holds exactly the problems of cases 1-13 in f32, f16 and bf16, with and
-// without a mask.
+// without a mask, the fused ops that may replace two of them included.
 TEST(Transformer, ShapeFileHoldsExactlyTheRunnersProblems) {
   std::set<std::string> wanted;
   for (int n = 1; n <= 13; ++n)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
       for (const bool padded : {false, true})
-        for (const ModelOp& op : transformer_ops(*techjam_case(n), dtype, padded)) wanted.insert(op.problem.key());
+        for (const ModelOp& op : resolved_ops(*techjam_case(n), dtype, padded)) wanted.insert(op.problem.key());
   std::set<std::string> in_file;
   const ShapeFile file = load_shape_file((test_support::source_dir() / "shapes" / "transformer.yaml").string(), catalogue());
   for (const auto& p : file.problems) EXPECT_TRUE(in_file.insert(p.problem.key()).second) << "twice: " << p.problem.key();
