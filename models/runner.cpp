@@ -38,6 +38,12 @@ Resolver::Resolver(const std::string& db_path, const DeviceInfo& device, Dispatc
       limits_(device.limits),
       mode_(mode) {}
 
+std::optional<double> Resolver::tuned_median_us(const Problem& problem) const {
+  for (const auto& row : dispatcher_.table().rows())
+    if (row.problem == problem) return row.timing.median_us;
+  return std::nullopt;
+}
+
 std::pair<const Variant*, OpResolution> Resolver::resolve(const ModelOp& op) const {
   OpResolution r;
   r.op = op;

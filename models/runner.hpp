@@ -96,6 +96,8 @@ class Resolver {
   Resolver(const std::string& db_path, const DeviceInfo&, DispatchMode);
   // Throws std::runtime_error when the chosen variant cannot run the problem.
   std::pair<const Variant*, OpResolution> resolve(const ModelOp&) const;
+  // The median the table measured for exactly this problem's winner, if it holds the problem.
+  std::optional<double> tuned_median_us(const Problem&) const;
   std::size_t tuned_problems() const { return dispatcher_.tuned_problems(); }
   DispatchMode mode() const { return mode_; }
 

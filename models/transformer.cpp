@@ -572,18 +572,23 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   };
   const std::vector<double> eps{kLayerNormEpsilon}, plain{1.0, 0.0};
   // A fused projection + residual LayerNorm replaces its two ops where the table's winner for it is
-  // a fused kernel; where it is the unfused baseline (or nothing runs it), the two ops run, each as
-  // the table tuned it.
+  // a fused kernel and, where the table timed all three problems, faster than the two ops' winners
+  // together; otherwise (untuned, the unfused baseline won, nothing runs it) the two ops run, each
+  // as the table tuned it.
   const std::vector<ModelOp> fused = transformer_fused_ops(shape, model_dtype);
-  const auto fuses = [&](std::size_t i) {
+  const auto fuses = [&](std::size_t i, const ModelOp& projection) {
     if (i >= fused.size()) return false;
     try {
-      return !core.resolver().resolve(fused[i]).first->baseline;
+      if (core.resolver().resolve(fused[i]).first->baseline) return false;
     } catch (const std::runtime_error&) {
       return false;
     }
+    const Resolver& r = core.resolver();
+    const auto one = r.tuned_median_us(fused[i].problem), first = r.tuned_median_us(projection.problem),
+               second = r.tuned_median_us(kinds[4].problem);
+    return !(one && first && second) || *one < *first + *second;
   };
-  const bool fuse_attention_out = fuses(0), fuse_ffn_out = fuses(1);
+  const bool fuse_attention_out = fuses(0, kinds[3]), fuse_ffn_out = fuses(1, kinds[6]);
   void* current = st.input.get();
   int next = 0;
   bind(kinds[0], {current, st.weight(0, "ln1.weight"), st.weight(0, "ln1.bias"), st.normed.get()}, eps);
