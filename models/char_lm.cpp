@@ -516,10 +516,15 @@ struct CharLmTrainer::State {
   // correction is a launch argument, baked into a capture). The evaluation step: gather,
   // forward, loss, state carried.
   void build_graphs() {
-    // One eager pass first, so that libraries do their lazy set-up outside the capture; it
-    // writes gradients and activations only.
+    // One eager pass of each step first, so that libraries do their lazy set-up outside the
+    // captures (the evaluation step's layers are other ops than the training step's: cuDNN's
+    // inference plan, say); they write gradients, activations and this batch's final states only.
     SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(step.get(), 0, sizeof(std::int32_t), stream()));
     enqueue_training_body();
+    SHAPETUNE_CUDA_CHECK(cudaMemsetAsync(val_step.get(), 0, sizeof(std::int32_t), stream()));
+    gather(val_inputs, val_targets, val_step);
+    for (const auto* list : {&layer_forward, &head})
+      for (const BoundOp& op : *list) op.launch(stream(), libraries());
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream()));
 
     Graph body = capture(stream(), [&] {
