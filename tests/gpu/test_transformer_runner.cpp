@@ -210,7 +210,9 @@ TEST_P(TransformerRunnerTest, LaunchOverlapGivesThePlainOutputBitForBit) {
       const TensorValues x = generate_transformer_input(shape, dtype, 23);
       TransformerRunner plain(plain_core, shape, dtype, weights), overlapped(overlap_core, shape, dtype, weights);
       EXPECT_EQ(plain.overlapped_edges(), 0u) << what;
-      if (sm90) {
+      // With the library dispatch an f32 model runs library kernels almost everywhere, and the
+      // runtime refuses to make the few edges into shapetune's kernels programmatic (an H100: 0).
+      if (sm90 && (mode == DispatchMode::tuned || dtype != DType::f32)) {
         EXPECT_GT(overlapped.overlapped_edges(), 0u) << what;
       }
       plain.set_input(x), overlapped.set_input(x);
