@@ -238,7 +238,7 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
 
 // The residual LayerNorm epilogue (wgmma.cuh's ResidualLayerNorm) for one warp's 16 staged rows of
 // a tile that spans every column: lane l takes columns l, l + 32, ... (coalesced, and
-// conflict-free in the staging), and the warp takes the rows in groups of 32 / (columns a lane
+// conflict-free in the staging), and the warp takes the rows in groups of 16 / (columns a lane
 // holds), the loads of a group's residual rows all in flight together and its rows' reductions
 // interleaved: row by row, each row's loads and shuffles were a latency chain of their own, and
 // the H100 measured the fused kernel slower than the two kernels it replaces at 128 columns. Per
@@ -248,7 +248,7 @@ __device__ __forceinline__ void store_rows_normalised(const Params<typename C::T
                                                       std::int64_t row0, int lane) {
   using T = typename C::T;
   constexpr int kPer = C::kBN / kWarpSize;  // columns a lane holds
-  constexpr int kGroup = kWarpSize / kPer;  // rows in flight at once: 32 values a lane
+  constexpr int kGroup = 16 / kPer;  // rows in flight at once: 16 values a lane (32 spilled at 256x128)
   static_assert(16 % kGroup == 0, "whole groups of a warp's 16 rows");
   const auto stored = [](float v) { return to_float(from_float<T>(v)); };
   const int n = static_cast<int>(p.n);
@@ -265,6 +265,17 @@ __device__ __forceinline__ void store_rows_normalised(const Params<typename C::T
 #pragma unroll 1
   for (int r0 = 0; r0 < 16; r0 += kGroup) {
     float h[kGroup][kPer], mean[kGroup], rstd[kGroup];
+    // Every residual load of the group first: stores to C in between could alias them, and the
+    // compiler would then keep each row's loads behind the row before.
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const std::int64_t row = row0 + r0 + g;
+#pragma unroll
+      for (int x = 0; x < kPer; ++x) {
+        const int col = x * kWarpSize + lane;
+        h[g][x] = row < p.m && col < n ? to_float(p.norm.residual[row * n + col]) : 0.f;
+      }
+    }
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       const std::int64_t row = row0 + r0 + g;
@@ -273,9 +284,8 @@ __device__ __forceinline__ void store_rows_normalised(const Params<typename C::T
 #pragma unroll
       for (int x = 0; x < kPer; ++x) {
         const int col = x * kWarpSize + lane;
-        h[g][x] = 0.f;
         if (row < p.m && col < n) {
-          h[g][x] = stored(stored(p.alpha * staged[col] + bias[x]) + to_float(p.norm.residual[row * n + col]));
+          h[g][x] = stored(stored(p.alpha * staged[col] + bias[x]) + h[g][x]);
           p.c[row * p.ldc + col] = from_float<T>(h[g][x]);
           mean[g] += h[g][x];
         }
