@@ -25,11 +25,12 @@ void BoundOp::launch(cudaStream_t stream, LibraryHandles& libraries, LaunchPart 
                         stream,                libraries,        workspace.get(),
                         workspace.bytes(),     std::span<const double>(scalars), resolution.library_algo};
   const auto& half = part == LaunchPart::forward_half ? variant->forward_half : variant->backward_half;
-  const std::string what = resolution.op.name + " (" + resolution.op.problem.key() + ", " + variant->name + ")";
-  if (part != LaunchPart::whole && !half)
-    throw std::runtime_error(what + ": the variant does not launch in halves");
+  const auto fail = [&](const std::string& why) {
+    throw std::runtime_error(resolution.op.name + " (" + resolution.op.problem.key() + ", " + variant->name + "): " + why);
+  };
+  if (part != LaunchPart::whole && !half) fail("the variant does not launch in halves");
   const LaunchStatus status = part == LaunchPart::whole ? variant->launch(args) : half(args, half_outputs);
-  if (!status.ok) throw std::runtime_error(what + ": " + status.message);
+  if (!status.ok) fail(status.message);
 }
 
 Resolver::Resolver(const std::string& db_path, const DeviceInfo& device, DispatchMode mode)

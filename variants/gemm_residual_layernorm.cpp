@@ -14,6 +14,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "baselines/reference.hpp"
@@ -140,16 +141,19 @@ LaunchStatus wgmma_fused(const LaunchArgs& a) {
 
 // ---- unfused ----------------------------------------------------------------------------------
 
-// The two primitives' variants the baseline chains, at their default configs (round_h = 1).
+// The two primitives' variants the baseline chains, at their default configs (round_h = 1), found
+// once at registration.
 struct Chain {
   const Variant* gemm;
   const Variant* norm;
   Config norm_config;
 };
 
-Chain chain() {
-  const Variant* gemm = catalogue().find_variant("gemm_bias.nt", "mma_sync");
-  const Variant* norm = catalogue().find_variant("residual_layernorm", "fused_vec");
+Chain chain_in(const Catalogue& cat) {
+  const Variant* gemm = cat.find_variant("gemm_bias.nt", "mma_sync");
+  const Variant* norm = cat.find_variant("residual_layernorm", "fused_vec");
+  if (!gemm || !norm)
+    throw std::logic_error("register_gemm_residual_layernorm needs the GEMM and LayerNorm variants registered first");
   Config norm_config = norm->default_config;
   norm_config.set("round_h", 1);
   return {gemm, norm, norm_config};
@@ -166,8 +170,7 @@ Problem norm_part(const Problem& p) {
   return {"residual_layernorm", p.dtype, Shape({{"rows", p.shape.at("m")}, {"cols", p.shape.at("n")}})};
 }
 
-Support unfused_supports(const Problem& p, const Config&, const DeviceLimits& limits) {
-  const Chain c = chain();
+Support unfused_supports(const Chain& c, const Problem& p, const DeviceLimits& limits) {
   if (Support s = c.gemm->supports(gemm_part(p), c.gemm->default_config, limits); !s.ok)
     return Support::no("gemm_bias.nt mma_sync: " + s.reason);
   if (Support s = c.norm->supports(norm_part(p), c.norm_config, limits); !s.ok)
@@ -175,8 +178,7 @@ Support unfused_supports(const Problem& p, const Config&, const DeviceLimits& li
   return Support::yes();
 }
 
-LaunchStatus unfused(const LaunchArgs& a) {
-  const Chain c = chain();
+LaunchStatus unfused(const Chain& c, const LaunchArgs& a) {
   void* projected = a.workspace;
   const Problem gemm = gemm_part(a.problem), norm = norm_part(a.problem);
   void* gemm_tensors[] = {a.tensors[0], a.tensors[1], a.tensors[2], projected};
@@ -191,8 +193,7 @@ LaunchStatus unfused(const LaunchArgs& a) {
 }  // namespace
 
 void register_gemm_residual_layernorm(Catalogue& cat) {
-  if (!cat.find_variant("gemm_bias.nt", "mma_sync") || !cat.find_variant("residual_layernorm", "fused_vec"))
-    throw std::logic_error("register_gemm_residual_layernorm needs the GEMM and LayerNorm variants registered first");
+  const Chain chain = chain_in(cat);  // the catalogue keeps its variants where they were added
   cat.add(primitive());
 
   Variant u;
@@ -201,9 +202,11 @@ void register_gemm_residual_layernorm(Catalogue& cat) {
   u.description = "the two primitives it fuses in turn: gemm_bias.nt's mma_sync into a workspace, then "
                   "residual_layernorm's fused_vec (round_h = 1)";
   u.baseline = true;
-  u.supports = unfused_supports;
+  u.supports = [chain](const Problem& p, const Config&, const DeviceLimits& limits) {
+    return unfused_supports(chain, p, limits);
+  };
   u.workspace_bytes = [](const Problem& p, const Config&) { return projection_bytes(p); };
-  u.launch = unfused;
+  u.launch = [chain](const LaunchArgs& a) { return unfused(chain, a); };
   cat.add(u);
 
   Variant w;
