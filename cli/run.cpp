@@ -59,6 +59,11 @@ CommandSpec run_spec() {
             "eager: the attention rounds as the cases' materialised PyTorch reference (scores and normalised "
             "probabilities stored in the model's type; attention.causal.split.rounded); flash: as a flash attention "
             "(fp32 scores). Default: eager for f16/bf16 up to S = 16384 with the tuned dispatch, else flash"},
+           {"fused-residual", 0, "table|on|off",
+            "the output and FFN projections fused with the residual LayerNorm after them "
+            "(gemm_bias_residual_layernorm.nt, f16/bf16, D <= 256). table (default): where the table's winner for "
+            "it is a fused kernel faster than the two ops' winners together; on: wherever the table resolves it; "
+            "off: never. The table's medians may come from different timing modes; on/off compare in the forward"},
            {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
            {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
            {"input", 0, "FILE",
@@ -103,6 +108,12 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
   if (auto text = a.value("attention-rounding")) {
     rounding = parse_attention_rounding(*text);
     if (!rounding) throw UsageError("--attention-rounding must be eager or flash, got '" + *text + "'");
+  }
+  FusedResidual fused = FusedResidual::table;
+  if (auto text = a.value("fused-residual")) {
+    const auto parsed = parse_fused_residual(*text);
+    if (!parsed) throw UsageError("--fused-residual must be table, on or off, got '" + *text + "'");
+    fused = *parsed;
   }
   const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
@@ -157,7 +168,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
         << std::fixed << std::setprecision(3) << 1 - static_cast<double>(valid) / static_cast<double>(shape.rows())
         << " padding)\n" << std::defaultfloat;
   }
-  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding);
+  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding, fused);
   print_resolutions(core.resolutions(), out);
   if (options.overlap_launches)
     out << (core.overlap_launches() ? "launch overlap: " + std::to_string(runner.overlapped_edges()) +

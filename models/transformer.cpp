@@ -175,6 +175,16 @@ std::optional<AttentionRounding> parse_attention_rounding(std::string_view text)
   return std::nullopt;
 }
 
+std::string_view fused_residual_name(FusedResidual f) {
+  return f == FusedResidual::table ? "table" : f == FusedResidual::on ? "on" : "off";
+}
+
+std::optional<FusedResidual> parse_fused_residual(std::string_view text) {
+  for (const FusedResidual f : {FusedResidual::table, FusedResidual::on, FusedResidual::off})
+    if (text == fused_residual_name(f)) return f;
+  return std::nullopt;
+}
+
 AttentionRounding default_attention_rounding(const TransformerShape& s, DType model_dtype, DispatchMode dispatch) {
   constexpr std::int64_t kLongestEagerSequence = 16384;
   const bool sixteen_bit = model_dtype == DType::f16 || model_dtype == DType::bf16;
@@ -518,7 +528,7 @@ struct TransformerRunner::State {
 
 TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& shape, DType model_dtype,
                                      const TransformerWeights& weights, const ValidLengths& valid_lengths,
-                                     std::optional<AttentionRounding> rounding) {
+                                     std::optional<AttentionRounding> rounding, FusedResidual fused_residual) {
   if (const std::string why = transformer_shape_error(shape); !why.empty()) throw std::runtime_error(why);
   if (const std::string why = valid_lengths_error(shape, valid_lengths); !why.empty()) throw std::runtime_error(why);
   if (!transformer_types(model_dtype))
@@ -571,15 +581,17 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
                                first ? RunnerCore::Record::yes : RunnerCore::Record::no));
   };
   const std::vector<double> eps{kLayerNormEpsilon}, plain{1.0, 0.0};
-  // A fused projection + residual LayerNorm replaces its two ops where the table's winner for it is
-  // a fused kernel and, where the table timed all three problems, faster than the two ops' winners
-  // together; otherwise (untuned, the unfused baseline won, nothing runs it) the two ops run, each
-  // as the table tuned it.
+  // A fused projection + residual LayerNorm replaces its two ops as `fused_residual` says (table:
+  // where the table's winner for it is a fused kernel and, where the table timed all three
+  // problems, faster than the two ops' winners together); otherwise (untuned, the unfused baseline
+  // won, nothing runs it) the two ops run, each as the table tuned it.
   const std::vector<ModelOp> fused = transformer_fused_ops(shape, model_dtype);
   const auto fuses = [&](std::size_t i, const ModelOp& projection) {
-    if (i >= fused.size()) return false;
+    if (i >= fused.size() || fused_residual == FusedResidual::off) return false;
     try {
-      if (core.resolver().resolve(fused[i]).first->baseline) return false;
+      const bool baseline = core.resolver().resolve(fused[i]).first->baseline;
+      if (fused_residual == FusedResidual::on) return true;
+      if (baseline) return false;
     } catch (const std::runtime_error&) {
       return false;
     }

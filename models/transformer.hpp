@@ -73,6 +73,16 @@ std::optional<AttentionRounding> parse_attention_rounding(std::string_view);
 // match: case 14's would need 10 TB) and for the library dispatch (cuDNN's SDPA is a flash kernel).
 AttentionRounding default_attention_rounding(const TransformerShape&, DType model_dtype, DispatchMode);
 
+// Where the output and FFN projections run fused with the residual LayerNorm after them
+// (gemm_bias_residual_layernorm.nt). `table`: where the table's winner for the fused problem is a
+// fused kernel faster than the two ops' winners together; `on`: wherever the table resolves the
+// fused problem; `off`: never. The sweep times a problem cold or in a graph batch by its length, so
+// the table's three medians can be taken in different modes: `on` and `off` let the forward's own
+// graph compare them.
+enum class FusedResidual { table, on, off };
+std::string_view fused_residual_name(FusedResidual);
+std::optional<FusedResidual> parse_fused_residual(std::string_view);
+
 std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded,
                                      AttentionRounding);
 // With the default rounding of the tuned dispatch.
@@ -163,7 +173,8 @@ class TransformerRunner {
   // [1, S], and when an op's resolved variant cannot run. Lengths with padding bind the masked ops.
   // `rounding`: default_attention_rounding of the core's dispatch where not given.
   TransformerRunner(RunnerCore&, const TransformerShape&, DType model_dtype, const TransformerWeights&,
-                    const ValidLengths& valid_lengths = {}, std::optional<AttentionRounding> rounding = std::nullopt);
+                    const ValidLengths& valid_lengths = {}, std::optional<AttentionRounding> rounding = std::nullopt,
+                    FusedResidual fused = FusedResidual::table);
   ~TransformerRunner();
   TransformerRunner(const TransformerRunner&) = delete;
   TransformerRunner& operator=(const TransformerRunner&) = delete;

@@ -104,6 +104,14 @@ TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
   EXPECT_EQ(attention_rounding_name(AttentionRounding::eager), "eager");
 }
 
+TEST(Transformer, FusedResidualChoicesRoundTripByName) {
+  for (const FusedResidual f : {FusedResidual::table, FusedResidual::on, FusedResidual::off})
+    EXPECT_EQ(parse_fused_residual(fused_residual_name(f)), f);
+  EXPECT_EQ(fused_residual_name(FusedResidual::table), "table");
+  EXPECT_FALSE(parse_fused_residual("auto"));
+  EXPECT_FALSE(parse_fused_residual(""));
+}
+
 // shapes/transformer_case1.yaml: exactly case 1's problems in f16, as the runner binds them by default.
 TEST(Transformer, CaseOneShapeFileHoldsExactlyItsProblems) {
   std::set<std::string> wanted, in_file;
@@ -346,6 +354,8 @@ TEST(Transformer, CommandLineRefusalsNeedNoGpu) {
   EXPECT_TRUE(contains(run({"run", "transformer", "--case", "1", "--dtype", "f64"}).second, "--dtype must be f32, f16 or bf16"));
   EXPECT_TRUE(contains(run({"run", "transformer", "--case", "1", "--heads", "3"}).second, "multiple of heads"));
   EXPECT_TRUE(contains(run({"run", "gpt"}).second, "unknown model 'gpt'"));
+  EXPECT_TRUE(contains(run({"run", "transformer", "--case", "1", "--fused-residual", "yes"}).second,
+                       "--fused-residual must be table, on or off, got 'yes'"));
   test_support::TempDir dir;
   { std::ofstream(dir.file("bad.safetensors")) << "not safetensors"; }
   const auto bad = run({"run", "transformer", "--case", "1", "--weights", dir.file("bad.safetensors")});

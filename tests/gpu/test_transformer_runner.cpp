@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "db/store.hpp"
+#include "harness/device.hpp"
 #include "models/transformer.hpp"
 #include "support/test_support.hpp"
+#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -223,6 +226,62 @@ TEST_P(TransformerRunnerTest, LaunchOverlapGivesThePlainOutputBitForBit) {
         ASSERT_EQ(overlapped.output().values, want) << what << ", replay " << replay;
       }
     }
+  }
+}
+
+// The fused projection + residual LayerNorm bound by the runner (--fused-residual): a table whose
+// winner for both fused problems is the wgmma kernel, which `on` and `table` (the table timed
+// neither projection nor residual LayerNorm) bind, gives the float64 forward under the same rule
+// as the two ops; `off` binds the two ops. A binding that swapped the residual and the projection
+// or wrote the LayerNorm over the residual stream fails it by O(1).
+TEST_P(TransformerRunnerTest, FusedResidualMatchesTheFloat64Forward) {
+  const DType dtype = GetParam();
+  if (dtype == DType::f32) GTEST_SKIP() << "the fused primitive is 16-bit";
+  const DeviceInfo device = use_device(0);
+  if (device.limits.compute_capability < 90) GTEST_SKIP() << "the fused kernel is wgmma (sm_90a)";
+  test_support::TempDir dir;
+  const std::string db = dir.file("fused.db");
+  const TransformerShape shape = kCases[0].shape;  // D 64, FFN 96: both fused problems, n = 64
+  const Variant& wgmma = *catalogue().find_variant("gemm_bias_residual_layernorm.nt", "wgmma");
+  {
+    auto store = Store::open(db);
+    store->upsert_device(device.fingerprint);
+    for (const ModelOp& op : transformer_fused_ops(shape, dtype)) {
+      ASSERT_TRUE(wgmma.supports(op.problem, wgmma.default_config, device.limits).ok) << op.problem.key();
+      WinnerRecord w;
+      w.device_key = device.fingerprint.key();
+      w.problem = op.problem;
+      w.variant = wgmma.name;
+      w.config = wgmma.default_config;
+      w.timing.median_us = 10;
+      store->store_winner(w);
+    }
+  }
+  const auto weights = generate_transformer_weights(shape, dtype, 31);
+  const TensorValues x = generate_transformer_input(shape, dtype, 31);
+  const std::vector<double> want = transformer_reference(shape, dtype, weights, x);
+  for (const FusedResidual fused : {FusedResidual::table, FusedResidual::on, FusedResidual::off}) {
+    const std::string what = shape.describe() + ", --fused-residual " + std::string(fused_residual_name(fused));
+    RunnerOptions options;
+    options.db_path = db;
+    RunnerCore core(options);
+    TransformerRunner runner(core, shape, dtype, weights, {}, std::nullopt, fused);
+    const auto bound = std::count_if(core.resolutions().begin(), core.resolutions().end(), [&](const OpResolution& r) {
+      return r.op.problem.primitive == "gemm_bias_residual_layernorm.nt" && r.variant == "wgmma";
+    });
+    EXPECT_EQ(bound, fused == FusedResidual::off ? 0 : 2) << what;
+    runner.set_input(x);
+    runner.forward();
+    const TensorValues y = runner.output();
+    ASSERT_EQ(y.values.size(), want.size());
+    const Tolerance tol = tolerance(dtype);
+    int bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double err = std::abs(y.values[i] - want[i]);
+      if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[i])))
+        if (++bad <= 3) ADD_FAILURE() << what << ": y[" << i << "] = " << y.values[i] << ", want " << want[i];
+    }
+    EXPECT_EQ(bad, 0) << what;
   }
 }
 
