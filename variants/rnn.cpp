@@ -229,7 +229,7 @@ LaunchStatus project_inputs(const LaunchArgs& a, const RnnProblem& r, const void
 }
 
 kr::PersistentConfig persistent_config(const Config& c) {
-  return {cfg(c, "units_per_block"), cfg(c, "block_size"), cfg(c, "batch_groups")};
+  return {cfg(c, "units_per_block"), cfg(c, "block_size"), cfg(c, "batch_groups"), cfg(c, "k_split")};
 }
 
 // Whether the plan can be launched at all, and whether the device can hold its grid at once. The
@@ -385,12 +385,15 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   p.primitive = primitive;
   p.name = "persistent";
   p.description = "one cooperative launch for all steps: W_hh slices in shared memory, h through L2, a grid barrier a step";
+  // k_split 1 is the rung as first built (and what winners stored before the axis existed complete
+  // to); more lanes a unit shorten each step's dot-product chain where H is large.
   p.params = ParamSpace({{"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their G gate rows of W_hh)"},
-                         {"block_size", {64, 128, 256}, "threads per block"},
-                         {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own W_hh slices)"}},
-                        [](const Config& c) { return c.at("block_size") % c.at("units_per_block") == 0; },
-                        "block_size a multiple of units_per_block");
-  p.default_config = Config({{"units_per_block", 2}, {"block_size", 128}, {"batch_groups", 1}});
+                         {"block_size", {64, 128, 256, 512}, "threads per block"},
+                         {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own W_hh slices)"},
+                         {"k_split", {1, 4, 16}, "lanes that share one unit's dot products (summed by shuffles)"}},
+                        [](const Config& c) { return c.at("block_size") % (c.at("units_per_block") * c.at("k_split")) == 0; },
+                        "block_size a multiple of units_per_block x k_split");
+  p.default_config = Config({{"units_per_block", 2}, {"block_size", 128}, {"batch_groups", 1}, {"k_split", 1}});
   p.supports = persistent_supports;
   p.workspace_bytes = persistent_workspace;
   p.launch = by_type<persistent<float>, persistent<__half>, persistent<__nv_bfloat16>>;

@@ -443,7 +443,8 @@ kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
 }
 
 Config as_config(const kr::PersistentConfig& c) {
-  return Config({{"units_per_block", c.units_per_block}, {"block_size", c.block_size}, {"batch_groups", c.batch_groups}});
+  return Config({{"units_per_block", c.units_per_block}, {"block_size", c.block_size}, {"batch_groups", c.batch_groups},
+                 {"k_split", c.k_split}});
 }
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},

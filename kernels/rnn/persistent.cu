@@ -1,13 +1,20 @@
 // The persistent rung: one cooperative launch runs every step (rnn.cuh says how the work splits).
 //
 // Block b owns hidden units [j0, j0 + units) of batch group b / ceil(H / units): the G gate rows
-// of those units, W_hh[g H + j, :], sit in shared memory as fp32 for the whole sequence, and each
-// thread keeps the cell state (LSTM c, GRU h) of its unit for rows_per_thread batch rows in
-// registers. A step: the thread loads its rows' input gates, the block copies the rows of h it
-// needs from the exchange buffer (fp32, L2) into shared memory, each thread takes G dot products
-// of length H per row (16-byte shared reads; a unit's W row is read by every thread of that
-// unit), applies the cell, stores h to y and to the other exchange buffer, and the grid meets at
-// a barrier. Shared rows are padded (shared_row_stride).
+// of those units, W_hh[g H + j, :], sit in shared memory as fp32 for the whole sequence. A lane
+// group of k_split lanes takes one unit for rows_per_thread batch rows: each lane every k_split-th
+// 16-byte chunk of the G dot products of length H per row, summed by a butterfly of shuffles (as
+// the cluster rung does). Lane i % k_split of the group applies the cell to the group's row i and
+// keeps that row's cell state (LSTM c, GRU h) in registers. A step: the owning lanes load their
+// rows' input gates, the block copies the rows of h it needs from the exchange buffer (fp32, L2)
+// into shared memory, the lanes take the dot products (16-byte shared reads; a unit's W row is
+// read by every group of that unit), the owners apply the cell and store h to y and to the other
+// exchange buffer, and the grid meets at a barrier. Shared rows are padded (shared_row_stride).
+//
+// Why k_split: with one lane a unit and row (k_split 1) the dot products are one chain of H / 4
+// shared reads and 4 G FMAs each per lane, and N x H lanes at most run: at N 64, H 512 an H100
+// profile showed 2 warps an SM, 87% of cycles with no warp eligible, 41 us a step. Split over
+// k_split lanes the chain is k_split times shorter and k_split times as many warps hide it.
 #include "kernels/rnn/rnn.cuh"
 
 #include <cuda_bf16.h>
@@ -24,26 +31,28 @@ namespace {
 constexpr std::size_t kBarrierBytes = 256;  // the counter, alone in its own L2 lines
 
 struct Geometry {
-  int units, units_blocks, rows_per_group, stride;
+  int units, units_blocks, rows_per_group, stride, k_split;
 };
 
 // kSave: keep what the backward pass reads (Layer::saved, Layer::cells); a template flag, so that
 // the plain forward's code stays what it was without it.
 template <typename T, Cell kCell, int kRows, bool kSave>
-__global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_gates, float* h_exchange,
-                                  unsigned* barrier, Geometry geo) {
+__global__ void __launch_bounds__(kMaxPersistentThreads)
+    persistent_kernel(Layer<T> p, const float* __restrict__ input_gates, float* h_exchange, unsigned* barrier,
+                      Geometry geo) {
   grid_dependency_sync();
   constexpr int G = gate_count(kCell);
   extern __shared__ __align__(16) float shared[];
-  const int H = p.hidden, N = p.batch, units = geo.units, stride = geo.stride;
+  const int H = p.hidden, N = p.batch, units = geo.units, stride = geo.stride, KS = geo.k_split;
   float* w_s = shared;                              // [G units][stride]
   float* h_s = shared + G * units * stride;         // [rows_per_group][stride]
-  const int group = static_cast<int>(blockIdx.x) / geo.units_blocks;
+  const int batch_group = static_cast<int>(blockIdx.x) / geo.units_blocks;
   const int j0 = (static_cast<int>(blockIdx.x) % geo.units_blocks) * units;
-  const int n0 = group * geo.rows_per_group;
+  const int n0 = batch_group * geo.rows_per_group;
   const int rows = min(geo.rows_per_group, N - n0);
-  const int u = static_cast<int>(threadIdx.x) % units, first_row = static_cast<int>(threadIdx.x) / units;
-  const int rows_per_pass = static_cast<int>(blockDim.x) / units;
+  const int lane_in_group = static_cast<int>(threadIdx.x) % KS, lane_group = static_cast<int>(threadIdx.x) / KS;
+  const int u = lane_group % units, first_row = lane_group / units;
+  const int rows_per_pass = static_cast<int>(blockDim.x) / KS / units;
   const int j = j0 + u;
   const int h4 = (H + 3) / 4 * 4;
 
@@ -55,13 +64,14 @@ __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_ga
   for (int idx = threadIdx.x; idx < geo.rows_per_group * (h4 - H); idx += blockDim.x)
     h_s[(idx / (h4 - H)) * stride + H + idx % (h4 - H)] = 0.f;
 
+  // valid[i]: this lane applies the cell to the group's row i (lane i % k_split of the group).
   bool valid[kRows];
   std::int64_t n_of[kRows];
   float state[kRows], last_h[kRows];  // LSTM: c; GRU: the h it mixes in
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int row = first_row + i * rows_per_pass;
-    valid[i] = j < H && row < rows;
+    valid[i] = j < H && row < rows && i % KS == lane_in_group;
     n_of[i] = n0 + (row < rows ? row : 0);
     const std::int64_t e = n_of[i] * H + (j < H ? j : 0);
     state[i] = valid[i] ? to_float(kCell == Cell::lstm ? p.c0[e] : p.h0[e]) : 0.f;
@@ -96,7 +106,7 @@ __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_ga
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
       for (int g = 0; g < G; ++g) acc[i][g] = 0.f;
-    for (int k = 0; k < h4; k += 4) {
+    for (int k = lane_in_group * 4; k < h4; k += 4 * KS) {
       float4 w[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) w[g] = *reinterpret_cast<const float4*>(w_s + (g * units + u) * stride + k);
@@ -109,6 +119,13 @@ __global__ void persistent_kernel(Layer<T> p, const float* __restrict__ input_ga
           acc[i][g] = fmaf(h.w, w[g].w, fmaf(h.z, w[g].z, fmaf(h.y, w[g].y, fmaf(h.x, w[g].x, acc[i][g]))));
       }
     }
+    // Sum over the group's lanes (a group never straddles a warp: k_split divides 32 and the
+    // block is whole warps); every lane ends with every total.
+    for (int offset = KS / 2; offset > 0; offset /= 2)
+#pragma unroll
+      for (int i = 0; i < kRows; ++i)
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[i][g] += __shfl_xor_sync(0xffffffffu, acc[i][g], offset);
 
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
@@ -168,7 +185,7 @@ cudaError_t launch(const Layer<T>& p, const float* input_gates, void* workspace,
   float* h_exchange = reinterpret_cast<float*>(static_cast<char*>(workspace) + kBarrierBytes);
   if (cudaError_t e = cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;
   Geometry geo{c.units_per_block, (p.hidden + c.units_per_block - 1) / c.units_per_block, plan.rows_per_group,
-               shared_row_stride(p.hidden)};
+               shared_row_stride(p.hidden), c.k_split};
   Layer<T> layer = p;
   void* args[] = {&layer, &input_gates, &h_exchange, &barrier, &geo};
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(plan.blocks), dim3(c.block_size),
@@ -191,14 +208,16 @@ cudaError_t launch_rows(const Layer<T>& p, const float* input_gates, void* works
 
 PersistentPlan persistent_plan(Cell cell, int batch, int hidden, const PersistentConfig& c) {
   PersistentPlan plan;
-  if (c.units_per_block < 1 || c.block_size < c.units_per_block || c.block_size % c.units_per_block != 0 ||
-      c.batch_groups < 1 || batch < 1 || hidden < 1)
+  const bool k_split_ok = c.k_split >= 1 && c.k_split <= 32 && (c.k_split & (c.k_split - 1)) == 0;
+  if (c.units_per_block < 1 || !k_split_ok || c.block_size < c.units_per_block * c.k_split ||
+      c.block_size % (c.units_per_block * c.k_split) != 0 || c.block_size % 32 != 0 ||
+      c.block_size > kMaxPersistentThreads || c.batch_groups < 1 || batch < 1 || hidden < 1)
     return plan;
   plan.rows_per_group = (batch + c.batch_groups - 1) / c.batch_groups;
   const int groups = (batch + plan.rows_per_group - 1) / plan.rows_per_group;  // none empty
   const int units_blocks = (hidden + c.units_per_block - 1) / c.units_per_block;
   plan.blocks = groups * units_blocks;
-  const int rows_per_pass = c.block_size / c.units_per_block;
+  const int rows_per_pass = c.block_size / c.k_split / c.units_per_block;
   const int needed = (plan.rows_per_group + rows_per_pass - 1) / rows_per_pass;
   plan.rows_per_thread = needed <= 1 ? 1 : needed <= 2 ? 2 : needed <= 4 ? 4 : needed <= 8 ? 8 : 0;
   plan.shared_bytes = static_cast<std::size_t>(gate_count(cell) * c.units_per_block + plan.rows_per_group) *

@@ -121,12 +121,16 @@ inline int shared_row_stride(int hidden) {
 
 struct PersistentConfig {
   int units_per_block = 1;  // hidden units a block owns (all G of their gate rows)
-  int block_size = 128;     // threads; a multiple of units_per_block
+  int block_size = 128;     // threads; a multiple of units_per_block x k_split, at most kMaxPersistentThreads
   int batch_groups = 1;     // the batch split over this many groups of blocks, each holding its own W_hh slice
+  int k_split = 1;          // lanes that share one unit's dot products for the same rows (a power of 2, <= 32)
 };
+// Blocks of more threads cannot be launched (the kernel is built for at most 128 registers).
+inline constexpr int kMaxPersistentThreads = 512;
 
 // The launch's shape: blocks = ceil(H / units) * batch_groups, each with rows_per_group batch
-// rows; rows_per_thread of them per thread (the kernel is built for 1, 2, 4 and 8).
+// rows; lane groups of k_split lanes, each taking rows_per_thread of them (the kernel is built for
+// 1, 2, 4 and 8).
 struct PersistentPlan {
   int blocks = 0;
   int rows_per_group = 0;

@@ -215,18 +215,49 @@ TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
   // H = 1024 with one unit a block: 1024 blocks, more than 132 SMs hold with this shared memory.
   const Shape wide({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 1024}});
   const Support one_unit =
-      v.supports({"lstm.forward", DType::f32, wide}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 1}}), h200);
+      v.supports({"lstm.forward", DType::f32, wide}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 1}, {"k_split", 1}}), h200);
   EXPECT_FALSE(one_unit.ok);
   // 16 units of H = 1024 in fp32: 64 gate rows of 4 KiB and 64 h rows: over 227 KiB.
   const Support sixteen = v.supports({"lstm.forward", DType::f32, wide},
-                                     Config({{"units_per_block", 16}, {"block_size", 256}, {"batch_groups", 1}}), h200);
+                                     Config({{"units_per_block", 16}, {"block_size", 256}, {"batch_groups", 1}, {"k_split", 1}}), h200);
   EXPECT_FALSE(sixteen.ok);
   EXPECT_NE(sixteen.reason.find("shared memory"), std::string::npos) << sixteen.reason;
   // More batch groups than rows.
   const Shape one_row({{"T", 8}, {"N", 1}, {"D", 8}, {"H", 8}});
   EXPECT_FALSE(
-      v.supports({"lstm.forward", DType::f32, one_row}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 2}}), h200)
+      v.supports({"lstm.forward", DType::f32, one_row}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 2}, {"k_split", 1}}), h200)
           .ok);
+}
+
+// The lane groups of k_split: the rows a lane group takes follow from the threads left per unit,
+// and a config whose block is not whole lane groups per unit (or not whole warps, or over the
+// kernel's 512 threads, or k_split not a power of 2) has no plan.
+TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
+  namespace kr = kernels::rnn;
+  // H 512, N 64 in two batch groups: 32 rows a block; 512 threads of k_split 16 are 32 lane
+  // groups, 8 per unit, so each takes 4 rows.
+  const kr::PersistentPlan split = kr::persistent_plan(kr::Cell::lstm, 64, 512, {4, 512, 2, 16});
+  EXPECT_EQ(split.blocks, 256);
+  EXPECT_EQ(split.rows_per_group, 32);
+  EXPECT_EQ(split.rows_per_thread, 4);
+  // The same threads one lane a unit: 128 lanes per unit, one row each.
+  EXPECT_EQ(kr::persistent_plan(kr::Cell::lstm, 64, 512, {4, 512, 2, 1}).rows_per_thread, 1);
+  // 64 rows for 8 lane groups a unit would be 8 rows each; for 2 (k_split 16 of 128 threads), 32: none.
+  EXPECT_EQ(kr::persistent_plan(kr::Cell::gru, 64, 512, {4, 512, 1, 16}).rows_per_thread, 8);
+  EXPECT_EQ(kr::persistent_plan(kr::Cell::gru, 64, 512, {4, 128, 1, 16}).rows_per_thread, 0);
+  for (const kr::PersistentConfig bad : {kr::PersistentConfig{4, 512, 1, 3}, kr::PersistentConfig{16, 128, 1, 16},
+                                         kr::PersistentConfig{1, 48, 1, 1}, kr::PersistentConfig{1, 1024, 1, 1}})
+    EXPECT_EQ(kr::persistent_plan(kr::Cell::lstm, 64, 512, bad).blocks, 0)
+        << bad.units_per_block << " " << bad.block_size << " " << bad.k_split;
+
+  const Variant& v = *catalogue().find_variant("lstm.forward", "persistent");
+  const DeviceLimits h200 = nominal_device_limits();
+  const Problem char_model{"lstm.forward", DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
+  const Config split_config({{"units_per_block", 4}, {"block_size", 512}, {"batch_groups", 2}, {"k_split", 16}});
+  EXPECT_TRUE(v.supports(char_model, split_config, h200).ok) << v.supports(char_model, split_config, h200).reason;
+  // A winner stored before k_split existed completes to the rung as first built.
+  EXPECT_EQ(complete_config(v, Config({{"units_per_block", 4}, {"block_size", 256}, {"batch_groups", 2}})).at("k_split"),
+            1);
 }
 
 TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {

@@ -63,6 +63,25 @@ TEST_P(RnnVariants, PersistentClusterRunsEveryConfigOnHopper) {
   }
 }
 
+// The grid persistent rung's lane groups (k_split > 1) run, not only refuse, on any GPU: at a shape
+// that splits the units (100), the batch (7 rows) and the dot products (H 100: 25 chunks of 16
+// bytes, no multiple of 4 or 16 lanes) unevenly, every config it supports launches and matches;
+// its 80 configs of k_split 1 alone cannot reach the count. And at the character model's H 512,
+// where one lane a unit took 41 us a step on the H100, the split configs match too (on a GPU of
+// an H100's size: a T4's 40 SMs hold few of those grids).
+TEST_P(RnnVariants, PersistentLaneGroupsRunEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.forward", "gru.forward"}) {
+    const Problem awkward{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, awkward, seed++, {}, {}, "persistent"), 100)
+        << awkward.key();
+    if (device_.limits.sm_count < 108) continue;
+    const Problem wide{primitive, GetParam(), Shape({{"T", 3}, {"N", 64}, {"D", 16}, {"H", 512}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, wide, seed++, {}, {}, "persistent"), 20)
+        << wide.key();
+  }
+}
+
 // The persistent backward runs, not only refuses, on any GPU: at a shape where its configs split
 // the units and the batch unevenly (100 units, 7 rows; G H = 400 or 300 columns, the GRU's no
 // multiple of 8), every config it supports launches and matches, with either forward on Hopper.
