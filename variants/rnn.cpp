@@ -391,7 +391,9 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
                          {"block_size", {64, 128, 256, 512}, "threads per block"},
                          {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own W_hh slices)"},
                          {"k_split", {1, 4, 16}, "lanes that share one unit's dot products (summed by shuffles)"}},
-                        [](const Config& c) { return c.at("block_size") % (c.at("units_per_block") * c.at("k_split")) == 0; },
+                        [](const Config& c) {
+                          return c.at("block_size") % (c.at("units_per_block") * c.at("k_split")) == 0;
+                        },
                         "block_size a multiple of units_per_block x k_split");
   p.default_config = Config({{"units_per_block", 2}, {"block_size", 128}, {"batch_groups", 1}, {"k_split", 1}});
   p.supports = persistent_supports;

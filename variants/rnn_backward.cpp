@@ -427,6 +427,20 @@ kr::PersistentConfig grid_forward_config(const RnnProblem& r) {
   return {units, 256, groups};
 }
 
+// The grid forward with lane groups (k_split 16 lanes a unit): 4 units a block, 512 threads, so 8
+// lane groups a unit; the batch split so that no lane group takes more than 8 rows. Predicted to
+// take a few us a step at H 512 where one lane a unit took 41 (kernels/rnn/persistent.cu); kept
+// beside the rule above as the `forward` axis's third value until measured.
+kr::PersistentConfig grid_split_forward_config(const RnnProblem& r) {
+  int units = 4;
+  while (units > 1 && units > r.hidden) units /= 2;
+  constexpr int kThreads = 512, kSplit = 16;
+  const std::int64_t rows_a_group = static_cast<std::int64_t>(kr::kMaxRowsPerThread) * (kThreads / kSplit / units);
+  const auto groups = static_cast<int>(
+      std::min<std::int64_t>(r.batch, std::max<std::int64_t>(2, (r.batch + rows_a_group - 1) / rows_a_group)));
+  return {units, kThreads, groups, kSplit};
+}
+
 kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
   int cluster_size = r.hidden >= 512 ? 16 : 8;
   while (cluster_size > 2 && cluster_size > r.hidden) cluster_size /= 2;
@@ -451,7 +465,16 @@ Config as_config(const kr::ClusterConfig& c) {
                  {"rows_per_thread", c.rows_per_thread}});
 }
 
-constexpr int kGridForward = 0, kClusterForward = 1;
+constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2;
+
+// The forward rung and config the backward's `forward` axis names.
+Config forward_config_of(const Config& c, const RnnProblem& r) {
+  switch (cfg(c, "forward")) {
+    case kClusterForward: return as_config(cluster_forward_config(r));
+    case kGridSplitForward: return as_config(grid_split_forward_config(r));
+    default: return as_config(grid_forward_config(r));
+  }
+}
 
 kr::BackwardConfig backward_config(const Config& c) {
   return {cfg(c, "units_per_block"), cfg(c, "batch_groups"), cfg(c, "k_split")};
@@ -497,7 +520,7 @@ Support persistent_supports(const ForwardRungs& forward, const Problem& p, const
                        std::to_string(per_sm * limits.sm_count) + " here)");
   const Problem forward_problem{forward.primitive, p.dtype, p.shape};
   const bool cluster = cfg(c, "forward") == kClusterForward;
-  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_forward_config(r));
+  const Config forward_config = forward_config_of(c, r);
   const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
   if (!s.ok)
     return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
@@ -579,7 +602,9 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
   if (cfg(a.config, "forward") == kClusterForward)
     return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
                              "the forward (persistent_cluster)");
-  return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_forward_config(r), a.stream),
+  const kr::PersistentConfig grid = cfg(a.config, "forward") == kGridSplitForward ? grid_split_forward_config(r)
+                                                                                    : grid_forward_config(r);
+  return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid, a.stream),
                            "the forward (persistent)");
 }
 
@@ -721,7 +746,8 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
                   "cooperative launch, each block W_hh's columns of its units in shared memory and the gates' "
                   "gradients through L2, a grid barrier a step; then dx, dW and db as stepwise";
   p.params = ParamSpace(
-      {{"forward", {kGridForward, kClusterForward}, "the forward run first: 0 persistent, 1 persistent_cluster (sm_90a)"},
+      {{"forward", {kGridForward, kClusterForward, kGridSplitForward},
+        "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 16"},
        {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
        {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own columns; fewer rows read a step)"},
        {"k_split", {4, 8, 16}, "lanes that share one unit's dot products over G H (summed by shuffles)"}});

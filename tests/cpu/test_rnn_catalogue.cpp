@@ -214,19 +214,18 @@ TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
   EXPECT_TRUE(v.supports({"lstm.forward", DType::f32, target}, v.default_config, h200).ok);
   // H = 1024 with one unit a block: 1024 blocks, more than 132 SMs hold with this shared memory.
   const Shape wide({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 1024}});
-  const Support one_unit =
-      v.supports({"lstm.forward", DType::f32, wide}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 1}, {"k_split", 1}}), h200);
+  const auto config = [](std::int64_t units, std::int64_t threads, std::int64_t groups) {
+    return Config({{"units_per_block", units}, {"block_size", threads}, {"batch_groups", groups}, {"k_split", 1}});
+  };
+  const Support one_unit = v.supports({"lstm.forward", DType::f32, wide}, config(1, 64, 1), h200);
   EXPECT_FALSE(one_unit.ok);
   // 16 units of H = 1024 in fp32: 64 gate rows of 4 KiB and 64 h rows: over 227 KiB.
-  const Support sixteen = v.supports({"lstm.forward", DType::f32, wide},
-                                     Config({{"units_per_block", 16}, {"block_size", 256}, {"batch_groups", 1}, {"k_split", 1}}), h200);
+  const Support sixteen = v.supports({"lstm.forward", DType::f32, wide}, config(16, 256, 1), h200);
   EXPECT_FALSE(sixteen.ok);
   EXPECT_NE(sixteen.reason.find("shared memory"), std::string::npos) << sixteen.reason;
   // More batch groups than rows.
   const Shape one_row({{"T", 8}, {"N", 1}, {"D", 8}, {"H", 8}});
-  EXPECT_FALSE(
-      v.supports({"lstm.forward", DType::f32, one_row}, Config({{"units_per_block", 1}, {"block_size", 64}, {"batch_groups", 2}, {"k_split", 1}}), h200)
-          .ok);
+  EXPECT_FALSE(v.supports({"lstm.forward", DType::f32, one_row}, config(1, 64, 2), h200).ok);
 }
 
 // The lane groups of k_split: the rows a lane group takes follow from the threads left per unit,
@@ -255,9 +254,19 @@ TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
   const Problem char_model{"lstm.forward", DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
   const Config split_config({{"units_per_block", 4}, {"block_size", 512}, {"batch_groups", 2}, {"k_split", 16}});
   EXPECT_TRUE(v.supports(char_model, split_config, h200).ok) << v.supports(char_model, split_config, h200).reason;
+  // The backward's forward axis: 2 runs this split forward first. At H 512 the rule's k_split-1
+  // forward (units 16, 256 threads, 4 groups) is supported too; the split one must be, with the
+  // chain config the H100 measured (8 units, 4 groups, k_split 8).
+  const Variant& backward = *catalogue().find_variant("lstm.backward", "persistent");
+  const Problem char_backward{"lstm.backward", DType::f32, char_model.shape};
+  for (const std::int64_t forward : {0, 2}) {
+    const Config c({{"forward", forward}, {"units_per_block", 8}, {"batch_groups", 4}, {"k_split", 8}});
+    const Support s = backward.supports(char_backward, c, h200);
+    EXPECT_TRUE(s.ok) << forward << ": " << s.reason;
+  }
   // A winner stored before k_split existed completes to the rung as first built.
-  EXPECT_EQ(complete_config(v, Config({{"units_per_block", 4}, {"block_size", 256}, {"batch_groups", 2}})).at("k_split"),
-            1);
+  const Config stored({{"units_per_block", 4}, {"block_size", 256}, {"batch_groups", 2}});
+  EXPECT_EQ(complete_config(v, stored).at("k_split"), 1);
 }
 
 TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {
