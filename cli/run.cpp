@@ -64,6 +64,11 @@ CommandSpec run_spec() {
             "(gemm_bias_residual_layernorm.nt, f16/bf16, D <= 256). table (default): where the table's winner for "
             "it is a fused kernel faster than the two ops' winners together; on: wherever the table resolves it; "
             "off: never. The table's medians may come from different timing modes; on/off compare in the forward"},
+           {"qkv-layout", 0, "table|split|packed",
+            "how Q, K and V reach the attention. split: qkv_projection writes [B, H, S, hd] three times and "
+            "attention.*.split reads them; packed: one gemm_bias.nt with n = 3 D writes [B S, 3 D], the packed layout "
+            "attention.*.packed reads through strides. table (default): packed where the table timed both paths and "
+            "the packed one is faster"},
            {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
            {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
            {"input", 0, "FILE",
@@ -114,6 +119,12 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
     const auto parsed = parse_fused_residual(*text);
     if (!parsed) throw UsageError("--fused-residual must be table, on or off, got '" + *text + "'");
     fused = *parsed;
+  }
+  QkvLayout qkv_layout = QkvLayout::table;
+  if (auto text = a.value("qkv-layout")) {
+    const auto parsed = parse_qkv_layout(*text);
+    if (!parsed) throw UsageError("--qkv-layout must be table, split or packed, got '" + *text + "'");
+    qkv_layout = *parsed;
   }
   const auto seed = static_cast<std::uint64_t>(a.integer("seed", 1, 0, INT64_MAX));
   const int warmup = static_cast<int>(a.integer("warmup", 10, 0, 100000));
@@ -168,7 +179,7 @@ int run_model(const ParsedArgs& a, std::ostream& out, std::ostream& err, const s
         << std::fixed << std::setprecision(3) << 1 - static_cast<double>(valid) / static_cast<double>(shape.rows())
         << " padding)\n" << std::defaultfloat;
   }
-  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding, fused);
+  TransformerRunner runner(core, shape, *dtype, weights, input.valid_lengths, rounding, fused, qkv_layout);
   print_resolutions(core.resolutions(), out);
   if (options.overlap_launches)
     out << (core.overlap_launches() ? "launch overlap: " + std::to_string(runner.overlapped_edges()) +

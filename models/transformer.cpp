@@ -185,6 +185,16 @@ std::optional<FusedResidual> parse_fused_residual(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view qkv_layout_name(QkvLayout q) {
+  return q == QkvLayout::table ? "table" : q == QkvLayout::split ? "split" : "packed";
+}
+
+std::optional<QkvLayout> parse_qkv_layout(std::string_view text) {
+  for (const QkvLayout q : {QkvLayout::table, QkvLayout::split, QkvLayout::packed})
+    if (text == qkv_layout_name(q)) return q;
+  return std::nullopt;
+}
+
 AttentionRounding default_attention_rounding(const TransformerShape& s, DType model_dtype, DispatchMode dispatch) {
   constexpr std::int64_t kLongestEagerSequence = 16384;
   const bool sixteen_bit = model_dtype == DType::f16 || model_dtype == DType::bf16;
@@ -196,11 +206,23 @@ std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtyp
   return transformer_ops(s, model_dtype, padded, default_attention_rounding(s, model_dtype, DispatchMode::tuned));
 }
 
+namespace {
+
+// attention.causal.<layout>[.padded][.rounded] of the model's attention, and its op's name.
+ModelOp attention_op(const TransformerShape& s, DType product, bool packed, bool padded, AttentionRounding rounding) {
+  const bool eager = rounding == AttentionRounding::eager;
+  return {std::string(padded ? "causal attention, padded keys masked" : "causal attention") +
+              (eager ? ", rounded as eager PyTorch" : "") + (packed ? ", packed QKV" : ""),
+          Problem{std::string("attention.causal.") + (packed ? "packed" : "split") + (padded ? ".padded" : "") +
+                      (eager ? ".rounded" : ""),
+                  product, Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}};
+}
+
+}  // namespace
+
 std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtype, bool padded,
                                      AttentionRounding rounding) {
   const TransformerTypes t = *transformer_types(model_dtype);
-  const std::string attention = std::string("attention.causal.split") + (padded ? ".padded" : "") +
-                                (rounding == AttentionRounding::eager ? ".rounded" : "");
   const Shape rows_dim({{"rows", s.rows()}, {"cols", s.dim}});
   const auto gemm = [&](const std::string& op, std::int64_t n, std::int64_t k) {
     return Problem{op + ".nt", t.product, Shape({{"m", s.rows()}, {"n", n}, {"k", k}})};
@@ -209,9 +231,7 @@ std::vector<ModelOp> transformer_ops(const TransformerShape& s, DType model_dtyp
       {"first LayerNorm", Problem{"layernorm", t.norm, rows_dim}},
       {"QKV projection", Problem{"qkv_projection", t.product,
                                  Shape({{"B", s.batch}, {"S", s.seq}, {"H", s.heads}, {"hd", s.head_dim()}})}},
-      {std::string(padded ? "causal attention, padded keys masked" : "causal attention") +
-           (rounding == AttentionRounding::eager ? ", rounded as eager PyTorch" : ""),
-       Problem{attention, t.product, Shape({{"B", s.batch}, {"H", s.heads}, {"S", s.seq}, {"hd", s.head_dim()}})}},
+      attention_op(s, t.product, false, padded, rounding),
       {"output projection + bias", gemm("gemm_bias", s.dim, s.dim)},
       // PyTorch stores x + sublayer(x) in the model's type and normalises the stored sum: round_h = 1.
       // In 16 bits the statistics of the unrounded sum put every output of the LayerNorm a rounding
@@ -235,6 +255,14 @@ std::vector<ModelOp> transformer_fused_ops(const TransformerShape& s, DType mode
   };
   return {{"output projection + bias + residual + LayerNorm", fused(s.dim)},
           {"FFN out + bias + residual + LayerNorm", fused(s.ffn)}};
+}
+
+std::vector<ModelOp> transformer_packed_qkv_ops(const TransformerShape& s, DType model_dtype, bool padded,
+                                                AttentionRounding rounding) {
+  const TransformerTypes t = *transformer_types(model_dtype);
+  return {{"QKV projection, packed [B, S, 3, H, hd]",
+           Problem{"gemm_bias.nt", t.product, Shape({{"m", s.rows()}, {"n", 3 * s.dim}, {"k", s.dim}})}},
+          attention_op(s, t.product, true, padded, rounding)};
 }
 
 std::string valid_lengths_error(const TransformerShape& s, const ValidLengths& lengths) {
@@ -506,14 +534,16 @@ struct TransformerRunner::State {
   DType model;
   TransformerTypes types;
   std::map<std::string, DeviceBuffer> weights;
-  // Seven [B S, D] buffers; four more tensors live in them where their owner is dead (every op runs
-  // in order on one stream): the attention's context in `normed` (read by the QKV projection before,
-  // written by the residual LayerNorm after), the projections' output in `q` (dead after the
-  // attention, written again by the next layer's QKV projection), the FFN's hidden layer in `k`
-  // where FFN <= D, and the model's output in `v`. TechJam case 14 in f32 (B S D = 3.3e9 elements,
-  // 12.2 GiB each) then needs 85 GiB of activations instead of 134, and fits the H200 with padding
-  // and an fp32-staging QKV projection beside it.
-  DeviceBuffer input, residual[2], normed, q, k, v, wide_hidden;
+  // Seven [B S, D] buffers, q, k and v of them one allocation (the packed QKV path writes [B S, 3 D]
+  // there); four more tensors live in them where their owner is dead (every op runs in order on one
+  // stream): the attention's context in `normed` (read by the QKV projection before, written by the
+  // residual LayerNorm after), the projections' output in `q` (dead after the attention, written
+  // again by the next layer's QKV projection), the FFN's hidden layer in `k` where FFN <= D, and the
+  // model's output in `v`. TechJam case 14 in f32 (B S D = 3.3e9 elements, 12.2 GiB each) then needs
+  // 85 GiB of activations instead of 134, and fits the H200 with padding and an fp32-staging QKV
+  // projection beside it.
+  DeviceBuffer input, residual[2], normed, qkv, wide_hidden;
+  void *q = nullptr, *k = nullptr, *v = nullptr;
   void *ctx = nullptr, *projected = nullptr, *hidden = nullptr, *output = nullptr;
   DeviceBuffer lengths, valid_mask;  // with padding: L_b [B] (i32) and +1/-1 per element of [B, S, D]
   std::vector<BoundOp> ops;
@@ -528,7 +558,8 @@ struct TransformerRunner::State {
 
 TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& shape, DType model_dtype,
                                      const TransformerWeights& weights, const ValidLengths& valid_lengths,
-                                     std::optional<AttentionRounding> rounding, FusedResidual fused_residual) {
+                                     std::optional<AttentionRounding> rounding, FusedResidual fused_residual,
+                                     QkvLayout qkv_layout) {
   if (const std::string why = transformer_shape_error(shape); !why.empty()) throw std::runtime_error(why);
   if (const std::string why = valid_lengths_error(shape, valid_lengths); !why.empty()) throw std::runtime_error(why);
   if (!transformer_types(model_dtype))
@@ -550,10 +581,12 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   st.input = DeviceBuffer(activations);
   for (auto& r : st.residual) r = DeviceBuffer(activations);
   st.normed = DeviceBuffer(activations);
-  st.q = DeviceBuffer(activations), st.k = DeviceBuffer(activations), st.v = DeviceBuffer(activations);
-  st.ctx = st.normed.get(), st.projected = st.q.get(), st.output = st.v.get();
+  st.qkv = DeviceBuffer(3 * activations);
+  auto* const qkv = static_cast<char*>(st.qkv.get());
+  st.q = qkv, st.k = qkv + activations, st.v = qkv + 2 * activations;
+  st.ctx = st.normed.get(), st.projected = st.q, st.output = st.v;
   if (shape.ffn <= D)
-    st.hidden = st.k.get();
+    st.hidden = st.k;
   else
     st.hidden = (st.wide_hidden = DeviceBuffer(static_cast<std::size_t>(M * shape.ffn) * element)).get();
   const bool padded = has_padding(shape, valid_lengths);
@@ -572,8 +605,9 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   }
 
   // Each distinct problem's resolution is recorded once (its first op), for the table the CLI prints.
-  const std::vector<ModelOp> kinds = transformer_ops(
-      shape, model_dtype, padded, rounding.value_or(default_attention_rounding(shape, model_dtype, core.resolver().mode())));
+  const AttentionRounding attention_rounding =
+      rounding.value_or(default_attention_rounding(shape, model_dtype, core.resolver().mode()));
+  const std::vector<ModelOp> kinds = transformer_ops(shape, model_dtype, padded, attention_rounding);
   std::set<std::string> recorded;
   const auto bind = [&](const ModelOp& op, std::vector<void*> tensors, std::vector<double> scalars) {
     const bool first = recorded.insert(op.problem.key()).second;
@@ -601,16 +635,36 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
     return !(one && first && second) || *one < *first + *second;
   };
   const bool fuse_attention_out = fuses(0, kinds[3]), fuse_ffn_out = fuses(1, kinds[6]);
+  // The packed QKV path as `qkv_layout` says (table: where the table timed its two problems and the
+  // split path's and the pair is faster).
+  const std::vector<ModelOp> packed = transformer_packed_qkv_ops(shape, model_dtype, padded, attention_rounding);
+  const bool packed_qkv = [&] {
+    if (qkv_layout != QkvLayout::table) return qkv_layout == QkvLayout::packed;
+    const Resolver& r = core.resolver();
+    const auto projection = r.tuned_median_us(packed[0].problem), attention = r.tuned_median_us(packed[1].problem),
+               split_projection = r.tuned_median_us(kinds[1].problem), split_attention = r.tuned_median_us(kinds[2].problem);
+    return projection && attention && split_projection && split_attention &&
+           *projection + *attention < *split_projection + *split_attention;
+  }();
   void* current = st.input.get();
   int next = 0;
   bind(kinds[0], {current, st.weight(0, "ln1.weight"), st.weight(0, "ln1.bias"), st.normed.get()}, eps);
   for (std::int64_t l = 0; l < shape.layers; ++l) {
-    bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q.get(), st.k.get(),
-                    st.v.get()}, {});
-    if (padded)
-      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.lengths.get(), st.ctx}, {});
-    else
-      bind(kinds[2], {st.q.get(), st.k.get(), st.v.get(), st.ctx}, {});
+    if (packed_qkv) {
+      bind(packed[0], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.qkv.get()},
+           plain);
+      if (padded)
+        bind(packed[1], {st.qkv.get(), st.lengths.get(), st.ctx}, {});
+      else
+        bind(packed[1], {st.qkv.get(), st.ctx}, {});
+    } else {
+      bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q, st.k, st.v},
+           {});
+      if (padded)
+        bind(kinds[2], {st.q, st.k, st.v, st.lengths.get(), st.ctx}, {});
+      else
+        bind(kinds[2], {st.q, st.k, st.v, st.ctx}, {});
+    }
     void* after_attention = st.residual[next].get();
     next ^= 1;
     if (fuse_attention_out) {

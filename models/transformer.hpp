@@ -83,6 +83,16 @@ enum class FusedResidual { table, on, off };
 std::string_view fused_residual_name(FusedResidual);
 std::optional<FusedResidual> parse_fused_residual(std::string_view);
 
+// How Q, K and V reach the attention. `split`: qkv_projection writes three [B, H, S, hd] tensors
+// (its variants: three GEMMs and a transpose, or one GEMM whose epilogue scatters the heads) and
+// attention.*.split reads them. `packed`: one gemm_bias.nt against the concatenated [3 D, D]
+// weights writes [B S, 3 D] row-major, which is the packed layout [B, S, 3, H, hd] that
+// attention.*.packed reads through strides: no scatter at all, rows of 3 D contiguous. `table`:
+// packed where the table timed all four problems and the packed pair is faster, else split.
+enum class QkvLayout { table, split, packed };
+std::string_view qkv_layout_name(QkvLayout);
+std::optional<QkvLayout> parse_qkv_layout(std::string_view);
+
 std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype, bool padded,
                                      AttentionRounding);
 // With the default rounding of the tuned dispatch.
@@ -94,6 +104,11 @@ std::vector<ModelOp> transformer_ops(const TransformerShape&, DType model_dtype,
 // where the table's winner for it is a fused kernel, not its unfused baseline. Empty where no
 // fused variant exists for the model: f32 models, and D above 256 (a tile spans a row of n = D).
 std::vector<ModelOp> transformer_fused_ops(const TransformerShape&, DType model_dtype);
+// The packed QKV path's two ops (QkvLayout::packed): the projection as gemm_bias.nt with n = 3 D,
+// and the attention reading its output as attention.causal.packed[.padded][.rounded]; they replace
+// transformer_ops' QKV projection and attention.
+std::vector<ModelOp> transformer_packed_qkv_ops(const TransformerShape&, DType model_dtype, bool padded,
+                                                AttentionRounding);
 
 // Valid lengths, one per batch row, each in [1, S]; empty: every position valid.
 using ValidLengths = std::vector<std::int32_t>;
@@ -174,7 +189,7 @@ class TransformerRunner {
   // `rounding`: default_attention_rounding of the core's dispatch where not given.
   TransformerRunner(RunnerCore&, const TransformerShape&, DType model_dtype, const TransformerWeights&,
                     const ValidLengths& valid_lengths = {}, std::optional<AttentionRounding> rounding = std::nullopt,
-                    FusedResidual fused = FusedResidual::table);
+                    FusedResidual fused = FusedResidual::table, QkvLayout qkv_layout = QkvLayout::table);
   ~TransformerRunner();
   TransformerRunner(const TransformerRunner&) = delete;
   TransformerRunner& operator=(const TransformerRunner&) = delete;

@@ -32,14 +32,21 @@ Support any_config_supports(const Variant& v, const Problem& p, const DeviceLimi
   return why.ok ? Support::no("no config of the space runs it") : why;
 }
 
-// Case 14's problems in every model dtype, with and without the padding mask, one of each key.
+// Case 14's problems in every model dtype, with and without the padding mask, one of each key: the
+// split QKV path's and the packed one's (--qkv-layout packed).
 std::vector<Problem> case14_problems() {
   std::vector<Problem> out;
   std::set<std::string> seen;
+  const TransformerShape c14 = *techjam_case(14);
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-    for (const bool padded : {false, true})
-      for (const ModelOp& op : transformer_ops(*techjam_case(14), dtype, padded))
+    for (const bool padded : {false, true}) {
+      std::vector<ModelOp> ops = transformer_ops(c14, dtype, padded);
+      for (ModelOp& op : transformer_packed_qkv_ops(
+               c14, dtype, padded, default_attention_rounding(c14, dtype, DispatchMode::tuned)))
+        ops.push_back(std::move(op));
+      for (const ModelOp& op : ops)
         if (seen.insert(op.problem.key()).second) out.push_back(op.problem);
+    }
   return out;
 }
 
@@ -62,8 +69,8 @@ TEST(LargeExtents, Case14ProblemsPass2To31Elements) {
   const std::vector<Problem> problems = case14_problems();
   // Per dtype: layernorm, qkv_projection, attention, gemm_bias (the output projection and the FFN's
   // second Linear: D = FFN here), residual_layernorm, gemm_bias_gelu, the padded attention and the
-  // mask product.
-  ASSERT_EQ(problems.size(), 3u * 8u);
+  // mask product; the packed path's gemm_bias of n = 3 D and its two packed attentions.
+  ASSERT_EQ(problems.size(), 3u * 11u);
   for (const Problem& p : problems) {
     std::int64_t largest = 0;
     for (const TensorSpec& t : catalogue().find_primitive(p.primitive)->tensors(p)) largest = std::max(largest, t.elements());

@@ -36,11 +36,14 @@ TEST(Transformer, TheFourteenTechJamCases) {
   EXPECT_NE(transformer_shape_error({1, 8, 30, 4, 16, 1}), "") << "D not a multiple of heads";
 }
 
-// The ops the runner resolves for a case: transformer_ops and the fused ops that may replace two of them.
+// The ops the runner resolves for a case: transformer_ops, the fused ops that may replace two of
+// them, and the packed QKV path's two that may replace two others.
 std::vector<ModelOp> resolved_ops(const TransformerShape& s, DType dtype, bool padded,
                                   std::optional<AttentionRounding> rounding = std::nullopt) {
-  std::vector<ModelOp> ops = rounding ? transformer_ops(s, dtype, padded, *rounding) : transformer_ops(s, dtype, padded);
+  const AttentionRounding r = rounding.value_or(default_attention_rounding(s, dtype, DispatchMode::tuned));
+  std::vector<ModelOp> ops = transformer_ops(s, dtype, padded, r);
   for (ModelOp& op : transformer_fused_ops(s, dtype)) ops.push_back(std::move(op));
+  for (ModelOp& op : transformer_packed_qkv_ops(s, dtype, padded, r)) ops.push_back(std::move(op));
   return ops;
 }
 
@@ -102,6 +105,21 @@ TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
   EXPECT_EQ(parse_attention_rounding("flash"), AttentionRounding::flash);
   EXPECT_FALSE(parse_attention_rounding("fast"));
   EXPECT_EQ(attention_rounding_name(AttentionRounding::eager), "eager");
+}
+
+// The packed QKV path: one GEMM of n = 3 D (the concatenated weights) in the model's product type,
+// and the packed attention with the same mask and rounding as the split one it replaces.
+TEST(Transformer, PackedQkvOpsAreOneGemmAndThePackedAttention) {
+  const std::vector<ModelOp> f16 = transformer_packed_qkv_ops(*techjam_case(1), DType::f16, false, AttentionRounding::eager);
+  ASSERT_EQ(f16.size(), 2u);
+  EXPECT_EQ(f16[0].problem.key(), "gemm_bias.nt/f16/m=8192,n=384,k=128");
+  EXPECT_EQ(f16[1].problem.key(), "attention.causal.packed.rounded/f16/B=64,H=4,S=128,hd=32");
+  const std::vector<ModelOp> f32 = transformer_packed_qkv_ops(*techjam_case(8), DType::f32, true, AttentionRounding::flash);
+  EXPECT_EQ(f32[0].problem.key(), "gemm_bias.nt/tf32/m=8192,n=3072,k=1024");
+  EXPECT_EQ(f32[1].problem.key(), "attention.causal.packed.padded/tf32/B=64,H=4,S=128,hd=256");
+  for (const QkvLayout q : {QkvLayout::table, QkvLayout::split, QkvLayout::packed})
+    EXPECT_EQ(parse_qkv_layout(qkv_layout_name(q)), q);
+  EXPECT_FALSE(parse_qkv_layout("fused"));
 }
 
 TEST(Transformer, FusedResidualChoicesRoundTripByName) {
@@ -356,6 +374,8 @@ TEST(Transformer, CommandLineRefusalsNeedNoGpu) {
   EXPECT_TRUE(contains(run({"run", "gpt"}).second, "unknown model 'gpt'"));
   EXPECT_TRUE(contains(run({"run", "transformer", "--case", "1", "--fused-residual", "yes"}).second,
                        "--fused-residual must be table, on or off, got 'yes'"));
+  EXPECT_TRUE(contains(run({"run", "transformer", "--case", "1", "--qkv-layout", "interleaved"}).second,
+                       "--qkv-layout must be table, split or packed, got 'interleaved'"));
   test_support::TempDir dir;
   { std::ofstream(dir.file("bad.safetensors")) << "not safetensors"; }
   const auto bad = run({"run", "transformer", "--case", "1", "--weights", dir.file("bad.safetensors")});

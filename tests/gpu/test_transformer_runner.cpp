@@ -229,6 +229,66 @@ TEST_P(TransformerRunnerTest, LaunchOverlapGivesThePlainOutputBitForBit) {
   }
 }
 
+// The packed QKV path (--qkv-layout packed): one GEMM of n = 3 D writing [B S, 3 D] and the packed
+// attention reading it through strides give the float64 forward under the same rule as the split
+// path, with and without a mask, with the defaults and the libraries (cuBLASLt, cuDNN's SDPA), at
+// the awkward shapes (hd 8 and 16 fall back to naive attention); the resolutions show the packed
+// ops bound and the split ones not. A stride that read K for Q, or V of the wrong head, errs by O(1).
+TEST_P(TransformerRunnerTest, PackedQkvMatchesTheFloat64Forward) {
+  const DType dtype = GetParam();
+  struct PackedCase {
+    TransformerShape shape;
+    ValidLengths lengths;
+  };
+  const PackedCase cases[] = {{kCases[0].shape, {}}, {kCases[1].shape, {}}, {kCases[2].shape, {}},
+                              {{3, 17, 64, 2, 96, 2}, {1, 17, 9}}, {{2, 70, 64, 1, 64, 2}, {5, 66}}};
+  for (const DispatchMode mode : {DispatchMode::tuned, DispatchMode::library}) {
+    RunnerOptions options;
+    options.dispatch = mode;
+    RunnerCore core(options);
+    if (core.device().limits.compute_capability < 80) GTEST_SKIP() << "the tensor-core defaults need sm_80+";
+    for (const PackedCase& c : cases) {
+      const std::string what = c.shape.describe() + (c.lengths.empty() ? "" : " padded") + ", " +
+                               std::string(dispatch_mode_name(mode));
+      const auto weights = generate_transformer_weights(c.shape, dtype, 17);
+      const TensorValues x = generate_transformer_input(c.shape, dtype, 17);
+      const AttentionRounding rounding = default_attention_rounding(c.shape, dtype, mode);
+      TransformerRunner runner(core, c.shape, dtype, weights, c.lengths, rounding, FusedResidual::table,
+                               QkvLayout::packed);
+      runner.set_input(x);
+      runner.forward();
+      const TensorValues y = runner.output();
+      const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths, rounding);
+      ASSERT_EQ(y.values.size(), want.size()) << what;
+      const Tolerance tol = tolerance(dtype);
+      int bad = 0;
+      for (std::size_t e = 0; e < want.size(); ++e) {
+        const std::int64_t position = static_cast<std::int64_t>(e) / c.shape.dim % c.shape.seq;
+        const std::int64_t batch = static_cast<std::int64_t>(e) / (c.shape.dim * c.shape.seq);
+        const bool invalid = !c.lengths.empty() && position >= c.lengths[static_cast<std::size_t>(batch)];
+        const double err = std::abs(y.values[e] - want[e]);
+        const bool ok = invalid ? y.values[e] == 0.f : err <= tol.atol || err <= tol.rtol * std::abs(want[e]);
+        if (!ok && ++bad <= 3) ADD_FAILURE() << what << ": y[" << e << "] = " << y.values[e] << ", want " << want[e];
+      }
+      EXPECT_EQ(bad, 0) << what;
+      runner.forward();
+      EXPECT_EQ(runner.output().values, y.values) << what;
+    }
+    const auto bound = [&](const std::string& key_start) {
+      return std::any_of(core.resolutions().begin(), core.resolutions().end(), [&](const OpResolution& r) {
+        return r.op.problem.key().rfind(key_start, 0) == 0;
+      });
+    };
+    EXPECT_TRUE(bound("attention.causal.packed")) << dispatch_mode_name(mode);
+    EXPECT_FALSE(bound("attention.causal.split")) << dispatch_mode_name(mode);
+    EXPECT_FALSE(bound("qkv_projection")) << dispatch_mode_name(mode);
+    const TransformerShape& first = cases[0].shape;
+    EXPECT_TRUE(bound("gemm_bias.nt/" + std::string(dtype_name(transformer_packed_qkv_ops(
+                                             first, dtype, false, AttentionRounding::flash)[0].problem.dtype)) +
+                      "/m=" + std::to_string(first.rows()) + ",n=" + std::to_string(3 * first.dim)));
+  }
+}
+
 // The fused projection + residual LayerNorm bound by the runner (--fused-residual): a table whose
 // winner for both fused problems is the wgmma kernel, which `on` and `table` (the table timed
 // neither projection nor residual LayerNorm) bind, gives the float64 forward under the same rule
