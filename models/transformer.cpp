@@ -641,8 +641,9 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   const bool packed_qkv = [&] {
     if (qkv_layout != QkvLayout::table) return qkv_layout == QkvLayout::packed;
     const Resolver& r = core.resolver();
-    const auto projection = r.tuned_median_us(packed[0].problem), attention = r.tuned_median_us(packed[1].problem),
-               split_projection = r.tuned_median_us(kinds[1].problem), split_attention = r.tuned_median_us(kinds[2].problem);
+    const auto projection = r.tuned_median_us(packed[0].problem), attention = r.tuned_median_us(packed[1].problem);
+    const auto split_projection = r.tuned_median_us(kinds[1].problem);
+    const auto split_attention = r.tuned_median_us(kinds[2].problem);
     return projection && attention && split_projection && split_attention &&
            *projection + *attention < *split_projection + *split_attention;
   }();
@@ -658,8 +659,8 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
       else
         bind(packed[1], {st.qkv.get(), st.ctx}, {});
     } else {
-      bind(kinds[1], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q, st.k, st.v},
-           {});
+      bind(kinds[1],
+           {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q, st.k, st.v}, {});
       if (padded)
         bind(kinds[2], {st.q, st.k, st.v, st.lengths.get(), st.ctx}, {});
       else

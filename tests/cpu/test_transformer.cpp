@@ -110,11 +110,13 @@ TEST(Transformer, AttentionRoundingDefaultsAndChoice) {
 // The packed QKV path: one GEMM of n = 3 D (the concatenated weights) in the model's product type,
 // and the packed attention with the same mask and rounding as the split one it replaces.
 TEST(Transformer, PackedQkvOpsAreOneGemmAndThePackedAttention) {
-  const std::vector<ModelOp> f16 = transformer_packed_qkv_ops(*techjam_case(1), DType::f16, false, AttentionRounding::eager);
+  const std::vector<ModelOp> f16 =
+      transformer_packed_qkv_ops(*techjam_case(1), DType::f16, false, AttentionRounding::eager);
   ASSERT_EQ(f16.size(), 2u);
   EXPECT_EQ(f16[0].problem.key(), "gemm_bias.nt/f16/m=8192,n=384,k=128");
   EXPECT_EQ(f16[1].problem.key(), "attention.causal.packed.rounded/f16/B=64,H=4,S=128,hd=32");
-  const std::vector<ModelOp> f32 = transformer_packed_qkv_ops(*techjam_case(8), DType::f32, true, AttentionRounding::flash);
+  const std::vector<ModelOp> f32 =
+      transformer_packed_qkv_ops(*techjam_case(8), DType::f32, true, AttentionRounding::flash);
   EXPECT_EQ(f32[0].problem.key(), "gemm_bias.nt/tf32/m=8192,n=3072,k=1024");
   EXPECT_EQ(f32[1].problem.key(), "attention.causal.packed.padded/tf32/B=64,H=4,S=128,hd=256");
   for (const QkvLayout q : {QkvLayout::table, QkvLayout::split, QkvLayout::packed})
