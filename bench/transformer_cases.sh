@@ -7,7 +7,7 @@
 #
 #   bench/transformer_cases.sh OUTDIR [--cases "1 2 3"] [--dtypes "f32 f16 bf16"] [--trials 5]
 #                              [--db FILE] [--dispatch tuned|library] [--padding-ratio R] [--launch-overlap]
-#                              [--no-compile]
+#                              [--qkv-layout table|split|packed] [--fused-residual table|on|off] [--no-compile]
 #
 # Defaults: cases 1-13, dtypes f32 f16 bf16, 5 trials, no database (every op its default variant),
 # tuned dispatch, no padding. Case 14 (B 32, S 100000, D 1024) only when asked for: one trial, few
@@ -30,6 +30,8 @@ while [ $# -gt 0 ]; do
     --dispatch) runner_args+=(--dispatch "$2"); shift ;;
     --padding-ratio) runner_args+=(--padding-ratio "$2"); shift ;;
     --launch-overlap) runner_args+=(--launch-overlap) ;;
+    --qkv-layout) runner_args+=(--qkv-layout "$2"); shift ;;
+    --fused-residual) runner_args+=(--fused-residual "$2"); shift ;;
     --no-compile) compile= ;;
     *) echo "transformer_cases.sh: unknown option $1" >&2; exit 2 ;;
   esac
