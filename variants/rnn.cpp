@@ -390,7 +390,7 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   p.params = ParamSpace({{"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their G gate rows of W_hh)"},
                          {"block_size", {64, 128, 256, 512}, "threads per block"},
                          {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own W_hh slices)"},
-                         {"k_split", {1, 4, 16}, "lanes that share one unit's dot products (summed by shuffles)"}},
+                         {"k_split", {1, 4, 8, 16}, "lanes that share one unit's dot products (summed by shuffles)"}},
                         [](const Config& c) {
                           return c.at("block_size") % (c.at("units_per_block") * c.at("k_split")) == 0;
                         },

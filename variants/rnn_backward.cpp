@@ -427,15 +427,17 @@ kr::PersistentConfig grid_forward_config(const RnnProblem& r) {
   return {units, 256, groups};
 }
 
-// The grid forward with lane groups (k_split 16 lanes a unit): 4 units a block, 512 threads, so 8
-// lane groups a unit; the batch split so that no lane group takes more than 8 rows. Predicted to
-// take a few us a step at H 512 where one lane a unit took 41 (kernels/rnn/persistent.cu); kept
-// beside the rule above as the `forward` axis's third value until measured.
+// The grid forward with lane groups of 8 lanes a unit: 4 units and 256 threads a block (two blocks
+// an SM at the kernel's 128 registers: 512-thread blocks fit one, too few for a grid of 256), so 8
+// lane groups a unit, each taking at most 4 rows (8 rows spill); the batch split into groups of at
+// most 32 rows, two at least. Predicted to take a few us a step at H 512 where one lane a unit took
+// 41 (kernels/rnn/persistent.cu); kept beside the rule above as the `forward` axis's third value
+// until measured.
 kr::PersistentConfig grid_split_forward_config(const RnnProblem& r) {
   int units = 4;
   while (units > 1 && units > r.hidden) units /= 2;
-  constexpr int kThreads = 512, kSplit = 16;
-  const std::int64_t rows_a_group = static_cast<std::int64_t>(kr::kMaxRowsPerThread) * (kThreads / kSplit / units);
+  constexpr int kThreads = 256, kSplit = 8, kRowsPerGroup = 4;
+  const std::int64_t rows_a_group = std::int64_t{kRowsPerGroup} * (kThreads / kSplit / units);
   const auto groups = static_cast<int>(
       std::min<std::int64_t>(r.batch, std::max<std::int64_t>(2, (r.batch + rows_a_group - 1) / rows_a_group)));
   return {units, kThreads, groups, kSplit};
@@ -747,7 +749,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
                   "gradients through L2, a grid barrier a step; then dx, dW and db as stepwise";
   p.params = ParamSpace(
       {{"forward", {kGridForward, kClusterForward, kGridSplitForward},
-        "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 16"},
+        "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 8"},
        {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
        {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own columns; fewer rows read a step)"},
        {"k_split", {4, 8, 16}, "lanes that share one unit's dot products over G H (summed by shuffles)"}});

@@ -252,7 +252,9 @@ TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent");
   const DeviceLimits h200 = nominal_device_limits();
   const Problem char_model{"lstm.forward", DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
-  const Config split_config({{"units_per_block", 4}, {"block_size", 512}, {"batch_groups", 2}, {"k_split", 16}});
+  // Two 256-thread blocks an SM: 256 blocks, lane groups of 8 taking 4 rows each.
+  EXPECT_EQ(kr::persistent_plan(kr::Cell::lstm, 64, 512, {4, 256, 2, 8}).rows_per_thread, 4);
+  const Config split_config({{"units_per_block", 4}, {"block_size", 256}, {"batch_groups", 2}, {"k_split", 8}});
   EXPECT_TRUE(v.supports(char_model, split_config, h200).ok) << v.supports(char_model, split_config, h200).reason;
   // The backward's forward axis: 2 runs this split forward first. At H 512 the rule's k_split-1
   // forward (units 16, 256 threads, 4 groups) is supported too; the split one must be, with the
