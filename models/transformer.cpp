@@ -167,12 +167,23 @@ std::optional<TransformerTypes> transformer_types(DType model_dtype) {
   }
 }
 
+namespace {
+
+// The value of `all` whose name is `text`: the runner's choices parse by the names they print.
+template <typename Choice, std::size_t N>
+std::optional<Choice> parse_by_name(std::string_view text, const Choice (&all)[N], std::string_view (*name)(Choice)) {
+  for (const Choice c : all)
+    if (text == name(c)) return c;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string_view attention_rounding_name(AttentionRounding r) { return r == AttentionRounding::eager ? "eager" : "flash"; }
 
 std::optional<AttentionRounding> parse_attention_rounding(std::string_view text) {
-  if (text == "eager") return AttentionRounding::eager;
-  if (text == "flash") return AttentionRounding::flash;
-  return std::nullopt;
+  constexpr AttentionRounding kAll[] = {AttentionRounding::eager, AttentionRounding::flash};
+  return parse_by_name(text, kAll, attention_rounding_name);
 }
 
 std::string_view fused_residual_name(FusedResidual f) {
@@ -180,9 +191,8 @@ std::string_view fused_residual_name(FusedResidual f) {
 }
 
 std::optional<FusedResidual> parse_fused_residual(std::string_view text) {
-  for (const FusedResidual f : {FusedResidual::table, FusedResidual::on, FusedResidual::off})
-    if (text == fused_residual_name(f)) return f;
-  return std::nullopt;
+  constexpr FusedResidual kAll[] = {FusedResidual::table, FusedResidual::on, FusedResidual::off};
+  return parse_by_name(text, kAll, fused_residual_name);
 }
 
 std::string_view qkv_layout_name(QkvLayout q) {
@@ -190,9 +200,8 @@ std::string_view qkv_layout_name(QkvLayout q) {
 }
 
 std::optional<QkvLayout> parse_qkv_layout(std::string_view text) {
-  for (const QkvLayout q : {QkvLayout::table, QkvLayout::split, QkvLayout::packed})
-    if (text == qkv_layout_name(q)) return q;
-  return std::nullopt;
+  constexpr QkvLayout kAll[] = {QkvLayout::table, QkvLayout::split, QkvLayout::packed};
+  return parse_by_name(text, kAll, qkv_layout_name);
 }
 
 AttentionRounding default_attention_rounding(const TransformerShape& s, DType model_dtype, DispatchMode dispatch) {
