@@ -660,21 +660,17 @@ TransformerRunner::TransformerRunner(RunnerCore& core, const TransformerShape& s
   int next = 0;
   bind(kinds[0], {current, st.weight(0, "ln1.weight"), st.weight(0, "ln1.bias"), st.normed.get()}, eps);
   for (std::int64_t l = 0; l < shape.layers; ++l) {
-    if (packed_qkv) {
-      bind(packed[0], {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.qkv.get()},
-           plain);
-      if (padded)
-        bind(packed[1], {st.qkv.get(), st.lengths.get(), st.ctx}, {});
-      else
-        bind(packed[1], {st.qkv.get(), st.ctx}, {});
-    } else {
-      bind(kinds[1],
-           {st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias"), st.q, st.k, st.v}, {});
-      if (padded)
-        bind(kinds[2], {st.q, st.k, st.v, st.lengths.get(), st.ctx}, {});
-      else
-        bind(kinds[2], {st.q, st.k, st.v, st.ctx}, {});
-    }
+    // The attention reads what the projection wrote (packed: [B S, 3 D]; split: Q, K, V), then the
+    // lengths where there is a mask, and writes the context.
+    const std::vector<void*> qkv_outputs =
+        packed_qkv ? std::vector<void*>{st.qkv.get()} : std::vector<void*>{st.q, st.k, st.v};
+    std::vector<void*> projection{st.normed.get(), st.weight(l, "attn.qkv.weight"), st.weight(l, "attn.qkv.bias")};
+    projection.insert(projection.end(), qkv_outputs.begin(), qkv_outputs.end());
+    std::vector<void*> attention = qkv_outputs;
+    if (padded) attention.push_back(st.lengths.get());
+    attention.push_back(st.ctx);
+    bind(packed_qkv ? packed[0] : kinds[1], projection, packed_qkv ? plain : std::vector<double>{});
+    bind(packed_qkv ? packed[1] : kinds[2], attention, {});
     void* after_attention = st.residual[next].get();
     next ^= 1;
     if (fuse_attention_out) {

@@ -469,13 +469,9 @@ Config as_config(const kr::ClusterConfig& c) {
 
 constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2;
 
-// The forward rung and config the backward's `forward` axis names.
-Config forward_config_of(const Config& c, const RnnProblem& r) {
-  switch (cfg(c, "forward")) {
-    case kClusterForward: return as_config(cluster_forward_config(r));
-    case kGridSplitForward: return as_config(grid_split_forward_config(r));
-    default: return as_config(grid_forward_config(r));
-  }
+// The grid forward's config where the backward's `forward` axis names a grid rung.
+kr::PersistentConfig grid_config_of(const Config& c, const RnnProblem& r) {
+  return cfg(c, "forward") == kGridSplitForward ? grid_split_forward_config(r) : grid_forward_config(r);
 }
 
 kr::BackwardConfig backward_config(const Config& c) {
@@ -522,7 +518,7 @@ Support persistent_supports(const ForwardRungs& forward, const Problem& p, const
                        std::to_string(per_sm * limits.sm_count) + " here)");
   const Problem forward_problem{forward.primitive, p.dtype, p.shape};
   const bool cluster = cfg(c, "forward") == kClusterForward;
-  const Config forward_config = forward_config_of(c, r);
+  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_config_of(c, r));
   const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
   if (!s.ok)
     return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
@@ -604,9 +600,7 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
   if (cfg(a.config, "forward") == kClusterForward)
     return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
                              "the forward (persistent_cluster)");
-  const kr::PersistentConfig grid = cfg(a.config, "forward") == kGridSplitForward ? grid_split_forward_config(r)
-                                                                                    : grid_forward_config(r);
-  return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid, a.stream),
+  return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_config_of(a.config, r), a.stream),
                            "the forward (persistent)");
 }
 

@@ -40,6 +40,30 @@ Tolerance tolerance(DType dtype) {
   }
 }
 
+// How many of the forward's outputs y miss the float64 forward `want` (the first three reported,
+// each with `what`): a valid position outside tolerance(dtype), and with `lengths` any position past
+// its batch row's length that is not exactly 0.
+int outputs_wrong(const TransformerShape& s, DType dtype, const std::vector<float>& y, const std::vector<double>& want,
+                  const ValidLengths& lengths, const std::string& what) {
+  EXPECT_EQ(y.size(), want.size()) << what;
+  const Tolerance tol = tolerance(dtype);
+  int wrong = 0;
+  for (std::size_t e = 0; e < std::min(y.size(), want.size()); ++e) {
+    const std::int64_t batch = static_cast<std::int64_t>(e) / (s.seq * s.dim);
+    const std::int64_t position = static_cast<std::int64_t>(e) / s.dim % s.seq;
+    if (!lengths.empty() && position >= lengths[static_cast<std::size_t>(batch)]) {
+      if (y[e] != 0.f && ++wrong <= 3)
+        ADD_FAILURE() << what << ": batch " << batch << " position " << position << " is past length "
+                      << lengths[static_cast<std::size_t>(batch)] << " but y = " << y[e];
+      continue;
+    }
+    const double err = std::abs(y[e] - want[e]);
+    if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[e])) && ++wrong <= 3)
+      ADD_FAILURE() << what << ": y[" << e << "] = " << y[e] << ", want " << want[e];
+  }
+  return wrong;
+}
+
 class TransformerRunnerTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override { SHAPETUNE_REQUIRE_GPU(); }
@@ -67,16 +91,7 @@ TEST_P(TransformerRunnerTest, MatchesTheFloat64ForwardWithDefaultsAndLibraries) 
         runner.forward();
         const TensorValues y = runner.output();
         const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, {}, rounding);
-        ASSERT_EQ(y.values.size(), want.size());
-        const Tolerance tol = tolerance(dtype);
-        int bad = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          const double err = std::abs(y.values[i] - want[i]);
-          if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[i]))) {
-            if (++bad <= 3) ADD_FAILURE() << what << ": y[" << i << "] = " << y.values[i] << ", want " << want[i];
-          }
-        }
-        EXPECT_EQ(bad, 0) << what;
+        EXPECT_EQ(outputs_wrong(c.shape, dtype, y.values, want, {}, what), 0) << what;
         // A second forward (the graph replayed) gives the same output, bit for bit.
         runner.forward();
         EXPECT_EQ(runner.output().values, y.values) << what;
@@ -115,27 +130,8 @@ TEST_P(TransformerRunnerTest, WithPaddingMatchesTheFloat64ForwardAndZeroesInvali
       runner.forward();
       const TensorValues y = runner.output();
       const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths, rounding);
-      ASSERT_EQ(y.values.size(), want.size());
-      const Tolerance tol = tolerance(dtype);
-      int bad = 0, nonzero = 0;
-      for (std::int64_t b = 0; b < c.shape.batch; ++b)
-        for (std::int64_t i = 0; i < c.shape.seq; ++i)
-          for (std::int64_t d = 0; d < c.shape.dim; ++d) {
-            const std::size_t e = static_cast<std::size_t>((b * c.shape.seq + i) * c.shape.dim + d);
-            if (i >= c.lengths[static_cast<std::size_t>(b)]) {
-              if (y.values[e] != 0.f && ++nonzero <= 3)
-                ADD_FAILURE() << c.shape.describe() << ", " << dispatch_mode_name(mode) << ": batch " << b
-                              << " position " << i << " is past length " << c.lengths[static_cast<std::size_t>(b)]
-                              << " but y = " << y.values[e];
-              continue;
-            }
-            const double err = std::abs(y.values[e] - want[e]);
-            if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[e])) && ++bad <= 3)
-              ADD_FAILURE() << c.shape.describe() << " (" << c.why << "), " << dispatch_mode_name(mode) << ": y[" << e
-                            << "] = " << y.values[e] << ", want " << want[e];
-          }
-      EXPECT_EQ(bad, 0) << c.shape.describe() << ", " << dispatch_mode_name(mode);
-      EXPECT_EQ(nonzero, 0) << c.shape.describe() << ", " << dispatch_mode_name(mode);
+      const std::string what = c.shape.describe() + " (" + c.why + "), " + std::string(dispatch_mode_name(mode));
+      EXPECT_EQ(outputs_wrong(c.shape, dtype, y.values, want, c.lengths, what), 0) << what;
       runner.forward();
       EXPECT_EQ(runner.output().values, y.values) << c.shape.describe();
     }
@@ -259,18 +255,7 @@ TEST_P(TransformerRunnerTest, PackedQkvMatchesTheFloat64Forward) {
       runner.forward();
       const TensorValues y = runner.output();
       const std::vector<double> want = transformer_reference(c.shape, dtype, weights, x, c.lengths, rounding);
-      ASSERT_EQ(y.values.size(), want.size()) << what;
-      const Tolerance tol = tolerance(dtype);
-      int bad = 0;
-      for (std::size_t e = 0; e < want.size(); ++e) {
-        const std::int64_t position = static_cast<std::int64_t>(e) / c.shape.dim % c.shape.seq;
-        const std::int64_t batch = static_cast<std::int64_t>(e) / (c.shape.dim * c.shape.seq);
-        const bool invalid = !c.lengths.empty() && position >= c.lengths[static_cast<std::size_t>(batch)];
-        const double err = std::abs(y.values[e] - want[e]);
-        const bool ok = invalid ? y.values[e] == 0.f : err <= tol.atol || err <= tol.rtol * std::abs(want[e]);
-        if (!ok && ++bad <= 3) ADD_FAILURE() << what << ": y[" << e << "] = " << y.values[e] << ", want " << want[e];
-      }
-      EXPECT_EQ(bad, 0) << what;
+      EXPECT_EQ(outputs_wrong(c.shape, dtype, y.values, want, c.lengths, what), 0) << what;
       runner.forward();
       EXPECT_EQ(runner.output().values, y.values) << what;
     }
@@ -332,16 +317,7 @@ TEST_P(TransformerRunnerTest, FusedResidualMatchesTheFloat64Forward) {
     EXPECT_EQ(bound, fused == FusedResidual::off ? 0 : 2) << what;
     runner.set_input(x);
     runner.forward();
-    const TensorValues y = runner.output();
-    ASSERT_EQ(y.values.size(), want.size());
-    const Tolerance tol = tolerance(dtype);
-    int bad = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const double err = std::abs(y.values[i] - want[i]);
-      if (!(err <= tol.atol || err <= tol.rtol * std::abs(want[i])))
-        if (++bad <= 3) ADD_FAILURE() << what << ": y[" << i << "] = " << y.values[i] << ", want " << want[i];
-    }
-    EXPECT_EQ(bad, 0) << what;
+    EXPECT_EQ(outputs_wrong(shape, dtype, runner.output().values, want, {}, what), 0) << what;
   }
 }
 
