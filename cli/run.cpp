@@ -60,15 +60,15 @@ CommandSpec run_spec() {
             "probabilities stored in the model's type; attention.causal.split.rounded); flash: as a flash attention "
             "(fp32 scores). Default: eager for f16/bf16 up to S = 16384 with the tuned dispatch, else flash"},
            {"fused-residual", 0, "table|on|off",
-            "the output and FFN projections fused with the residual LayerNorm after them "
-            "(gemm_bias_residual_layernorm.nt, f16/bf16, D <= 256). table (default): where the table's winner for "
-            "it is a fused kernel faster than the two ops' winners together; on: wherever the table resolves it; "
-            "off: never. The table's medians may come from different timing modes; on/off compare in the forward"},
+            "whether the output and FFN projections run fused with the residual LayerNorm after them "
+            "(gemm_bias_residual_layernorm.nt; f16/bf16 models with D <= 256). table (default): fused where the "
+            "table's winner for it is a fused kernel faster than the two ops' winners together; on: fused wherever "
+            "the table resolves it; off: never fused. Run with on and then off to compare the two in the forward"},
            {"qkv-layout", 0, "table|split|packed",
-            "how Q, K and V reach the attention. split: qkv_projection writes [B, H, S, hd] three times and "
-            "attention.*.split reads them; packed: one gemm_bias.nt with n = 3 D writes [B S, 3 D], the packed layout "
-            "attention.*.packed reads through strides. table (default): packed where the table timed both paths and "
-            "the packed one is faster"},
+            "how Q, K and V reach the attention. split: qkv_projection writes them as three [B, H, S, hd] tensors "
+            "and attention.*.split reads those; packed: one gemm_bias.nt with n = 3 D writes [B S, 3 D], the packed "
+            "layout attention.*.packed reads through strides. table (default): packed where the table timed both "
+            "paths and the packed one is faster, else split"},
            {"seed", 0, "N", "seed of the generated weights and input (default 1)"},
            {"weights", 0, "FILE", "read the parameters from this safetensors file (names as --save-weights writes)"},
            {"input", 0, "FILE",
