@@ -1092,17 +1092,21 @@ int copy_database(const std::string& input, const std::string& copy) {
 constexpr std::string_view kLatestSweepFirst =
     "s.started_at DESC, s.options DESC, s.command DESC, s.git_sha DESC, s.yaml_sha256 DESC, s.yaml_path DESC, s.id DESC";
 
-std::vector<std::pair<std::string, std::int64_t>> Store::latest_done_sweeps(const std::string& device_key) const {
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> Store::done_sweeps(const std::string& device_key,
+                                                                                 const std::string& problem_key) const {
   Statement query(db_, path_, "finding the sweeps behind device " + device_key + "'s winners",
                   "SELECT p.problem_key AS problem_key, s.id AS id "
                   "FROM sweep_problems AS p JOIN sweeps AS s ON s.id = p.sweep_id "
-                  "WHERE s.device_key = :device_key AND p.status = 'done' ORDER BY p.problem_key, " +
-                      std::string(kLatestSweepFirst));
+                  "WHERE s.device_key = :device_key AND p.status = 'done'" +
+                      std::string(problem_key.empty() ? "" : " AND p.problem_key = :problem_key") +
+                      " ORDER BY p.problem_key, " + std::string(kLatestSweepFirst));
   query.bind_text(":device_key", device_key);
-  std::vector<std::pair<std::string, std::int64_t>> out;
+  if (!problem_key.empty()) query.bind_text(":problem_key", problem_key);
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
   while (query.step()) {
     std::string problem = query.text("problem_key");
-    if (out.empty() || out.back().first != problem) out.emplace_back(std::move(problem), query.integer("id"));
+    if (out.empty() || out.back().first != problem) out.emplace_back(std::move(problem), std::vector<std::int64_t>{});
+    out.back().second.push_back(query.integer("id"));
   }
   return out;
 }

@@ -126,10 +126,11 @@ class Store {
                       const std::string& reason);
   std::optional<std::string> problem_status(std::int64_t sweep_id, const std::string& problem_key) const;
 
-  // Per problem of one device, the sweep whose result the dispatch table holds: the latest
-  // started (then the largest options, command and git sha text, for a fixed order) of those that
-  // finished the problem ("done"). Ordered by problem key.
-  std::vector<std::pair<std::string, std::int64_t>> latest_done_sweeps(const std::string& device_key) const;
+  // Per problem of one device (or only problem_key's, when given), ordered by problem key: the
+  // sweeps that finished it ("done"), the latest started first (then the largest options, command
+  // and git sha text, for a fixed order). The dispatch row is chosen from them (newest_measurements).
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> done_sweeps(const std::string& device_key,
+                                                                            const std::string& problem_key = "") const;
 
   // Copies every row of the shapetune database at `path` into this one, in one transaction: its
   // devices, ceilings, sweeps with their problems, candidates and counters, and its winners.
@@ -138,7 +139,7 @@ class Store {
   // a candidate (sweep, problem, variant, config) or a ceiling (device, name) replaces the row
   // here only when its measured_at is later; a problem's "done" replaces "skipped"; a finished
   // copy of a sweep updates an unfinished one. A winner is taken only from the latest sweep that
-  // finished its problem (latest_done_sweeps), where one is held; otherwise the later one. So
+  // finished its problem (done_sweeps' first), where one is held; otherwise the later one. So
   // merging the same file twice changes nothing. The input is only read; an older schema is
   // migrated in a private copy. Recompute the winners after (tuner/merge).
   MergeCounts merge_from(const std::string& path);

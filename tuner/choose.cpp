@@ -1,6 +1,10 @@
 #include "tuner/choose.hpp"
 
 #include <algorithm>
+#include <set>
+#include <utility>
+
+#include "tuner/search.hpp"
 
 namespace shapetune {
 
@@ -39,6 +43,26 @@ std::optional<WinnerRecord> choose_winner(const std::vector<CandidateRecord>& ca
     w.tie = w.margin_rel <= noise;
   }
   return w;
+}
+
+std::string l2_mode_of(const std::string& sweep_options) {
+  const std::string hot = "l2=hot";
+  const auto at = sweep_options.find(hot);
+  const bool named = at != std::string::npos && (at == 0 || sweep_options[at - 1] == ';') &&
+                     (at + hot.size() == sweep_options.size() || sweep_options[at + hot.size()] == ';');
+  return named ? "hot" : "cold";
+}
+
+std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first) {
+  std::vector<CandidateRecord> pool;
+  if (newest_first.empty()) return pool;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const SweepMeasurements& sweep : newest_first) {
+    if (sweep.l2 != newest_first.front().l2) continue;
+    for (const CandidateRecord& r : sweep.records)
+      if (seen.emplace(r.variant, r.config.key()).second) pool.push_back(r);
+  }
+  return full_measurements(std::move(pool));
 }
 
 }  // namespace shapetune

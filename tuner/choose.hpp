@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/records.hpp"
@@ -16,5 +17,22 @@ constexpr double kNoiseFloorRel = 0.01;
 // nullopt when no candidate is accurate. device_key, git_sha and measured_at are left for the
 // caller to fill.
 std::optional<WinnerRecord> choose_winner(const std::vector<CandidateRecord>& candidates);
+
+// One sweep's measurements of a problem, and the L2 mode its timings were taken in.
+struct SweepMeasurements {
+  std::string l2;  // l2_mode_of the sweep's options
+  std::vector<CandidateRecord> records;
+};
+
+// "hot" when a sweep's options text says l2=hot, else "cold" (sweeps flushed L2 before the
+// option was recorded).
+std::string l2_mode_of(const std::string& sweep_options);
+
+// What a problem's dispatch row is chosen from (choose_winner): of the sweeps that finished the
+// problem, newest first, those timed in the newest one's L2 mode (hot and cold times do not
+// compare); of those, each (variant, config)'s newest record, kept when it is a full measurement.
+// So a later sweep of fewer variants or configs (a --variant filter, a search that passed a
+// config by) cannot make the table slower, and a config measured again counts as last measured.
+std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first);
 
 }  // namespace shapetune

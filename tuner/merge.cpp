@@ -42,27 +42,30 @@ bool same_file(const std::string& a, const std::string& b) {
 WinnerRefresh recompute_winners(Store& store, const CostModel& cost) {
   WinnerRefresh refresh;
   std::set<std::string> device_keys;
-  std::map<std::int64_t, std::string> git_sha_of;
-  for (const SweepRow& sweep : store.sweeps()) {
+  std::map<std::int64_t, const SweepRow*> sweep_of;
+  const std::vector<SweepRow> sweeps = store.sweeps();
+  for (const SweepRow& sweep : sweeps) {
     device_keys.insert(sweep.info.device_key);
-    git_sha_of[sweep.id] = sweep.info.git_sha;
+    sweep_of[sweep.id] = &sweep;
   }
   for (const std::string& device_key : device_keys) {
     std::map<std::string, WinnerRecord> held;
     for (auto& w : store.winners(device_key)) held.emplace(w.problem.key(), std::move(w));
-    for (const auto& [problem_key, sweep_id] : store.latest_done_sweeps(device_key)) {
+    for (const auto& [problem_key, sweep_ids] : store.done_sweeps(device_key)) {
       ++refresh.problems;
-      const std::vector<CandidateRecord> records = store.candidates(sweep_id, problem_key);
-      std::optional<WinnerRecord> winner = choose_winner(full_measurements(records));
+      std::vector<SweepMeasurements> measured;
+      for (const std::int64_t id : sweep_ids)
+        measured.push_back({l2_mode_of(sweep_of.at(id)->info.options), store.candidates(id, problem_key)});
+      const std::vector<CandidateRecord> pool = newest_measurements(measured);
+      std::optional<WinnerRecord> winner = choose_winner(pool);
       if (!winner) continue;
       const auto it = held.find(problem_key);
       const bool same_choice = it != held.end() && it->second.variant == winner->variant && it->second.config == winner->config;
-      if (same_choice && it->second.sweep_id == sweep_id) continue;
+      if (same_choice && it->second.sweep_id == winner->sweep_id) continue;
       winner->device_key = device_key;
-      winner->git_sha = git_sha_of[sweep_id];
-      for (const auto& r : records)
-        if (r.variant == winner->variant && r.config == winner->config)
-          winner->measured_at = std::max(winner->measured_at, r.measured_at);
+      winner->git_sha = sweep_of.at(winner->sweep_id)->info.git_sha;
+      for (const auto& r : pool)
+        if (r.variant == winner->variant && r.config == winner->config) winner->measured_at = r.measured_at;
       if (cost) winner->cost = cost(winner->problem);
       // The algorithm a library variant's config picked on this device (and library version,
       // both in the device key) is the one recorded for the same choice.
@@ -111,7 +114,7 @@ int run_merge(const std::string& output, const std::vector<std::string>& inputs,
     for (const auto& s : sweeps) devices.insert(s.info.device_key);
     for (const auto& s : sweeps) candidates += static_cast<std::int64_t>(store->candidates(s.id).size());
     out << "Winners: " << plural(refresh.problems, "finished problem") << " on " << plural(static_cast<std::int64_t>(devices.size()), "device")
-        << ", each from the latest sweep that finished it; "
+        << ", each from the newest measurements of the sweeps that finished it; "
         << (refresh.changed ? std::to_string(refresh.changed) + " rows rewritten" : std::string("no row changed"))
         << ".\n"
         << output << " now holds " << plural(static_cast<std::int64_t>(sweeps.size()), "sweep") << ", "

@@ -23,9 +23,9 @@ struct WinnerRefresh {
 // The cost model a rewritten winner is stored with (catalogue_cost, or none: NaN).
 using CostModel = std::function<Cost(const Problem&)>;
 
-// For every device and problem, the winner of the latest sweep that finished the problem
-// (Store::latest_done_sweeps), chosen from that sweep's full measurements as the sweep itself
-// chooses (choose_winner). A row already naming that sweep, variant and config is left as it is,
+// For every device and problem, the winner chosen as a sweep chooses it (choose_winner) from the
+// newest measurements of the sweeps that finished the problem (Store::done_sweeps,
+// newest_measurements). A row already naming that sweep, variant and config is left as it is,
 // so refreshing twice changes nothing. A problem none of whose candidates was accurate keeps
 // whatever row it had.
 WinnerRefresh recompute_winners(Store&, const CostModel& cost = {});

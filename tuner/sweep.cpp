@@ -366,7 +366,7 @@ class Sweep {
   // announce: a candidate event for --json-progress (not for what supports() refused)
   void keep(Tuning&, const Candidate&, const CandidateOutcome&, bool announce = true);
   SearchHooks hooks_for(Tuning&, Clock::time_point deadline);
-  std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&);
+  std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&, std::string& kept);
   std::pair<std::string, std::string> summaries(const Tuning&, const std::string& strategy, SearchStrategy,
                                                 const SearchReport&);
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
@@ -743,8 +743,10 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   if (budget_ && !t.has_winner) budget_->observed_time_to_winner(std::chrono::duration<double>(Clock::now() - t.opened).count());
 
   const auto records = store_->candidates(sweep_id_, t.key);
-  const std::optional<WinnerRecord> winner = store_winner(planned, records);
+  std::string kept;
+  const std::optional<WinnerRecord> winner = store_winner(planned, records, kept);
   auto [summary, progress] = summaries(t, strategy, search.strategy, report);
+  if (!kept.empty()) progress = kept + " | " + progress;
   try {
     const std::string counted = collect_counters(planned, winner, records, deadline);
     if (!counted.empty()) progress += ", " + counted;
@@ -923,26 +925,52 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
   return hooks;
 }
 
-// The fastest accurate full measurement, stored with its provenance and cost; a rank-picked
-// library algorithm is stored by identity, for dispatch to replay.
-std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, const std::vector<CandidateRecord>& records) {
-  auto winner = choose_winner(full_measurements(records));
-  if (!winner) return winner;
-  winner->device_key = device_->fingerprint.key();
-  winner->git_sha = build_git_sha();
-  winner->measured_at = utc_now_iso8601();
-  winner->cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
-  if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner->variant);
+// This sweep's fastest accurate full measurement, returned for its report. The dispatch row is
+// chosen from it and the newest measurements of earlier sweeps of the problem (newest_measurements),
+// stored with its provenance and cost; a rank-picked library algorithm is stored by identity, for
+// dispatch to replay. `kept` names the row when an earlier sweep's measurement holds it.
+std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, const std::vector<CandidateRecord>& records,
+                                                std::string& kept) {
+  auto best = choose_winner(full_measurements(records));
+  if (!best) return best;
+  const std::string device_key = device_->fingerprint.key();
+  std::vector<SweepMeasurements> measured{{options_.measure.flush_l2 ? "cold" : "hot", records}};
+  std::map<std::int64_t, SweepRow> earlier;
+  for (const auto& [problem_key, ids] : store_->done_sweeps(device_key, planned.problem.key()))
+    for (const std::int64_t id : ids)
+      if (auto sweep = store_->sweep(id); sweep && id != sweep_id_) {
+        measured.push_back({l2_mode_of(sweep->info.options), store_->candidates(id, problem_key)});
+        earlier.emplace(id, std::move(*sweep));
+      }
+  WinnerRecord winner = *choose_winner(newest_measurements(measured));
+  winner.device_key = device_key;
+  winner.cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
+  if (const auto from = earlier.find(winner.sweep_id); from != earlier.end()) {
+    winner.git_sha = from->second.info.git_sha;
+    for (const auto& r : measured)
+      for (const auto& c : r.records)
+        if (c.sweep_id == winner.sweep_id && c.variant == winner.variant && c.config == winner.config)
+          winner.measured_at = c.measured_at;
+    std::ostringstream text;
+    text << "table keeps " << describe(winner.variant, winner.config) << " " << fmt_us(winner.timing.median_us)
+         << " (sweep " << winner.sweep_id << ")";
+    kept = text.str();
+    store_->store_winner(winner);
+    return best;
+  }
+  winner.git_sha = build_git_sha();
+  winner.measured_at = utc_now_iso8601();
+  if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner.variant);
       v && v->describe_algorithm) {
     try {
-      winner->library_algo = worker_->describe_algorithm(*v, winner->config);
+      winner.library_algo = worker_->describe_algorithm(*v, winner.config);
     } catch (const std::exception& e) {
       warn() << "warning: " << planned.problem.key() << ": the winner's algorithm could not be described ("
            << e.what() << "); dispatch will replay its rank\n";
     }
   }
-  store_->store_winner(*winner);
-  return winner;
+  store_->store_winner(winner);
+  return best;
 }
 
 // The problem's summary as stored (strategy, counts, pruning, budget cuts) and its line's part.

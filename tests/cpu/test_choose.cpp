@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "tuner/choose.hpp"
+#include "tuner/search.hpp"
 
 namespace shapetune {
 namespace {
@@ -65,6 +66,56 @@ TEST(ChooseWinner, BaselineMayWin) {
   ASSERT_TRUE(w);
   EXPECT_TRUE(w->baseline);
   EXPECT_DOUBLE_EQ(w->speedup_vs_baseline, 1.0);
+}
+
+TEST(NewestMeasurements, ANarrowerLaterSweepCannotMakeTheTableSlower) {
+  // The newer sweep measured only "persistent"; the older one's faster "stepwise" stays in the pool.
+  const std::vector<SweepMeasurements> sweeps{{"hot", {candidate("persistent", 30)}},
+                                              {"hot", {candidate("stepwise", 20), candidate("persistent", 25)}}};
+  const auto pool = newest_measurements(sweeps);
+  ASSERT_EQ(pool.size(), 2u);
+  const auto w = choose_winner(pool);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->variant, "stepwise");
+  EXPECT_EQ(w->runner_up_variant, "persistent");
+  EXPECT_DOUBLE_EQ(w->runner_up_us, 30) << "a config measured again counts as last measured";
+}
+
+TEST(NewestMeasurements, TheNewestRecordOfAConfigGovernsEvenWhenItFailed) {
+  const std::vector<SweepMeasurements> sweeps{
+      {"cold", {candidate("fast", 5, false, CandidateStatus::failed_accuracy), candidate("slow", 40)}},
+      {"cold", {candidate("fast", 10), candidate("slow", 30)}}};
+  const auto w = choose_winner(newest_measurements(sweeps));
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->variant, "slow");
+  EXPECT_DOUBLE_EQ(w->timing.median_us, 40);
+}
+
+TEST(NewestMeasurements, OnlySweepsTimedInTheNewestOnesL2ModeCompare) {
+  const std::vector<SweepMeasurements> sweeps{{"cold", {candidate("a", 30)}},
+                                              {"hot", {candidate("b", 10)}},
+                                              {"cold", {candidate("c", 20)}}};
+  const auto pool = newest_measurements(sweeps);
+  ASSERT_EQ(pool.size(), 2u);
+  EXPECT_EQ(choose_winner(pool)->variant, "c");
+  EXPECT_TRUE(newest_measurements({}).empty());
+}
+
+TEST(NewestMeasurements, ARaceStoppedRecordHidesTheConfigsOlderFullMeasurement) {
+  CandidateRecord raced = candidate("raced", 50);
+  raced.timing->stop_reason = "halving rung 1 of 3";
+  ASSERT_TRUE(full_measurements({raced}).empty()) << "the test needs a race stop reason";
+  const auto pool = newest_measurements({{"cold", {raced, candidate("other", 60)}}, {"cold", {candidate("raced", 5)}}});
+  ASSERT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool.front().variant, "other");
+}
+
+TEST(NewestMeasurements, L2ModeIsReadFromTheSweepsOptions) {
+  EXPECT_EQ(l2_mode_of("l2=hot;min_samples=10"), "hot");
+  EXPECT_EQ(l2_mode_of("min_samples=10;l2=hot"), "hot");
+  EXPECT_EQ(l2_mode_of("l2=cold;min_samples=10"), "cold");
+  EXPECT_EQ(l2_mode_of("l2=hotter"), "cold");
+  EXPECT_EQ(l2_mode_of(""), "cold");
 }
 
 }  // namespace

@@ -210,6 +210,45 @@ TEST(Merge, TheLaterMeasurementOfACandidateWinsAndWinnersFollowIt) {
   EXPECT_EQ(Store::open(dir.file("a.db"), OpenMode::read_only)->sweeps().size(), 1u) << "the same sweep, not a second";
 }
 
+TEST(Merge, ALaterSweepOfOneVariantKeepsTheFasterWinnerItDidNotMeasure) {
+  TempDir dir;
+  fixture(shapes("quick.yaml"), dir.file("a.db"));
+  const auto before = winners(dir.file("a.db"));
+  const WinnerRecord target = Store::open(dir.file("a.db"), OpenMode::read_only)->winners().front();
+  ASSERT_FALSE(target.runner_up_variant.empty());
+  const std::string key = target.problem.key();
+  // b: a later sweep that measured only the runner-up, again slower than the winner, and then the
+  // same sweep once more with the winner measured again, slower than the runner-up.
+  std::filesystem::copy_file(dir.file("a.db"), dir.file("b.db"));
+  exec(dir.file("b.db"),
+       "INSERT INTO sweeps (device_key, command, git_sha, yaml_path, yaml_sha256, options, started_at, finished_at, status) "
+       "SELECT device_key, 'shapetune sweep --variant " + target.runner_up_variant + "', 'later', yaml_path, yaml_sha256, "
+       "options || ';variants=" + target.runner_up_variant + "', '2999-01-01T00:00:00Z', '2999-01-01T00:01:00Z', "
+       "'complete' FROM sweeps WHERE id = 1; "
+       "INSERT INTO candidates SELECT NULL, 2, problem_key, primitive, dtype, shape_key, variant, config_key, baseline, "
+       "status, reason, max_abs_error, max_rel_error, mismatches, checked, first_mismatch, atol, rtol, median_us * 1.5, "
+       "p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, launches_per_sample, input_sets, stop_reason, "
+       "'2999-01-01T00:00:30Z', state_restored FROM candidates WHERE sweep_id = 1 AND problem_key = '" + key +
+       "' AND variant = '" + target.runner_up_variant + "'; "
+       "INSERT INTO sweep_problems (sweep_id, problem_key, status, reason) VALUES (2, '" + key + "', 'done', 'test')");
+  const Result r = cli({"merge", dir.file("out.db"), dir.file("b.db")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(winners(dir.file("out.db")), before);
+  // The winner measured again by the later sweep, slower: now the runner-up leads.
+  exec(dir.file("b.db"), "INSERT INTO candidates SELECT NULL, 2, problem_key, primitive, dtype, shape_key, variant, "
+                         "config_key, baseline, status, reason, max_abs_error, max_rel_error, mismatches, checked, "
+                         "first_mismatch, atol, rtol, 1e9, p10_us, p90_us, min_us, median_ci_rel, samples, timing_mode, "
+                         "launches_per_sample, input_sets, stop_reason, '2999-01-01T00:00:40Z', state_restored "
+                         "FROM candidates WHERE sweep_id = 1 AND problem_key = '" + key + "' AND variant = '" +
+                             target.variant + "'");
+  const Result again = cli({"merge", dir.file("out2.db"), dir.file("b.db")});
+  ASSERT_EQ(again.code, 0) << again.err;
+  const auto after = winners(dir.file("out2.db"));
+  EXPECT_EQ(after.at(key).rfind(target.runner_up_variant + "{", 0), 0u) << after.at(key);
+  for (const auto& w : Store::open(dir.file("out2.db"), OpenMode::read_only)->winners())
+    if (w.problem.key() == key) EXPECT_EQ(w.git_sha, "later");
+}
+
 TEST(Merge, RecomputesAMissingWinnerAndKeepsDevicesApart) {
   TempDir dir;
   const std::string file = shapes("quick.yaml");
