@@ -60,6 +60,11 @@ constexpr int kConsumerBarrier = 1;
 // and B columns in L2.
 constexpr int kRasterRows = 2048;
 
+// What the consumers' epilogue writes. It and the persistent schedule are template parameters: as
+// runtime flags of one kernel they cost the H100's plain GEMM 5-12% (f16, 8192 x 3072 x 1024 and
+// 65536 x 384 x 128, one tile a block).
+enum class Store { c, head_split, residual_layernorm };
+
 // What the consumers' epilogue needs; the operands travel as tensor maps.
 template <typename T>
 struct Params {
@@ -71,13 +76,12 @@ struct Params {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
-  bool persistent;  // blocks loop over tiles, staging their epilogue apart from the pipeline
   // C aligned to 16 bytes with ldc a whole number of 16-byte chunks (or head-split outputs
   // aligned with head_dim one), and the bias aligned: every chunk of 8 outputs inside the matrix
   // is one 128-bit access.
   bool c_vector;
-  HeadSplitOutput<T> split;  // split.dst[0] null: C row-major at c
-  ResidualLayerNorm<T> norm;  // norm.residual null: the plain epilogue
+  HeadSplitOutput<T> split;   // Store::head_split's outputs
+  ResidualLayerNorm<T> norm;  // Store::residual_layernorm's operands
 };
 
 // kAKMajor: A's K is contiguous (nn, nt: A is [M, K]); else A is [K, M] (tn, M-major).
@@ -136,13 +140,24 @@ __device__ __forceinline__ std::uint64_t operand_descriptor(unsigned tile, int m
 
 // ---- the kernel's parts -----------------------------------------------------------------------
 
-// The block's tiles: blockIdx.x, then every gridDim.x-th after it (one, unless persistent), in
-// the grouped raster order.
-struct BlockTiles {
-  int total;
-  __device__ __forceinline__ int first() const { return static_cast<int>(blockIdx.x); }
-  __device__ __forceinline__ int next(int tile) const { return tile + static_cast<int>(gridDim.x); }
+// The pipeline's extents, read from the parameters once: the producer's and consumers' loops take
+// them by value rather than through a reference to the kernel's parameter struct.
+struct Schedule {
+  int tiles_m, tiles_n;
+  int k_tiles;
+  int stages;
 };
+
+// run(tile) for the block's tiles: blockIdx.x, then (persistent) every gridDim.x-th after it.
+template <bool kPersistent, class Run>
+__device__ __forceinline__ void for_each_tile(const Schedule s, Run&& run) {
+  if constexpr (kPersistent) {
+    for (int tile = static_cast<int>(blockIdx.x); tile < s.tiles_m * s.tiles_n; tile += static_cast<int>(gridDim.x))
+      run(tile);
+  } else {
+    run(static_cast<int>(blockIdx.x));
+  }
+}
 
 // A position in the ring of stages, carried from one tile to the next.
 struct Ring {
@@ -157,18 +172,16 @@ struct Ring {
 // consumers have released the slot, announce the stage's bytes on its full barrier and issue the
 // TMA boxes of A and B into it. A K-major tile is one box of kBlockK x rows; an MN-major one is
 // rows / 64 boxes of 64 x kBlockK. It runs ahead into the next tile while the consumers store one.
-template <class C>
+template <class C, bool kPersistent>
 __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensorMap* b_map,
-                                        const Params<typename C::T>& p, unsigned tiles, unsigned full,
-                                        unsigned empty) {
+                                        const Schedule s, unsigned tiles, unsigned full, unsigned empty) {
   prefetch_tensor_map(a_map);
   prefetch_tensor_map(b_map);
   Ring ring;
-  const BlockTiles block{p.tiles_m * p.tiles_n};
-  for (int tile = block.first(); tile < block.total; tile = block.next(tile)) {
-    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, p.tiles_m, p.tiles_n);
+  const auto load_tile = [&](int tile) {
+    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, s.tiles_m, s.tiles_n);
     const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;  // the host keeps extents below 2^31 - 256
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    for (int kt = 0; kt < s.k_tiles; ++kt) {
       const int slot = ring.slot;
       mbarrier_wait(empty + 8 * slot, ring.phase ^ 1);
       const unsigned bar = full + 8 * slot;
@@ -190,23 +203,24 @@ __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensor
         for (int j = 0; j < C::kBN / kMnBoxExtent; ++j)
           tma_load_2d(b_dst + j * kMnBoxBytes, b_map, n0 + j * kMnBoxExtent, k0, bar);
       }
-      ring.advance(p.stages);
+      ring.advance(s.stages);
     }
-  }
+  };
+  for_each_tile<kPersistent>(s, load_tile);
 }
 
 // A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 k16 steps
 // of wgmma (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group,
 // whose stage each warp then releases (one arrival a warp; the empty barriers count
 // kConsumerWarps). One group stays in flight, so the tensor cores always have the next step
-// queued. The last step's stage is released once its group is done, for the next tile's loads.
-template <class C>
-__device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulators], const Params<typename C::T>& p,
+// queued. A persistent block releases the last step's stage too, for the next tile's loads.
+template <class C, bool kPersistent>
+__device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulators], const Schedule s,
                                         unsigned tiles, unsigned full, unsigned empty, int consumer, int lane,
                                         Ring& ring) {
   constexpr int kTransA = C::kAKMajor ? 0 : 1, kTransB = C::kBKMajor ? 0 : 1;
   int previous = -1;
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
+  for (int kt = 0; kt < s.k_tiles; ++kt) {
     const int slot = ring.slot;
     mbarrier_wait(full + 8 * slot, ring.phase);
     const unsigned a_tile = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
@@ -228,12 +242,12 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
     for (int mt = 0; mt < C::kMTiles; ++mt) touch(acc[mt]);
     if (previous >= 0 && lane == 0) mbarrier_arrive(empty + 8 * previous);
     previous = slot;
-    ring.advance(p.stages);
+    ring.advance(s.stages);
   }
   wgmma_wait<0>();
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) touch(acc[mt]);
-  if (lane == 0) mbarrier_arrive(empty + 8 * previous);
+  if (kPersistent && lane == 0) mbarrier_arrive(empty + 8 * previous);
 }
 
 // The residual LayerNorm epilogue (wgmma.cuh's ResidualLayerNorm) for one warp's 16 staged rows of
@@ -324,7 +338,7 @@ __device__ __forceinline__ void store_rows_normalised(const Params<typename C::T
 // GEMM behind them. Chunks past the right edge, and a C whose alignment or ldc breaks the chunks
 // (p.c_vector false), go element by element. The loop is not unrolled: erfcf inlined once per
 // element of every chunk would dominate the kernel's size.
-template <class C>
+template <class C, Store kStore>
 __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const float (&acc)[C::kAccumulators],
                                            float* staging, std::int64_t row0, std::int64_t col0, int lane) {
   using T = typename C::T;
@@ -340,7 +354,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
       *reinterpret_cast<float2*>(staging + (lane / 4 + 8 * h) * kStride + 8 * j + 2 * (lane % 4)) =
           make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
   __syncwarp();
-  if (p.norm.residual) {
+  if constexpr (kStore == Store::residual_layernorm) {
     store_rows_normalised<C>(p, staging, row0, lane);
     return;
   }
@@ -352,7 +366,11 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
     const std::int64_t row = row0 + r, col = col0 + c;
     if (row >= p.m) continue;
     const float* staged = staging + r * kStride + c;
-    T* out = p.split.dst[0] ? head_split_at(p.split, row, col) : p.c + row * p.ldc + col;
+    T* out;
+    if constexpr (kStore == Store::head_split)
+      out = head_split_at(p.split, row, col);
+    else
+      out = p.c + row * p.ldc + col;
     const T* c_old = read_c ? out : nullptr;
     const T* bias = p.bias ? p.bias + col : nullptr;
     if (p.c_vector && col + kChunk <= p.n) {
@@ -369,7 +387,7 @@ __device__ __forceinline__ void store_tile(const Params<typename C::T>& p, const
 // Warpgroup 0 produces (one thread issues every TMA), warpgroups 1 and 2 consume. Shared memory:
 // `stages` x (A tile, B tile), each on a 1024-byte boundary, then the full and empty mbarriers,
 // then (persistent) the consumer warps' staging.
-template <class C>
+template <class C, bool kPersistent, Store kStore>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                  const Params<typename C::T> p) {
@@ -380,7 +398,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // swizzle's 1024-byte period; the dynamic segment's start is not guaranteed to (1 KiB of slack).
   const unsigned shared_base = shared_address(shared);
   const unsigned tiles = (shared_base + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
-  const int stages = p.stages;
+  const Schedule schedule{p.tiles_m, p.tiles_n, p.k_tiles, p.stages};
+  const int stages = schedule.stages;
   const unsigned full = tiles + static_cast<unsigned>(stages) * C::kStageBytes;
   const unsigned empty = full + 8 * static_cast<unsigned>(stages);
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
@@ -397,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     registers_decrease<kProducerRegisters>();
-    if (threadIdx.x == 0) produce<C>(&a_map, &b_map, p, tiles, full, empty);
+    if (threadIdx.x == 0) produce<C, kPersistent>(&a_map, &b_map, schedule, tiles, full, empty);
     return;
   }
 
@@ -406,25 +425,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int consumer_warp = (static_cast<int>(threadIdx.x) - kWarpgroupThreads) / kWarpSize;
   // Persistent: the staging lies past the barriers (16-byte aligned: the stages are whole KiB);
   // otherwise in the pipeline's buffers.
-  const unsigned staging_at = p.persistent ? empty + 8 * static_cast<unsigned>(stages) : tiles;
+  const unsigned staging_at = kPersistent ? empty + 8 * static_cast<unsigned>(stages) : tiles;
   float* staging = reinterpret_cast<float*>(shared + (staging_at - shared_base)) + consumer_warp * 16 * C::kStagingStride;
   Ring ring;
-  const BlockTiles block{p.tiles_m * p.tiles_n};
-  for (int tile = block.first(); tile < block.total; tile = block.next(tile)) {
-    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, p.tiles_m, p.tiles_n);
+  const auto multiply_and_store = [&](int tile) {
+    const auto [tile_m, tile_n] = grouped_tile(tile, C::kRasterGroup, schedule.tiles_m, schedule.tiles_n);
     const int m0 = tile_m * C::kBM, n0 = tile_n * C::kBN;
     float acc[C::kMTiles][C::kAccumulators];  // the first K step's wgmma (scale_d 0) initialises them
-    consume<C>(acc, p, tiles, full, empty, consumer, lane, ring);
+    consume<C, kPersistent>(acc, schedule, tiles, full, empty, consumer, lane, ring);
     // A block of one tile stages in the pipeline's buffers once both warpgroups' last wgmma have
     // read them (every TMA has landed: each was waited for).
-    if (!p.persistent) named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+    if constexpr (!kPersistent) named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
 #pragma unroll
     for (int mt = 0; mt < C::kMTiles; ++mt) {
       const std::int64_t row0 =
           static_cast<std::int64_t>(m0) + consumer * C::kWarpgroupM + mt * 64 + 16 * (consumer_warp % 4);
-      store_tile<C>(p, acc[mt], staging, row0, n0, lane);
+      store_tile<C, kStore>(p, acc[mt], staging, row0, n0, lane);
     }
-  }
+  };
+  for_each_tile<kPersistent>(schedule, multiply_and_store);
 #else
   // Built for an architecture without wgmma; the host wrapper never launches this.
   __trap();
@@ -448,7 +467,7 @@ cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int
   return encode_swizzled_128<T, 2>(map, base, {inner, outer}, {ld}, {box_inner, box_outer});
 }
 
-template <class C>
+template <class C, Store kStore>
 cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split,
                    const ResidualLayerNorm<typename C::T>& norm, int stages, bool persistent, cudaStream_t stream) {
   using T = typename C::T;
@@ -477,7 +496,6 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
   p.stages = stages;
-  p.persistent = persistent;
   // store_tile's unit: one Pack<T>, 16 bytes.
   p.split = split;
   p.norm = norm;
@@ -487,42 +505,39 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
                              : aligned(args.c, sizeof(Pack<T>)) && p.ldc % Pack<T>::kCount == 0);
 
   const std::size_t smem = shared_bytes(TileShape{C::kBM, C::kBN}, stages, persistent);
-  auto kernel = wgmma_kernel<C>;
+  const auto kernel = persistent ? wgmma_kernel<C, true, kStore> : wgmma_kernel<C, false, kStore>;
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   if (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       e != cudaSuccess)
     return e;
   std::int64_t blocks = tiles_m * tiles_n;
   if (persistent) {  // as many blocks as are resident at once
-    int device = 0, sms = 0, per_sm = 0;
-    if ((e = cudaGetDevice(&device)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) != cudaSuccess)
-      return e;
-    if (per_sm < 1) return cudaErrorInvalidValue;
-    blocks = std::min<std::int64_t>(blocks, std::int64_t{sms} * per_sm);
+    std::int64_t resident = 0;
+    if ((e = resident_blocks(kernel, kThreads, smem, &resident)) != cudaSuccess) return e;
+    if (resident < 1) return cudaErrorInvalidValue;
+    blocks = std::min(blocks, resident);
   }
   kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a_map, b_map, p);
   return cudaGetLastError();
 }
 
-template <typename T, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
+template <typename T, Store kStore, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
 cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, const ResidualLayerNorm<T>& norm,
                         int tile, int stages, bool persistent, cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
-        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type>(args, split, norm, stages, persistent,
-                                                                               stream))
+        ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type, kStore>(args, split, norm, stages,
+                                                                                       persistent, stream))
         : e),
    ...);
   return e;
 }
 
-template <typename T, bool kAKMajor, bool kBKMajor>
+template <typename T, bool kAKMajor, bool kBKMajor, Store kStore = Store::c>
 cudaError_t launch_layout(const Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream,
                           const HeadSplitOutput<T>& split = {}, const ResidualLayerNorm<T>& norm = {}) {
-  return launch_tile<T, kAKMajor, kBKMajor>(args, split, norm, tile, stages, persistent, stream,
-                                            std::make_index_sequence<kTiles.size()>{});
+  return launch_tile<T, kStore, kAKMajor, kBKMajor>(args, split, norm, tile, stages, persistent, stream,
+                                                    std::make_index_sequence<kTiles.size()>{});
 }
 
 // The checks every entry point makes: a tile and stage count of the table, extents TMA can
@@ -563,7 +578,7 @@ cudaError_t wgmma_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>
       args.m % out.seq != 0 || args.m > INT_MAX || args.n > INT_MAX)
     return cudaErrorInvalidValue;
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
-  return launch_layout<T, true, true>(args, tile, stages, persistent, stream, out);
+  return launch_layout<T, true, true, Store::head_split>(args, tile, stages, persistent, stream, out);
 }
 
 template <typename T>
@@ -574,7 +589,7 @@ cudaError_t wgmma_residual_layernorm(const gemm::Args<T>& args, const ResidualLa
     return cudaErrorInvalidValue;
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
   if (args.n > kTiles[static_cast<std::size_t>(tile)].block_n) return cudaErrorInvalidValue;
-  return launch_layout<T, true, true>(args, tile, stages, persistent, stream, {}, norm);
+  return launch_layout<T, true, true, Store::residual_layernorm>(args, tile, stages, persistent, stream, {}, norm);
 }
 
 template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, bool, cudaStream_t);
