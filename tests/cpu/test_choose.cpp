@@ -2,6 +2,7 @@
 
 #include "tuner/choose.hpp"
 #include "tuner/search.hpp"
+#include "variants/catalogue.hpp"
 
 namespace shapetune {
 namespace {
@@ -108,6 +109,25 @@ TEST(NewestMeasurements, ARaceStoppedRecordHidesTheConfigsOlderFullMeasurement) 
   const auto pool = newest_measurements({{"cold", {raced, candidate("other", 60)}}, {"cold", {candidate("raced", 5)}}});
   ASSERT_EQ(pool.size(), 1u);
   EXPECT_EQ(pool.front().variant, "other");
+}
+
+TEST(NewestMeasurements, AConfigRecordedBeforeAParameterExistedIsTheSameCandidate) {
+  // wgmma gained `persistent` (default 0): an older sweep's "tile=0,stages=3" is the kernel a newer
+  // sweep measured as "tile=0,stages=3,persistent=0", and only the newer measurement counts.
+  const auto wgmma = [](Config config, double median_us) {
+    CandidateRecord c = candidate("wgmma", median_us);
+    c.problem = Problem{"gemm_bias.nt", DType::f16, Shape({{"m", 8192}, {"n", 1024}, {"k", 1024}})};
+    c.config = std::move(config);
+    return c;
+  };
+  ASSERT_NE(catalogue().find_variant("gemm_bias.nt", "wgmma"), nullptr);
+  const auto pool = newest_measurements(
+      {{"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}, {"persistent", 0}}), 42.3)}},
+       {"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}}), 35.1), wgmma(Config({{"tile", 1}, {"stages", 3}}), 50)}}});
+  ASSERT_EQ(pool.size(), 2u);
+  const auto w = choose_winner(pool);
+  ASSERT_TRUE(w);
+  EXPECT_DOUBLE_EQ(w->timing.median_us, 42.3);
 }
 
 TEST(NewestMeasurements, L2ModeIsReadFromTheSweepsOptions) {
