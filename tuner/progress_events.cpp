@@ -88,6 +88,14 @@ std::string problem_done_event(const ProblemDoneEvent& e) {
   std::string array = "[";
   for (std::size_t i = 0; i < missing.size(); ++i) array += (i ? ", " : "") + missing[i];
   o.add("missing_baselines", array + "]").add("seconds", json_number(e.seconds));
+  if (e.table_keeps) {
+    JsonObject kept;
+    kept.add("variant", json_string(e.table_keeps->variant))
+        .add("config", json_string(e.table_keeps->config.key()))
+        .add("median_us", json_number(e.table_keeps->timing.median_us))
+        .add("sweep", json_integer(e.table_keeps->sweep_id));
+    o.add("table_keeps", kept.inline_text());
+  }
   return o.inline_text();
 }
 

@@ -22,6 +22,8 @@
 // what is left. "problem_done"'s outcome: done, skipped (with "reason"), or "done earlier" and
 // "skipped earlier" (a resumed sweep); winner, baseline and their times are null where there are none;
 // missing_baselines lists {"variant", "reason"} when baselines were candidates and none ran.
+// "table_keeps" {"variant", "config", "median_us", "sweep"} appears when the dispatch table's row is
+// an earlier sweep's measurement, faster than this sweep's winner (a narrower sweep: --variant).
 // "sweep_end"'s status: complete, interrupted, failed or nothing measured, with the exit code.
 #pragma once
 
@@ -55,6 +57,7 @@ struct ProblemDoneEvent {
   std::optional<WinnerRecord> winner;
   std::vector<VariantFailure> missing_baselines;
   double seconds = 0;
+  std::optional<WinnerRecord> table_keeps;  // the table's row, when an earlier sweep measured it
 };
 
 struct SweepEndEvent {

@@ -366,7 +366,8 @@ class Sweep {
   // announce: a candidate event for --json-progress (not for what supports() refused)
   void keep(Tuning&, const Candidate&, const CandidateOutcome&, bool announce = true);
   SearchHooks hooks_for(Tuning&, Clock::time_point deadline);
-  std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&, std::string& kept);
+  std::optional<WinnerRecord> store_winner(const PlannedProblem&, const std::vector<CandidateRecord>&,
+                                           std::optional<WinnerRecord>& kept);
   std::pair<std::string, std::string> summaries(const Tuning&, const std::string& strategy, SearchStrategy,
                                                 const SearchReport&);
   void report_problem(const PlannedProblem&, const std::vector<CandidateRecord>&, const std::optional<WinnerRecord>&,
@@ -743,10 +744,12 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   if (budget_ && !t.has_winner) budget_->observed_time_to_winner(std::chrono::duration<double>(Clock::now() - t.opened).count());
 
   const auto records = store_->candidates(sweep_id_, t.key);
-  std::string kept;
+  std::optional<WinnerRecord> kept;
   const std::optional<WinnerRecord> winner = store_winner(planned, records, kept);
   auto [summary, progress] = summaries(t, strategy, search.strategy, report);
-  if (!kept.empty()) progress = kept + " | " + progress;
+  if (kept)
+    progress = "table keeps " + describe(kept->variant, kept->config) + " " + fmt_us(kept->timing.median_us) + " (sweep " +
+               std::to_string(kept->sweep_id) + ") | " + progress;
   try {
     const std::string counted = collect_counters(planned, winner, records, deadline);
     if (!counted.empty()) progress += ", " + counted;
@@ -767,7 +770,7 @@ Sweep::ProblemResult Sweep::tune(const PlannedProblem& planned, Clock::time_poin
   // measured rate then learns how much of the model's work this sweep's strategy really does.
   for (std::size_t i = 0; i < t.supported.size(); ++i)
     if (!t.credited[i]) progress_.expected_done_s += t.expected.per_candidate_s;
-  problem_done({t.key, index_ + 1, count_, "done", "", winner, missing, seconds});
+  problem_done({t.key, index_ + 1, count_, "done", "", winner, missing, seconds, kept});
   return ProblemResult::done;
 }
 
@@ -928,9 +931,9 @@ SearchHooks Sweep::hooks_for(Tuning& t, Clock::time_point deadline) {
 // This sweep's fastest accurate full measurement, returned for its report. The dispatch row is
 // chosen from it and the newest measurements of earlier sweeps of the problem (newest_measurements),
 // stored with its provenance and cost; a rank-picked library algorithm is stored by identity, for
-// dispatch to replay. `kept` names the row when an earlier sweep's measurement holds it.
+// dispatch to replay. `kept` is the row when an earlier sweep's measurement holds it.
 std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, const std::vector<CandidateRecord>& records,
-                                                std::string& kept) {
+                                                std::optional<WinnerRecord>& kept) {
   auto best = choose_winner(full_measurements(records));
   if (!best) return best;
   const std::string device_key = device_->fingerprint.key();
@@ -951,10 +954,7 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
       for (const auto& c : r.records)
         if (c.sweep_id == winner.sweep_id && c.variant == winner.variant && c.config == winner.config)
           winner.measured_at = c.measured_at;
-    std::ostringstream text;
-    text << "table keeps " << describe(winner.variant, winner.config) << " " << fmt_us(winner.timing.median_us)
-         << " (sweep " << winner.sweep_id << ")";
-    kept = text.str();
+    kept = winner;
     store_->store_winner(winner);
     return best;
   }

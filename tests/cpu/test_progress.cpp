@@ -244,6 +244,12 @@ TEST(ProgressEvents, EachEventIsOneStrictJsonObjectWithItsMembersInOrder) {
   EXPECT_EQ(done[8].second, JsonKind::null);   // baseline
   EXPECT_EQ(done[10].second, JsonKind::null);  // speedup
   EXPECT_EQ(done[11].second, JsonKind::array);
+  WinnerRecord held = w;
+  held.variant = "wgmma";
+  held.sweep_id = 2;
+  const auto kept = members(problem_done_event({"gemm_bias.nt/f16/m=8192,n=1024,k=1024", 4, 31, "done", "", w, {}, 3.5,
+                                                held}));
+  ASSERT_EQ(kept.back(), std::make_pair(std::string("table_keeps"), JsonKind::object));
   const std::string skipped = problem_done_event({"softmax/f32/rows=2097152,cols=1048576", 1, 4, "skipped",
                                                   "needs 16 TiB", std::nullopt, {}, 0.1});
   EXPECT_EQ(members(skipped)[5], std::make_pair(std::string("reason"), JsonKind::string));
