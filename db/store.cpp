@@ -930,6 +930,14 @@ std::vector<WinnerRecord> Store::winners(const std::string& device_key) const {
   return out;
 }
 
+std::optional<WinnerRecord> Store::winner(const std::string& device_key, const std::string& problem_key) const {
+  Statement query(db_, path_, "reading the winner of " + problem_key,
+                  "SELECT * FROM winners WHERE device_key = :device_key AND problem_key = :problem_key");
+  query.bind_text(":device_key", device_key).bind_text(":problem_key", problem_key);
+  if (!query.step()) return std::nullopt;
+  return read_winner(query, path_);
+}
+
 void Store::store_ceiling(const CeilingRecord& ceiling) {
   const std::string doing = "storing ceiling " + ceiling.name;
   Transaction transaction(db_, path_, doing);

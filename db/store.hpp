@@ -148,6 +148,8 @@ class Store {
   void store_winner(const WinnerRecord&);
   // Every winner, or one device's when device_key is not empty; ordered by problem key.
   std::vector<WinnerRecord> winners(const std::string& device_key = "") const;
+  // One device's row for one problem, if it has one.
+  std::optional<WinnerRecord> winner(const std::string& device_key, const std::string& problem_key) const;
 
   void store_ceiling(const CeilingRecord&);  // replaces (device, name)
   std::vector<CeilingRecord> ceilings(const std::string& device_key = "") const;

@@ -955,7 +955,11 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
         if (c.sweep_id == winner.sweep_id && c.variant == winner.variant && c.config == winner.config)
           winner.measured_at = c.measured_at;
     kept = winner;
-    store_->store_winner(winner);
+    // The row already held names this measurement: left as it is, with the library algorithm's
+    // identity it was stored with.
+    const auto held = store_->winner(device_key, planned.problem.key());
+    if (!held || held->sweep_id != winner.sweep_id || held->variant != winner.variant || held->config != winner.config)
+      store_->store_winner(winner);
     return best;
   }
   winner.git_sha = build_git_sha();

@@ -807,6 +807,10 @@ TEST(StoreWinners, RoundTripReplaceAndOrder) {
   expect_same_winner(a[1], big);
   EXPECT_EQ(store->winners().size(), 3u);
   EXPECT_TRUE(store->winners("gpu-c").empty());
+  ASSERT_TRUE(store->winner("gpu-b", elsewhere.problem.key()));
+  expect_same_winner(*store->winner("gpu-b", elsewhere.problem.key()), elsewhere);
+  EXPECT_FALSE(store->winner("gpu-c", elsewhere.problem.key()));
+  EXPECT_FALSE(store->winner("gpu-a", softmax(2048, 1000).key()));
 
   WinnerRecord retuned = big;
   retuned.variant = "online_softmax";

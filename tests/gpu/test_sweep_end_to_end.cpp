@@ -174,5 +174,35 @@ TEST(SweepEndToEnd, CublasLtWinnerIsStoredWithItsAlgorithm) {
   EXPECT_EQ(choice.library_algo, w.library_algo);
 }
 
+// A later sweep of one slower variant leaves the table's faster row, with its library algorithm,
+// and says so on the problem's line.
+TEST(SweepEndToEnd, ANarrowerSweepKeepsTheFasterRowItDidNotMeasure) {
+  SHAPETUNE_REQUIRE_GPU();
+  test_support::TempDir dir;
+  const std::string yaml = dir.file("narrow.yaml"), db = dir.file("narrow.db");
+  std::ofstream(yaml) << "matrices:\n  - primitive: gemm.nn\n    dtypes: [f32]\n    axes:\n"
+                         "      m: 512\n      n: 512\n      k: 512\n";
+  const auto sweep = [&](const char* variant) {
+    std::ostringstream out, err;
+    EXPECT_EQ(run_cli({"sweep", yaml, "--db", db, "--variant", variant, "--time-cap", "0.05", "--counters", "none"},
+                      out, err),
+              0)
+        << out.str() << err.str();
+    return out.str();
+  };
+  sweep("cublaslt");
+  const auto first = Store::open(db, OpenMode::read_only)->winners();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].variant, "cublaslt");
+  const std::string line = sweep("naive");
+  EXPECT_NE(line.find("best naive"), std::string::npos) << line;
+  EXPECT_NE(line.find("table keeps cublaslt"), std::string::npos) << line;
+  const auto after = Store::open(db, OpenMode::read_only)->winners();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].variant, "cublaslt");
+  EXPECT_EQ(after[0].sweep_id, first[0].sweep_id);
+  EXPECT_EQ(after[0].library_algo, first[0].library_algo);
+}
+
 }  // namespace
 }  // namespace shapetune
