@@ -822,7 +822,7 @@ std::vector<Command> commands(const std::vector<std::string>& all_args) {
                    "OUT.db could not be read or written (the inputs before it stay merged)."},
                   [](const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                     return run_merge(a.positional[0], std::vector<std::string>(a.positional.begin() + 1, a.positional.end()),
-                                     catalogue_cost, out, err);
+                                     catalogue_cost, completed_config_key, out, err);
                   }});
   list.push_back({{"migrate",
                    "Upgrade a database to this build's schema in place, after copying the original to DB.vN.bak "

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "tuner/search.hpp"
-#include "variants/catalogue.hpp"
 
 namespace shapetune {
 
@@ -54,26 +53,15 @@ std::string l2_mode_of(const std::string& sweep_options) {
   return named ? "hot" : "cold";
 }
 
-namespace {
-
-// A candidate's config as this build runs it: a parameter the variant gained since the record
-// was written takes its default (complete_config), so "tile=0,stages=3" of an older sweep is the
-// same candidate as "tile=0,stages=3,persistent=0" of a newer one, and only the newer counts.
-std::string config_as_run(const CandidateRecord& r) {
-  const Variant* v = catalogue().find_variant(r.problem.primitive, r.variant);
-  return v ? complete_config(*v, r.config).key() : r.config.key();
-}
-
-}  // namespace
-
-std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first) {
+std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first,
+                                                 const ConfigAsRun& as_run) {
   std::vector<CandidateRecord> pool;
   if (newest_first.empty()) return pool;
   std::set<std::pair<std::string, std::string>> seen;
   for (const SweepMeasurements& sweep : newest_first) {
     if (sweep.l2 != newest_first.front().l2) continue;
     for (const CandidateRecord& r : sweep.records)
-      if (seen.emplace(r.variant, config_as_run(r)).second) pool.push_back(r);
+      if (seen.emplace(r.variant, as_run ? as_run(r) : r.config.key()).second) pool.push_back(r);
   }
   return full_measurements(std::move(pool));
 }

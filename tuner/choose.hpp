@@ -2,6 +2,7 @@
 // best library baseline, the runner-up and whether the lead is inside the noise.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,9 +32,12 @@ std::string l2_mode_of(const std::string& sweep_options);
 // What a problem's dispatch row is chosen from (choose_winner): of the sweeps that finished the
 // problem, newest first, those timed in the newest one's L2 mode (hot and cold times do not
 // compare); of those, each (variant, config)'s newest record, kept when it is a full measurement.
-// Configs compare as this build runs them (complete_config: a parameter added since takes its default).
 // So a later sweep of fewer variants or configs (a --variant filter, a search that passed a
 // config by) cannot make the table slower, and a config measured again counts as last measured.
-std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first);
+// Configs compare as `as_run` keys them: with the catalogue's completed_config_key, as this build
+// runs them (a parameter the variant gained since takes its default); empty, as recorded.
+using ConfigAsRun = std::function<std::string(const CandidateRecord&)>;
+std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first,
+                                                 const ConfigAsRun& as_run = {});
 
 }  // namespace shapetune

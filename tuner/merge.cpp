@@ -39,7 +39,7 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-WinnerRefresh recompute_winners(Store& store, const CostModel& cost) {
+WinnerRefresh recompute_winners(Store& store, const CostModel& cost, const ConfigAsRun& as_run) {
   WinnerRefresh refresh;
   std::set<std::string> device_keys;
   std::map<std::int64_t, const SweepRow*> sweep_of;
@@ -56,7 +56,7 @@ WinnerRefresh recompute_winners(Store& store, const CostModel& cost) {
       std::vector<SweepMeasurements> measured;
       for (const std::int64_t id : sweep_ids)
         measured.push_back({l2_mode_of(sweep_of.at(id)->info.options), store.candidates(id, problem_key)});
-      const std::vector<CandidateRecord> pool = newest_measurements(measured);
+      const std::vector<CandidateRecord> pool = newest_measurements(measured, as_run);
       std::optional<WinnerRecord> winner = choose_winner(pool);
       if (!winner) continue;
       const auto it = held.find(problem_key);
@@ -78,7 +78,7 @@ WinnerRefresh recompute_winners(Store& store, const CostModel& cost) {
 }
 
 int run_merge(const std::string& output, const std::vector<std::string>& inputs, const CostModel& cost,
-              std::ostream& out, std::ostream& err) {
+              const ConfigAsRun& as_run, std::ostream& out, std::ostream& err) {
   std::unique_ptr<Store> store;
   try {
     store = Store::open(output, OpenMode::read_write);
@@ -107,7 +107,7 @@ int run_merge(const std::string& output, const std::vector<std::string>& inputs,
     }
   }
   try {
-    const WinnerRefresh refresh = recompute_winners(*store, cost);
+    const WinnerRefresh refresh = recompute_winners(*store, cost, as_run);
     std::set<std::string> devices;
     std::int64_t candidates = 0;
     const auto sweeps = store->sweeps();

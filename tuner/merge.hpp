@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/types.hpp"
+#include "tuner/choose.hpp"
 
 namespace shapetune {
 
@@ -25,15 +26,15 @@ using CostModel = std::function<Cost(const Problem&)>;
 
 // For every device and problem, the winner chosen as a sweep chooses it (choose_winner) from the
 // newest measurements of the sweeps that finished the problem (Store::done_sweeps,
-// newest_measurements). A row already naming that sweep, variant and config is left as it is,
-// so refreshing twice changes nothing. A problem none of whose candidates was accurate keeps
-// whatever row it had.
-WinnerRefresh recompute_winners(Store&, const CostModel& cost = {});
+// newest_measurements, configs keyed by as_run). A row already naming that sweep, variant and
+// config is left as it is, so refreshing twice changes nothing. A problem none of whose candidates
+// was accurate keeps whatever row it had.
+WinnerRefresh recompute_winners(Store&, const CostModel& cost = {}, const ConfigAsRun& as_run = {});
 
 // `shapetune merge OUT IN...`: OUT is created if missing. Returns the exit code: 0 merged,
 // 2 an input or OUT could not be read or written (inputs before it stay merged; merging is
 // idempotent, so the same command can simply be run again).
 int run_merge(const std::string& output, const std::vector<std::string>& inputs, const CostModel& cost,
-              std::ostream& out, std::ostream& err);
+              const ConfigAsRun& as_run, std::ostream& out, std::ostream& err);
 
 }  // namespace shapetune

@@ -422,7 +422,7 @@ int ParallelSweep::run() {
     if (std::filesystem::exists(part_path(parts_dir_, k, count_), error)) parts.push_back(part_path(parts_dir_, k, count_));
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   out_ << "Workers done in " << format_duration(seconds) << "; merging " << parts.size() << " part databases" << std::endl;
-  const int merged = parts.empty() ? 0 : run_merge(o_.db_path, parts, catalogue_cost, out_, err_);
+  const int merged = parts.empty() ? 0 : run_merge(o_.db_path, parts, catalogue_cost, completed_config_key, out_, err_);
   std::vector<int> not_done;
   for (int k = 1; k <= count_; ++k)
     if (!done_[static_cast<std::size_t>(k)]) not_done.push_back(k);

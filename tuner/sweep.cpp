@@ -945,7 +945,7 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
         measured.push_back({l2_mode_of(sweep->info.options), store_->candidates(id, problem_key)});
         earlier.emplace(id, std::move(*sweep));
       }
-  WinnerRecord winner = *choose_winner(newest_measurements(measured));
+  WinnerRecord winner = *choose_winner(newest_measurements(measured, completed_config_key));
   winner.device_key = device_key;
   winner.cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
   if (const auto from = earlier.find(winner.sweep_id); from != earlier.end()) {

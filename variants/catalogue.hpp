@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/param_space.hpp"
+#include "core/records.hpp"
 #include "core/types.hpp"
 
 namespace shapetune {
@@ -177,6 +178,10 @@ Cost catalogue_cost(const Problem&);
 // defaults (a new parameter's default is the behaviour it had before the parameter existed), so
 // winners of older databases still launch.
 Config complete_config(const Variant&, Config stored);
+// A measured candidate's config key as this build runs it (complete_config), so "tile=0,stages=3"
+// recorded before wgmma gained `persistent` is the candidate "tile=0,stages=3,persistent=0"; the
+// recorded key where this build does not know the variant.
+std::string completed_config_key(const CandidateRecord&);
 
 // Registration entry points, one per primitive family (variants/<family>.cpp).
 void register_softmax(Catalogue&);

@@ -45,4 +45,9 @@ Config complete_config(const Variant& variant, Config stored) {
   return stored;
 }
 
+std::string completed_config_key(const CandidateRecord& r) {
+  const Variant* v = catalogue().find_variant(r.problem.primitive, r.variant);
+  return v ? complete_config(*v, r.config).key() : r.config.key();
+}
+
 }  // namespace shapetune

@@ -121,9 +121,11 @@ TEST(NewestMeasurements, AConfigRecordedBeforeAParameterExistedIsTheSameCandidat
     return c;
   };
   ASSERT_NE(catalogue().find_variant("gemm_bias.nt", "wgmma"), nullptr);
-  const auto pool = newest_measurements(
-      {{"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}, {"persistent", 0}}), 42.3)}},
-       {"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}}), 35.1), wgmma(Config({{"tile", 1}, {"stages", 3}}), 50)}}});
+  const std::vector<SweepMeasurements> sweeps{
+      {"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}, {"persistent", 0}}), 42.3)}},
+      {"cold", {wgmma(Config({{"tile", 0}, {"stages", 3}}), 35.1), wgmma(Config({{"tile", 1}, {"stages", 3}}), 50)}}};
+  EXPECT_EQ(newest_measurements(sweeps).size(), 3u) << "keyed as recorded";
+  const auto pool = newest_measurements(sweeps, completed_config_key);
   ASSERT_EQ(pool.size(), 2u);
   const auto w = choose_winner(pool);
   ASSERT_TRUE(w);
