@@ -66,4 +66,16 @@ std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurem
   return full_measurements(std::move(pool));
 }
 
+std::optional<WinnerRecord> choose_row(const std::vector<SweepMeasurements>& newest_first, const ConfigAsRun& as_run) {
+  const std::vector<CandidateRecord> pool = newest_measurements(newest_first, as_run);
+  std::optional<WinnerRecord> row = choose_winner(pool);
+  if (!row) return row;
+  for (const SweepMeasurements& sweep : newest_first)
+    if (!sweep.records.empty() && sweep.records.front().sweep_id == row->sweep_id) row->git_sha = sweep.git_sha;
+  for (const CandidateRecord& r : pool)
+    if (r.sweep_id == row->sweep_id && r.variant == row->variant && r.config == row->config)
+      row->measured_at = r.measured_at;
+  return row;
+}
+
 }  // namespace shapetune

@@ -19,10 +19,12 @@ constexpr double kNoiseFloorRel = 0.01;
 // caller to fill.
 std::optional<WinnerRecord> choose_winner(const std::vector<CandidateRecord>& candidates);
 
-// One sweep's measurements of a problem, and the L2 mode its timings were taken in.
+// One sweep's measurements of a problem, the L2 mode its timings were taken in and the build
+// that took them.
 struct SweepMeasurements {
   std::string l2;  // l2_mode_of the sweep's options
   std::vector<CandidateRecord> records;
+  std::string git_sha;
 };
 
 // "hot" when a sweep's options text says l2=hot, else "cold" (sweeps flushed L2 before the
@@ -39,5 +41,11 @@ std::string l2_mode_of(const std::string& sweep_options);
 using ConfigAsRun = std::function<std::string(const CandidateRecord&)>;
 std::vector<CandidateRecord> newest_measurements(const std::vector<SweepMeasurements>& newest_first,
                                                  const ConfigAsRun& as_run = {});
+
+// A problem's dispatch row: choose_winner over newest_measurements, with the git sha of the
+// sweep that measured it and the time it was measured. nullopt when no candidate is accurate;
+// device_key, cost and library_algo are left for the caller.
+std::optional<WinnerRecord> choose_row(const std::vector<SweepMeasurements>& newest_first,
+                                       const ConfigAsRun& as_run = {});
 
 }  // namespace shapetune

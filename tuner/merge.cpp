@@ -54,18 +54,16 @@ WinnerRefresh recompute_winners(Store& store, const CostModel& cost, const Confi
     for (const auto& [problem_key, sweep_ids] : store.done_sweeps(device_key)) {
       ++refresh.problems;
       std::vector<SweepMeasurements> measured;
-      for (const std::int64_t id : sweep_ids)
-        measured.push_back({l2_mode_of(sweep_of.at(id)->info.options), store.candidates(id, problem_key)});
-      const std::vector<CandidateRecord> pool = newest_measurements(measured, as_run);
-      std::optional<WinnerRecord> winner = choose_winner(pool);
+      for (const std::int64_t id : sweep_ids) {
+        const SweepInfo& info = sweep_of.at(id)->info;
+        measured.push_back({l2_mode_of(info.options), store.candidates(id, problem_key), info.git_sha});
+      }
+      std::optional<WinnerRecord> winner = choose_row(measured, as_run);
       if (!winner) continue;
       const auto it = held.find(problem_key);
       const bool same_choice = it != held.end() && it->second.variant == winner->variant && it->second.config == winner->config;
       if (same_choice && it->second.sweep_id == winner->sweep_id) continue;
       winner->device_key = device_key;
-      winner->git_sha = sweep_of.at(winner->sweep_id)->info.git_sha;
-      for (const auto& r : pool)
-        if (r.variant == winner->variant && r.config == winner->config) winner->measured_at = r.measured_at;
       if (cost) winner->cost = cost(winner->problem);
       // The algorithm a library variant's config picked on this device (and library version,
       // both in the device key) is the one recorded for the same choice.

@@ -937,23 +937,16 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
   auto best = choose_winner(full_measurements(records));
   if (!best) return best;
   const std::string device_key = device_->fingerprint.key();
-  std::vector<SweepMeasurements> measured{{options_.measure.flush_l2 ? "cold" : "hot", records}};
-  std::map<std::int64_t, SweepRow> earlier;
+  std::vector<SweepMeasurements> measured{{options_.measure.flush_l2 ? "cold" : "hot", records, build_git_sha()}};
   for (const auto& [problem_key, ids] : store_->done_sweeps(device_key, planned.problem.key()))
     for (const std::int64_t id : ids)
-      if (auto sweep = store_->sweep(id); sweep && id != sweep_id_) {
-        measured.push_back({l2_mode_of(sweep->info.options), store_->candidates(id, problem_key)});
-        earlier.emplace(id, std::move(*sweep));
-      }
-  WinnerRecord winner = *choose_winner(newest_measurements(measured, completed_config_key));
+      if (const auto sweep = store_->sweep(id); sweep && id != sweep_id_)
+        measured.push_back({l2_mode_of(sweep->info.options), store_->candidates(id, problem_key), sweep->info.git_sha});
+  // This sweep's best is accurate, so the pool holds an accurate candidate.
+  WinnerRecord winner = *choose_row(measured, completed_config_key);
   winner.device_key = device_key;
   winner.cost = catalogue().find_primitive(planned.problem.primitive)->cost(planned.problem);
-  if (const auto from = earlier.find(winner.sweep_id); from != earlier.end()) {
-    winner.git_sha = from->second.info.git_sha;
-    for (const auto& r : measured)
-      for (const auto& c : r.records)
-        if (c.sweep_id == winner.sweep_id && c.variant == winner.variant && c.config == winner.config)
-          winner.measured_at = c.measured_at;
+  if (winner.sweep_id != sweep_id_) {
     kept = winner;
     // The row already held names this measurement: left as it is, with the library algorithm's
     // identity it was stored with.
@@ -962,8 +955,6 @@ std::optional<WinnerRecord> Sweep::store_winner(const PlannedProblem& planned, c
       store_->store_winner(winner);
     return best;
   }
-  winner.git_sha = build_git_sha();
-  winner.measured_at = utc_now_iso8601();
   if (const Variant* v = catalogue().find_variant(planned.problem.primitive, winner.variant);
       v && v->describe_algorithm) {
     try {

@@ -132,6 +132,22 @@ TEST(NewestMeasurements, AConfigRecordedBeforeAParameterExistedIsTheSameCandidat
   EXPECT_DOUBLE_EQ(w->timing.median_us, 42.3);
 }
 
+TEST(NewestMeasurements, TheRowCarriesTheProvenanceOfTheSweepThatMeasuredIt) {
+  const auto in_sweep = [](CandidateRecord c, std::int64_t sweep, const char* at) {
+    c.sweep_id = sweep;
+    c.measured_at = at;
+    return c;
+  };
+  const auto row = choose_row({{"hot", {in_sweep(candidate("persistent", 30), 7, "2026-12-06T08:00:00Z")}, "newer"},
+                               {"hot", {in_sweep(candidate("stepwise", 20), 3, "2026-12-05T10:00:00Z")}, "older"}});
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->variant, "stepwise");
+  EXPECT_EQ(row->sweep_id, 3);
+  EXPECT_EQ(row->git_sha, "older");
+  EXPECT_EQ(row->measured_at, "2026-12-05T10:00:00Z");
+  EXPECT_FALSE(choose_row({{"hot", {candidate("wrong", 1, false, CandidateStatus::failed_accuracy)}, "x"}}));
+}
+
 TEST(NewestMeasurements, L2ModeIsReadFromTheSweepsOptions) {
   EXPECT_EQ(l2_mode_of("l2=hot;min_samples=10"), "hot");
   EXPECT_EQ(l2_mode_of("min_samples=10;l2=hot"), "hot");
