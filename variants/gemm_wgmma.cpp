@@ -1,9 +1,10 @@
 // The Hopper tensor-core variant of the twelve GEMM primitives (variants/gemm.cpp registers the
 // primitives), hand-written with warpgroup-level wgmma (kernels/gemm/wgmma_sm90a.cu):
 //   wgmma  f16 and bf16 on sm_90a: TMA into swizzled shared memory, wgmma.mma_async from it,
-//          fp32 accumulation.
+//          fp32 accumulation; tf32 (fp32 tensors, TF32 products) in layout nt, the one layout
+//          TF32 wgmma reads (both operands K-major).
 // It takes only problems whose A and B TMA can address (leading dimensions whole 16-byte units);
-// mma_sync (variants/gemm_tensor_core.cpp) takes every shape.
+// mma_sync and mma_sync_tf32 (variants/gemm_tensor_core.cpp) take every shape and layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,10 +31,11 @@ std::string tile_list() {
   for (std::size_t i = 0; i < kwg::kTiles.size(); ++i) {
     const kwg::TileShape& t = kwg::kTiles[i];
     out += (i ? "; " : "") + std::to_string(i) + ": " + std::to_string(t.block_m) + "x" + std::to_string(t.block_n) +
-           "x" + std::to_string(kwg::kBlockK) + ", 2 consumer warpgroups of " + std::to_string(t.warpgroup_m()) +
+           "x" + std::to_string(kwg::block_k(2)) + ", 2 consumer warpgroups of " + std::to_string(t.warpgroup_m()) +
            "x" + std::to_string(t.block_n);
   }
-  return out;
+  return out + " (K a stage: " + std::to_string(kwg::block_k(2)) + " 16-bit or " + std::to_string(kwg::block_k(4)) +
+         " tf32 elements)";
 }
 
 std::vector<std::int64_t> stage_counts() {
@@ -61,6 +63,7 @@ LaunchStatus launch(const LaunchArgs& a) {
   switch (a.problem.dtype) {
     case DType::f16: return launch_typed<__half>(a);
     case DType::bf16: return launch_typed<__nv_bfloat16>(a);
+    case DType::tf32: return launch_typed<float>(a);  // fp32 storage, TF32 products
     default: return LaunchStatus::failure("no wgmma kernel for " + std::string(dtype_name(a.problem.dtype)));
   }
 }
@@ -68,10 +71,15 @@ LaunchStatus launch(const LaunchArgs& a) {
 }  // namespace
 
 Support wgmma_supports(Layout layout, const Problem& p, const Config& c, const DeviceLimits& limits) {
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16) {
-    if (p.dtype == DType::f32) return Support::no("f32 problems must not get TF32 products; wgmma here takes f16, bf16");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::tf32) {
+    if (p.dtype == DType::f32)
+      return Support::no("f32 problems must not get TF32 products; wgmma here takes f16, bf16 and tf32");
     return Support::no("wgmma has no " + std::string(dtype_name(p.dtype)) + " kernel");
   }
+  const std::size_t element_bytes = p.dtype == DType::tf32 ? 4 : 2;
+  if (!kwg::reads_layout(layout, element_bytes))
+    return Support::no("TF32 wgmma reads both operands K-major: tf32 takes layout nt only, not " +
+                       std::string(kGemmLayouts[static_cast<std::size_t>(layout)]));
   if (limits.compute_capability != kComputeCapability)
     return Support::no("needs sm_90a (wgmma, TMA, setmaxnreg: compute capability 9.0 exactly); the device is sm_" +
                        std::to_string(limits.compute_capability));
@@ -90,13 +98,14 @@ Support wgmma_supports(Layout layout, const Problem& p, const Config& c, const D
     return Support::no(std::to_string(shared) + " bytes of shared memory per block; the device allows " +
                        std::to_string(limits.shared_memory_per_block_optin));
   const std::int64_t m = p.shape.at("m"), n = p.shape.at("n"), k = p.shape.at("k");
-  if (!kwg::tma_addressable(layout, m, n, k)) {
+  if (!kwg::tma_addressable(layout, m, n, k, element_bytes)) {
+    const std::int64_t multiple = kwg::leading_dimension_multiple(element_bytes);
     const std::int64_t lda = layout == Layout::tn ? m : k, ldb = layout == Layout::nt ? k : n;
-    const char* which = lda % kwg::kLeadingDimensionMultiple != 0 ? (layout == Layout::tn ? "m" : "k")
-                                                                   : (layout == Layout::nt ? "k" : "n");
-    const std::int64_t value = lda % kwg::kLeadingDimensionMultiple != 0 ? lda : ldb;
-    return Support::no("TMA needs lda and ldb multiples of 8 elements (16 bytes); " + std::string(which) + " = " +
-                       std::to_string(value) + " in " + std::string(kGemmLayouts[static_cast<std::size_t>(layout)]));
+    const char* which = lda % multiple != 0 ? (layout == Layout::tn ? "m" : "k") : (layout == Layout::nt ? "k" : "n");
+    const std::int64_t value = lda % multiple != 0 ? lda : ldb;
+    return Support::no("TMA needs lda and ldb multiples of " + std::to_string(multiple) + " elements (16 bytes); " +
+                       std::string(which) + " = " + std::to_string(value) + " in " +
+                       std::string(kGemmLayouts[static_cast<std::size_t>(layout)]));
   }
   // TMA coordinates are int32; the kernel maps blocks to tiles in int arithmetic (grouped rows).
   constexpr std::int64_t kMaxExtent = INT_MAX - 256;
@@ -113,9 +122,9 @@ void register_gemm_wgmma(Catalogue& cat) {
     v.primitive = name;
     v.name = "wgmma";
     v.description =
-        "Hopper tensor cores via wgmma.mma_async m64nNk16 (fp32 accumulation), sm_90a: a TMA producer warp fills a "
-        "multi-stage mbarrier ring of 128-byte-swizzled shared tiles, two consumer warpgroups multiply from shared "
-        "memory; f16, bf16; lda and ldb multiples of 8";
+        "Hopper tensor cores via wgmma.mma_async m64nNk16 (m64nNk8 in TF32; fp32 accumulation), sm_90a: a TMA "
+        "producer warp fills a multi-stage mbarrier ring of 128-byte-swizzled shared tiles, two consumer warpgroups "
+        "multiply from shared memory; f16, bf16 (lda and ldb multiples of 8) and tf32 in layout nt (multiples of 4)";
     v.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile (bm x bn x bk, consumers): " + tile_list()},
                            {"stages", stage_counts(), "shared-memory buffers of the TMA pipeline (full/empty mbarrier ring)"},
                            {"persistent", {0, 1}, kWgmmaPersistentHelp}});

@@ -10,7 +10,7 @@
 //   packed_head_split: one mma.sync GEMM whose epilogue adds the bias and writes Q, K and V straight
 //                      into the heads-split layout: no [B S, 3 D] intermediate, no second pass;
 //   wgmma_head_split:  the same epilogue on the Hopper wgmma GEMM (TMA, warp-specialised; sm_90a,
-//                      f16 and bf16): the projection at the speed of that GEMM.
+//                      f16, bf16 and tf32): the projection at the speed of that GEMM.
 // Whether a packed GEMM passes the element-wise gate is the sweep's to decide per shape and dtype
 // (the TechJam work found packed fp16 failing on some shapes under cuBLAS): each variant is
 // checked against the float64 reference like any other.
@@ -278,9 +278,10 @@ Support wgmma_split_supports(const Problem& p, const Config& c, const DeviceLimi
   const Projection pr = projection_of(p);
   const Problem gemm{"gemm_bias.nt", p.dtype, Shape({{"m", pr.rows()}, {"n", 3 * pr.width()}, {"k", pr.width()}})};
   if (Support s = wgmma_supports(kernels::gemm::Layout::nt, gemm, c, limits); !s.ok) return s;
-  if (pr.head_dim % 8 != 0)
-    return Support::no("the epilogue stores whole 16-byte chunks of a head: hd must be a multiple of 8, not " +
-                       std::to_string(pr.head_dim));
+  const std::int64_t chunk = p.dtype == DType::tf32 ? 4 : 8;  // elements of 16 bytes
+  if (pr.head_dim % chunk != 0)
+    return Support::no("the epilogue stores whole 16-byte chunks of a head: hd must be a multiple of " +
+                       std::to_string(chunk) + ", not " + std::to_string(pr.head_dim));
   if (pr.rows() > INT_MAX || 3 * pr.width() > INT_MAX)
     return Support::no("the head-split epilogue indexes rows and columns in 32 bits: B S and 3 D below 2^31");
   return Support::yes();
@@ -302,6 +303,7 @@ LaunchStatus wgmma_split(const LaunchArgs& a) {
   switch (a.problem.dtype) {
     case DType::f16: return run(__half{});
     case DType::bf16: return run(__nv_bfloat16{});
+    case DType::tf32: return run(float{});  // fp32 storage, TF32 products
     default: return LaunchStatus::failure("wgmma_head_split has no " + std::string(dtype_name(a.problem.dtype)) + " kernel");
   }
 }
@@ -350,7 +352,7 @@ void register_qkv_projection(Catalogue& cat) {
   hopper.primitive = "qkv_projection";
   hopper.name = "wgmma_head_split";
   hopper.description = "packed_head_split's epilogue on the Hopper wgmma GEMM (TMA producer, two consumer "
-                       "warpgroups; sm_90a, f16 and bf16, hd a multiple of 8)";
+                       "warpgroups; sm_90a, f16 and bf16 with hd a multiple of 8, tf32 with hd a multiple of 4)";
   std::vector<std::int64_t> stages;
   for (int s = kwg::kMinStages; s <= kwg::kMaxStages; ++s) stages.push_back(s);
   hopper.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile: an index into wgmma's table"},

@@ -51,15 +51,19 @@ __device__ __forceinline__ void touch(float (&d)[kCount]) {
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// D (64 x N, fp32, N / 2 registers a thread) += A (64 x 16) B (16 x N), both from shared memory.
-// kTransA / kTransB: 0 for a K-major operand, 1 for an M- or N-major one. scale_d = 0 ignores D
-// (D = A B): the first product initialises the accumulators, which no other instruction then
-// writes while a wgmma is in flight (ptxas serialises the wgmma where one does).
-#define SHAPETUNE_WGMMA_M64N256K16(TYPE) \
+// D (64 x N, fp32, N / 2 registers a thread) += A (64 x K) B (K x N), both from shared memory;
+// K is 16 for 16-bit operands, 8 for TF32 (32 bytes of a row either way). kTransA / kTransB: 0 for
+// a K-major operand, 1 for an M- or N-major one; TF32 has no transpose (both operands K-major),
+// so its instruction names no transpose operands (they stay in the operand list, unreferenced).
+// scale_d = 0 ignores D (D = A B): the first product initialises the accumulators, which no other
+// instruction then writes while a wgmma is in flight (ptxas serialises the wgmma where one does).
+// SHAPE_TYPES: "k16.f32.f16.f16", "k16.f32.bf16.bf16" or "k8.f32.tf32.tf32"; TRANS: the transpose
+// operands' text, or "" for TF32.
+#define SHAPETUNE_WGMMA_M64N256(SHAPE_TYPES, TRANS) \
   asm volatile( \
       "{\n.reg .pred p;\n" \
       "setp.ne.b32 p, %130, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {" \
+      "wgmma.mma_async.sync.aligned.m64n256" SHAPE_TYPES " {" \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -68,7 +72,7 @@ __device__ __forceinline__ void touch(float (&d)[kCount]) {
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
-      "}, %128, %129, p, 1, 1, %131, %132;\n}\n" \
+      "}, %128, %129, p, 1, 1" TRANS ";\n}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
@@ -87,16 +91,16 @@ __device__ __forceinline__ void touch(float (&d)[kCount]) {
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 
-#define SHAPETUNE_WGMMA_M64N128K16(TYPE) \
+#define SHAPETUNE_WGMMA_M64N128(SHAPE_TYPES, TRANS) \
   asm volatile( \
       "{\n.reg .pred p;\n" \
       "setp.ne.b32 p, %66, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {" \
+      "wgmma.mma_async.sync.aligned.m64n128" SHAPE_TYPES " {" \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
-      "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
+      "}, %64, %65, p, 1, 1" TRANS ";\n}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
@@ -107,14 +111,14 @@ __device__ __forceinline__ void touch(float (&d)[kCount]) {
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 
-#define SHAPETUNE_WGMMA_M64N64K16(TYPE) \
+#define SHAPETUNE_WGMMA_M64N64(SHAPE_TYPES, TRANS) \
   asm volatile( \
       "{\n.reg .pred p;\n" \
       "setp.ne.b32 p, %34, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {" \
+      "wgmma.mma_async.sync.aligned.m64n64" SHAPE_TYPES " {" \
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-      "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
+      "}, %32, %33, p, 1, 1" TRANS ";\n}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
@@ -128,20 +132,35 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[kN / 2], std::uint64_t d
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   if constexpr (kN == 256) {
     if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N256K16("bf16");
+      SHAPETUNE_WGMMA_M64N256("k16.f32.bf16.bf16", ", %131, %132");
     else
-      SHAPETUNE_WGMMA_M64N256K16("f16");
+      SHAPETUNE_WGMMA_M64N256("k16.f32.f16.f16", ", %131, %132");
   } else if constexpr (kN == 128) {
     if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N128K16("bf16");
+      SHAPETUNE_WGMMA_M64N128("k16.f32.bf16.bf16", ", %67, %68");
     else
-      SHAPETUNE_WGMMA_M64N128K16("f16");
+      SHAPETUNE_WGMMA_M64N128("k16.f32.f16.f16", ", %67, %68");
   } else {
     if constexpr (kBf16)
-      SHAPETUNE_WGMMA_M64N64K16("bf16");
+      SHAPETUNE_WGMMA_M64N64("k16.f32.bf16.bf16", ", %35, %36");
     else
-      SHAPETUNE_WGMMA_M64N64K16("f16");
+      SHAPETUNE_WGMMA_M64N64("k16.f32.f16.f16", ", %35, %36");
   }
+}
+
+// The TF32 form: fp32 operands in shared memory, both K-major, of which the tensor cores read the
+// top 19 bits (the low 13 mantissa bits are dropped, not rounded: gemm.cpp's tolerance allows a
+// truncated TF32 input).
+template <int kN>
+__device__ __forceinline__ void wgmma_m64k8_tf32(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                 int scale_d) {
+  constexpr int kTransA = 0, kTransB = 0;  // the macros' unreferenced operands
+  if constexpr (kN == 256)
+    SHAPETUNE_WGMMA_M64N256("k8.f32.tf32.tf32", "");
+  else if constexpr (kN == 128)
+    SHAPETUNE_WGMMA_M64N128("k8.f32.tf32.tf32", "");
+  else
+    SHAPETUNE_WGMMA_M64N64("k8.f32.tf32.tf32", "");
 }
 
 // D (64 x N, fp32) += A (64 x 16, from registers) B (16 x N, shared memory). A's four 32-bit
@@ -208,9 +227,9 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-#undef SHAPETUNE_WGMMA_M64N256K16
-#undef SHAPETUNE_WGMMA_M64N128K16
-#undef SHAPETUNE_WGMMA_M64N64K16
+#undef SHAPETUNE_WGMMA_M64N256
+#undef SHAPETUNE_WGMMA_M64N128
+#undef SHAPETUNE_WGMMA_M64N64
 #undef SHAPETUNE_WGMMA_M64N128K16_RS
 #undef SHAPETUNE_WGMMA_M64N64K16_RS
 

@@ -1,5 +1,6 @@
 // Tensor-core GEMM through Hopper's warpgroup-level wgmma.mma_async (sm_90a only), for the
-// contract of kernels/gemm/gemm.cuh; f16 and bf16 with fp32 accumulation.
+// contract of kernels/gemm/gemm.cuh; f16 and bf16, and tf32 (fp32 storage, TF32 products) in layout
+// nt, with fp32 accumulation.
 // One kernel family, warp-specialised: a producer warp loads the A and B tiles of each K step with
 // TMA (cp.async.bulk.tensor) into 128-byte-swizzled shared memory, through a ring of `stages`
 // buffers guarded by full/empty mbarriers; two consumer warpgroups each multiply their half of the
@@ -7,7 +8,8 @@
 // layout is read as it lies in global memory) and apply the epilogue from their accumulators.
 // TMA zero-fills what lies past a matrix edge, so any M, N, K >= 1 works, but it addresses global
 // memory in 16-byte units: lda and ldb must be multiples of 8 elements and A and B 16-byte
-// aligned (tma_addressable); mma_sync covers the rest.
+// aligned (tma_addressable); mma_sync covers the rest. TF32 wgmma reads both operands K-major only
+// (the instruction has no transpose for it), so tf32 takes layout nt alone (reads_layout).
 // Host-safe: the catalogue (compiled by g++) includes this header for the tile table.
 #pragma once
 
@@ -27,8 +29,9 @@ namespace shapetune::kernels::gemm_wgmma {
 inline constexpr int kConsumerWarpgroups = 2;
 inline constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
 inline constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
-// K per pipeline stage: 64 16-bit elements are one 128-byte swizzle row.
-inline constexpr int kBlockK = 64;
+// K per pipeline stage: one 128-byte swizzle row, 64 16-bit or 32 fp32 elements (block_k).
+inline constexpr int kBlockKBytes = 128;
+constexpr int block_k(std::size_t element_bytes) { return kBlockKBytes / static_cast<int>(element_bytes); }
 
 // A block tile of block_m x block_n outputs; consumer warpgroup g owns rows
 // [g * block_m / 2, (g + 1) * block_m / 2), all block_n columns, as m64 x n(block_n) wgmma tiles.
@@ -59,9 +62,10 @@ inline constexpr std::array<TileShape, 4> kTiles = {{
 inline constexpr int kMinStages = 3;
 inline constexpr int kMaxStages = 5;
 
-// Bytes of one pipeline stage: an A and a B tile of kBlockK 16-bit elements.
+// Bytes of one pipeline stage: an A and a B tile of one 128-byte row of K each (the same bytes
+// for every element type).
 constexpr std::size_t stage_bytes(const TileShape& t) {
-  return static_cast<std::size_t>(t.block_m + t.block_n) * kBlockK * 2;
+  return static_cast<std::size_t>(t.block_m + t.block_n) * kBlockKBytes;
 }
 
 // The consumers' epilogue staging: each consumer warp's 16 rows of block_n fp32 accumulators,
@@ -80,30 +84,42 @@ constexpr std::size_t shared_bytes(const TileShape& t, int stages, bool persiste
 }
 
 // TMA needs every global row stride a multiple of 16 bytes: the leading dimensions of A and B
-// (kernels/gemm/gemm.cuh: lda is k in nn and nt, m in tn; ldb is n in nn and tn, k in nt).
-inline constexpr std::int64_t kLeadingDimensionMultiple = 8;
-constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t n, std::int64_t k) {
+// (kernels/gemm/gemm.cuh: lda is k in nn and nt, m in tn; ldb is n in nn and tn, k in nt) in
+// multiples of 8 16-bit or 4 fp32 elements.
+constexpr std::int64_t leading_dimension_multiple(std::size_t element_bytes) {
+  return 16 / static_cast<std::int64_t>(element_bytes);
+}
+constexpr bool tma_addressable(gemm::Layout layout, std::int64_t m, std::int64_t n, std::int64_t k,
+                               std::size_t element_bytes = 2) {
   const std::int64_t lda = layout == gemm::Layout::tn ? m : k;
   const std::int64_t ldb = layout == gemm::Layout::nt ? k : n;
-  return lda % kLeadingDimensionMultiple == 0 && ldb % kLeadingDimensionMultiple == 0;
+  const std::int64_t multiple = leading_dimension_multiple(element_bytes);
+  return lda % multiple == 0 && ldb % multiple == 0;
 }
 
-// C = epilogue(alpha * op(A) op(B) + beta * C + bias) with wgmma. T is __half or __nv_bfloat16;
-// `tile` indexes kTiles; stages in [kMinStages, kMaxStages]; `persistent`: as many blocks as the
-// SMs hold at once, each looping over tiles (shared_bytes says what that costs), for problems of
-// few K steps a tile, where a block of one tile leaves the memory pipe idle while it stores.
+// 16-bit operands in every layout; fp32 ones (TF32 products) K-major on both sides: nt.
+constexpr bool reads_layout(gemm::Layout layout, std::size_t element_bytes) {
+  return element_bytes == 2 || layout == gemm::Layout::nt;
+}
+
+// C = epilogue(alpha * op(A) op(B) + beta * C + bias) with wgmma. T is __half or __nv_bfloat16,
+// or float for TF32 products (layout nt only: reads_layout); `tile` indexes kTiles; stages in
+// [kMinStages, kMaxStages]; `persistent`: as many blocks as the SMs hold at once, each looping
+// over tiles (shared_bytes says what that costs), for problems of few K steps a tile, where a
+// block of one tile leaves the memory pipe idle while it stores.
 // Returns cudaErrorNotSupported unless the current device is compute capability 9.0 (sm_90a code
 // runs nowhere else); cudaErrorInvalidValue for a tile or stage count out of range, operands TMA
-// cannot address (see tma_addressable; A or B not 16-byte aligned), or shared memory past the
-// device's opt-in limit; cudaErrorInvalidConfiguration when the tiles exceed the grid; the
-// driver's error when it cannot encode a tensor map.
+// cannot address (see tma_addressable; A or B not 16-byte aligned), a layout it does not read
+// (reads_layout), or shared memory past the device's opt-in limit; cudaErrorInvalidConfiguration
+// when the tiles exceed the grid; the driver's error when it cannot encode a tensor map.
 template <typename T>
 cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream);
 
 // wgmma whose epilogue writes C through `out` (kernels/gemm/head_split.cuh): the QKV projection
 // at the speed of the GEMM. Needs layout nt (x [M, D] times W [3 D, D] transposed), beta 0,
-// n = 3 heads head_dim, head_dim a multiple of 8 (whole 16-byte chunks of a head), m a multiple of
-// seq and m, n below 2^31; cudaErrorInvalidValue otherwise, and wgmma's other errors.
+// n = 3 heads head_dim, head_dim whole 16-byte chunks (a multiple of 8 16-bit or 4 fp32 elements),
+// m a multiple of seq and m, n below 2^31; cudaErrorInvalidValue otherwise, and wgmma's other
+// errors. T as for wgmma.
 template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const gemm::HeadSplitOutput<T>& out, int tile, int stages,
                              bool persistent, cudaStream_t stream);

@@ -40,15 +40,16 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerThreads = kWarpgroupThreads * kConsumerWarpgroups;
 static_assert(kConsumerWarps == kConsumerThreads / kWarpSize, "wgmma.cuh's count");
-// The 128-byte swizzle: a shared row of 128 bytes (kBlockK 16-bit elements) whose eight 16-byte
+// The 128-byte swizzle: a shared row of 128 bytes (one stage's K: 64 16-bit or 32 fp32 elements) whose eight 16-byte
 // chunks are permuted by XOR with address bits 7-9, so its pattern repeats every 8 rows, 1024 bytes.
 constexpr unsigned kSwizzleRowBytes = 128;
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
-// An MN-major operand (A in tn, B in nn and tn) arrives in boxes of 64 MN x kBlockK K: one
-// 128-byte row of MN per K, 8 KiB a box.
+// An MN-major operand (A in tn, B in nn and tn; 16-bit only) arrives in boxes of 64 MN x 64 K:
+// one 128-byte row of MN per K, 8 KiB a box.
 constexpr int kMnBoxExtent = 64;
-constexpr unsigned kMnBoxBytes = kMnBoxExtent * kBlockK * 2;
-constexpr int kMmaK = 16;  // wgmma's K for 16-bit types
+constexpr unsigned kMnBoxBytes = kMnBoxExtent * kBlockKBytes;
+// One wgmma's K: 32 bytes of a K-major row (16 16-bit or 8 fp32 elements), four a stage.
+constexpr int kMmaKBytes = 32;
 // setmaxnreg: the producer warpgroup needs a handful of registers, the consumers' 128 fp32
 // accumulators a thread the rest: 128 x 40 + 256 x 232 <= 64 Ki registers of an SM.
 constexpr int kProducerRegisters = 40;
@@ -96,8 +97,10 @@ struct Tiling {
   static constexpr int kWarpgroupM = kBM / kConsumerWarpgroups;
   static constexpr int kMTiles = kWarpgroupM / 64;  // m64 wgmma tiles a consumer warpgroup
   static constexpr int kAccumulators = kBN / 2;     // fp32 a thread per m64 x kBN tile
-  static constexpr unsigned kATileBytes = kBM * kBlockK * 2;
-  static constexpr unsigned kBTileBytes = kBN * kBlockK * 2;
+  static constexpr int kBlockK = block_k(sizeof(T));  // K a stage: one 128-byte row
+  static constexpr int kMmaK = kMmaKBytes / static_cast<int>(sizeof(T));  // K a wgmma: 16, or 8 in TF32
+  static constexpr unsigned kATileBytes = kBM * kBlockKBytes;
+  static constexpr unsigned kBTileBytes = kBN * kBlockKBytes;
   static constexpr unsigned kStageBytes = kATileBytes + kBTileBytes;
   static constexpr int kRasterGroup = kRasterRows / kBM > 0 ? kRasterRows / kBM : 1;
   // The epilogue stages each warp's 16 rows x kBN accumulators in fp32 through shared memory;
@@ -107,7 +110,8 @@ struct Tiling {
   static constexpr unsigned kStagingBytes = kConsumerWarps * 16 * kStagingStride * 4;
   static_assert(kStagingBytes == staging_bytes(TileShape{kBM, kBN}), "the catalogue's staging is the kernel's");
 
-  static_assert(sizeof(T) == 2, "wgmma k16 with 16-bit A and B");
+  static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAKMajor && kBKMajor),
+                "16-bit A and B (k16) in any major, or fp32 ones (TF32, k8) both K-major");
   static_assert(kWarpgroupM % 64 == 0 && kBN % kMnBoxExtent == 0, "whole m64 tiles and MN boxes");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "an n the wgmma wrappers below provide");
   static_assert(kBM <= 256 && kBN <= 256, "a K-major box spans the tile; TMA boxes stop at 256 rows");
@@ -122,18 +126,18 @@ struct Tiling {
 // The descriptor of a K-major or MN-major operand tile, as the producer's TMA boxes lay it out:
 //   K-major (canonical ((8,m),(T,2k)):((8T,SBO),(1,T))): rows of 128 bytes, 8-row groups SBO =
 //     1024 bytes apart; the leading offset is unused with swizzling ("assumed 1": encoded 1).
-//     K step s of 16 elements starts 32 * s bytes into the rows.
+//     K step s (16 16-bit or 8 fp32 elements) starts 32 * s bytes into the rows.
 //   MN-major (canonical ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))): 64 MN elements per 128-byte row,
 //     one row per K; 8-K groups SBO = 1024 bytes apart; the next 64 MN (the next box) LBO = 8 KiB
 //     away. K step s starts 16 rows = 2048 * s bytes in.
 template <bool kKMajor>
 __device__ __forceinline__ std::uint64_t operand_descriptor(unsigned tile, int mn0, int k_step) {
   if constexpr (kKMajor) {
-    return matrix_descriptor(tile + static_cast<unsigned>(mn0) * kSwizzleRowBytes + k_step * (kMmaK * 2), 16,
+    return matrix_descriptor(tile + static_cast<unsigned>(mn0) * kSwizzleRowBytes + k_step * kMmaKBytes, 16,
                              kSwizzleAtomBytes);
   } else {
     return matrix_descriptor(tile + static_cast<unsigned>(mn0 / kMnBoxExtent) * kMnBoxBytes +
-                                 k_step * (kMmaK * kSwizzleRowBytes),
+                                 k_step * (kMmaKBytes / 2 * kSwizzleRowBytes),
                              kMnBoxBytes, kSwizzleAtomBytes);
   }
 }
@@ -188,7 +192,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensor
       mbarrier_arrive_expect_tx(bar, C::kStageBytes);
       const unsigned a_dst = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
       const unsigned b_dst = a_dst + C::kATileBytes;
-      const int k0 = kt * kBlockK;
+      const int k0 = kt * C::kBlockK;
       if constexpr (C::kAKMajor) {
         tma_load_2d(a_dst, a_map, k0, m0, bar);
       } else {
@@ -209,8 +213,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensor
   for_each_tile<kPersistent>(s, load_tile);
 }
 
-// A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 k16 steps
-// of wgmma (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group,
+// A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 wgmma K steps
+// (k16, or k8 in TF32) (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group,
 // whose stage each warp then releases (one arrival a warp; the empty barriers count
 // kConsumerWarps). One group stays in flight, so the tensor cores always have the next step
 // queued. A persistent block releases the last step's stage too, for the next tile's loads.
@@ -227,13 +231,16 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
     const unsigned b_tile = a_tile + C::kATileBytes;
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kBlockK / kMmaK; ++ks) {
+    for (int ks = 0; ks < C::kBlockK / C::kMmaK; ++ks) {
       const std::uint64_t desc_b = operand_descriptor<C::kBKMajor>(b_tile, 0, ks);
 #pragma unroll
       for (int mt = 0; mt < C::kMTiles; ++mt) {
         const std::uint64_t desc_a =
             operand_descriptor<C::kAKMajor>(a_tile, consumer * C::kWarpgroupM + mt * 64, ks);
-        wgmma_m64k16<typename C::T, C::kBN, kTransA, kTransB>(acc[mt], desc_a, desc_b, kt > 0 || ks > 0);
+        if constexpr (std::is_same_v<typename C::T, float>)
+          wgmma_m64k8_tf32<C::kBN>(acc[mt], desc_a, desc_b, kt > 0 || ks > 0);
+        else
+          wgmma_m64k16<typename C::T, C::kBN, kTransA, kTransB>(acc[mt], desc_a, desc_b, kt > 0 || ks > 0);
       }
     }
     wgmma_commit();
@@ -459,7 +466,7 @@ struct TilingFor {
 };
 
 // A row-major matrix of `outer` rows of `inner` elements, `ld` elements apart, read in boxes of
-// box_inner x box_outer (box_inner * 2 = 128 bytes: one swizzle row), 128-byte swizzled,
+// box_inner x box_outer (box_inner elements = 128 bytes: one swizzle row), 128-byte swizzled,
 // zero-filled past its edges.
 template <typename T>
 cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int64_t outer, std::int64_t ld,
@@ -476,11 +483,11 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   if (tiles_m * tiles_n > INT_MAX / 2 || tiles_n > INT_MAX / (2 * C::kRasterGroup)) return cudaErrorInvalidConfiguration;
 
   CUtensorMap a_map, b_map;
-  cudaError_t e = C::kAKMajor ? encode(a_map, args.a, args.k, args.m, args.lda(), kBlockK, C::kBM)
-                              : encode(a_map, args.a, args.m, args.k, args.lda(), kMnBoxExtent, kBlockK);
+  cudaError_t e = C::kAKMajor ? encode(a_map, args.a, args.k, args.m, args.lda(), C::kBlockK, C::kBM)
+                              : encode(a_map, args.a, args.m, args.k, args.lda(), kMnBoxExtent, C::kBlockK);
   if (e != cudaSuccess) return e;
-  e = C::kBKMajor ? encode(b_map, args.b, args.k, args.n, args.ldb(), kBlockK, C::kBN)
-                  : encode(b_map, args.b, args.n, args.k, args.ldb(), kMnBoxExtent, kBlockK);
+  e = C::kBKMajor ? encode(b_map, args.b, args.k, args.n, args.ldb(), C::kBlockK, C::kBN)
+                  : encode(b_map, args.b, args.n, args.k, args.ldb(), kMnBoxExtent, C::kBlockK);
   if (e != cudaSuccess) return e;
 
   Params<T> p{};
@@ -494,7 +501,7 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.epilogue = args.epilogue;
   p.tiles_m = static_cast<int>(tiles_m);
   p.tiles_n = static_cast<int>(tiles_n);
-  p.k_tiles = static_cast<int>((args.k + kBlockK - 1) / kBlockK);
+  p.k_tiles = static_cast<int>((args.k + C::kBlockK - 1) / C::kBlockK);
   p.stages = stages;
   // store_tile's unit: one Pack<T>, 16 bytes.
   p.split = split;
@@ -540,8 +547,8 @@ cudaError_t launch_layout(const Args<T>& args, int tile, int stages, bool persis
                                                     std::make_index_sequence<kTiles.size()>{});
 }
 
-// The checks every entry point makes: a tile and stage count of the table, extents TMA can
-// address, an sm_90 device, A and B as TMA reads them.
+// The checks every entry point makes: a tile and stage count of the table, a layout the element
+// type is read in, extents TMA can address, an sm_90 device, A and B as TMA reads them.
 template <typename T>
 cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
   if (stages < kMinStages || stages > kMaxStages || tile < 0 || tile >= static_cast<int>(kTiles.size()))
@@ -551,7 +558,8 @@ cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
   if (args.m < 1 || args.n < 1 || args.k < 1 || args.m > kMaxExtent || args.n > kMaxExtent || args.k > kMaxExtent)
     return cudaErrorInvalidValue;
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
-  if (!tma_addressable(args.layout, args.m, args.n, args.k) || !aligned(args.a, 16) || !aligned(args.b, 16))
+  if (!reads_layout(args.layout, sizeof(T))) return cudaErrorInvalidValue;
+  if (!tma_addressable(args.layout, args.m, args.n, args.k, sizeof(T)) || !aligned(args.a, 16) || !aligned(args.b, 16))
     return cudaErrorInvalidValue;
   return cudaSuccess;
 }
@@ -561,12 +569,16 @@ cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
 template <typename T>
 cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream) {
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
-  switch (args.layout) {
-    case Layout::nn: return launch_layout<T, true, false>(args, tile, stages, persistent, stream);
-    case Layout::nt: return launch_layout<T, true, true>(args, tile, stages, persistent, stream);
-    case Layout::tn: return launch_layout<T, false, false>(args, tile, stages, persistent, stream);
+  if constexpr (std::is_same_v<T, float>) {  // nt alone (check_call refused the others)
+    return launch_layout<T, true, true>(args, tile, stages, persistent, stream);
+  } else {
+    switch (args.layout) {
+      case Layout::nn: return launch_layout<T, true, false>(args, tile, stages, persistent, stream);
+      case Layout::nt: return launch_layout<T, true, true>(args, tile, stages, persistent, stream);
+      case Layout::tn: return launch_layout<T, false, false>(args, tile, stages, persistent, stream);
+    }
+    return cudaErrorInvalidValue;
   }
-  return cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -594,12 +606,15 @@ cudaError_t wgmma_residual_layernorm(const gemm::Args<T>& args, const ResidualLa
 
 template cudaError_t wgmma<__half>(const gemm::Args<__half>&, int, int, bool, cudaStream_t);
 template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int, int, bool, cudaStream_t);
+template cudaError_t wgmma<float>(const gemm::Args<float>&, int, int, bool, cudaStream_t);
 
 template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int, bool,
                                               cudaStream_t);
 template cudaError_t wgmma_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
                                                      const HeadSplitOutput<__nv_bfloat16>&, int, int, bool,
                                                      cudaStream_t);
+template cudaError_t wgmma_head_split<float>(const gemm::Args<float>&, const HeadSplitOutput<float>&, int, int, bool,
+                                             cudaStream_t);
 
 template cudaError_t wgmma_residual_layernorm<__half>(const gemm::Args<__half>&, const ResidualLayerNorm<__half>&, int,
                                                       int, bool, cudaStream_t);

@@ -496,19 +496,21 @@ TEST(QkvProjection, RefusalsBeforeAnyLaunch) {
   EXPECT_EQ(split.workspace_bytes(p, split.default_config), std::size_t{8192} * 3 * 128 * 4) << "fp32 staging";
   EXPECT_FALSE(primitive("qkv_projection").validate_shape(Shape({{"B", 1}, {"S", 1}, {"H", 1024}, {"hd", 32}})).ok);
 
-  // wgmma_head_split: sm_90 only, 16-bit only, whole 16-byte chunks of a head (hd a multiple of 8;
-  // TMA then reads x's rows of D = H hd in whole chunks too).
+  // wgmma_head_split: sm_90 only, whole 16-byte chunks of a head (hd a multiple of 8 in 16 bits,
+  // of 4 in tf32; TMA then reads x's rows of D = H hd in whole chunks too).
   const Variant& hopper = *catalogue().find_variant("qkv_projection", "wgmma_head_split");
   EXPECT_TRUE(hopper.supports(p, hopper.default_config, h200).ok);
   EXPECT_TRUE(hopper.supports(projection(64, 128, 4, 8), hopper.default_config, h200).ok);
   EXPECT_TRUE(hopper.supports(projection(32, 100000, 16, 64, DType::bf16), hopper.default_config, h200).ok);
   EXPECT_FALSE(hopper.supports(p, hopper.default_config, t4).ok);
-  const Support tf32 = hopper.supports(projection(64, 128, 4, 32, DType::tf32), hopper.default_config, h200);
-  EXPECT_FALSE(tf32.ok);
-  EXPECT_NE(tf32.reason.find("tf32"), std::string::npos) << tf32.reason;
+  EXPECT_TRUE(hopper.supports(projection(64, 128, 4, 32, DType::tf32), hopper.default_config, h200).ok);
   const Support odd_head = hopper.supports(projection(1, 33, 4, 12), hopper.default_config, h200);
   EXPECT_FALSE(odd_head.ok);
   EXPECT_NE(odd_head.reason.find("multiple of 8"), std::string::npos) << odd_head.reason;
+  EXPECT_TRUE(hopper.supports(projection(1, 33, 4, 12, DType::tf32), hopper.default_config, h200).ok);
+  const Support odd_tf32 = hopper.supports(projection(1, 33, 4, 6, DType::tf32), hopper.default_config, h200);
+  EXPECT_FALSE(odd_tf32.ok);
+  EXPECT_NE(odd_tf32.reason.find("multiple of 4"), std::string::npos) << odd_tf32.reason;
   EXPECT_FALSE(hopper.supports(projection(2, 7, 3, 5), hopper.default_config, h200).ok) << "D = 15: TMA cannot read x";
 }
 

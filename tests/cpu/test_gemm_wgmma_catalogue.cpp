@@ -1,7 +1,7 @@
 // The wgmma GEMM variant in the catalogue, checked without a GPU: registration on the twelve
 // GEMM primitives, the tile table and parameter space, the shared-memory sizes, and what
-// supports() refuses and why (dtypes, devices other than sm_90, leading dimensions TMA cannot
-// address, shared memory past the device's opt-in limit).
+// supports() refuses and why (dtypes, tf32 outside layout nt, devices other than sm_90, leading
+// dimensions TMA cannot address, shared memory past the device's opt-in limit).
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -56,6 +56,7 @@ TEST(GemmWgmmaRegistration, SpaceIsTheTilesTimesThreeToFiveStagesTimesPersistenc
   EXPECT_EQ(v.params.axes()[2].values, (std::vector<std::int64_t>{0, 1}));
   // The axis description lists the tiles, so `shapetune list` says what an index means.
   EXPECT_CONTAINS(v.params.axes()[0].description, "0: 128x256x64");
+  EXPECT_CONTAINS(v.params.axes()[0].description, "64 16-bit or 32 tf32 elements");
   // The default: the 128x256 tile with 3 stages (the fastest measured at bf16 8192^3).
   EXPECT_EQ(v.default_config.at("tile"), 0);
   EXPECT_EQ(v.default_config.at("stages"), 3);
@@ -77,6 +78,9 @@ TEST(GemmWgmmaTiles, EveryTileIsWholeWgmmaTilesAndTmaBoxes) {
 TEST(GemmWgmmaTiles, SharedBytesAreStagesOfBothTilesPlusBarriersAndAlignment) {
   const kwg::TileShape big{128, 256};
   EXPECT_EQ(kwg::stage_bytes(big), (128u + 256u) * 64 * 2);
+  // A stage holds 128 bytes of K a row whatever the element: 64 16-bit or 32 fp32 (TF32) elements.
+  EXPECT_EQ(kwg::block_k(2), 64);
+  EXPECT_EQ(kwg::block_k(4), 32);
   EXPECT_EQ(kwg::shared_bytes(big, 4), 4u * ((128 + 256) * 64 * 2 + 16) + 1024);
   EXPECT_EQ(kwg::shared_bytes(kwg::TileShape{128, 64}, 3), 3u * ((128 + 64) * 64 * 2 + 16) + 1024);
   // Persistent: the eight consumer warps' 16 staged rows of block_n + 8 floats besides.
@@ -84,17 +88,20 @@ TEST(GemmWgmmaTiles, SharedBytesAreStagesOfBothTilesPlusBarriersAndAlignment) {
             4u * ((128 + 128) * 64 * 2 + 16) + 1024 + 8 * 16 * (128 + 8) * 4);
 }
 
-TEST(GemmWgmmaSupports, F16AndBf16OnlyAndF32NeverGetsTensorCores) {
+// f16 and bf16 in every layout; tf32 in nt alone (TF32 wgmma has no transpose: both operands
+// K-major); f32 never gets TF32 products.
+TEST(GemmWgmmaSupports, F16AndBf16EverywhereTf32InNtAndF32NeverGetsTensorCores) {
   const DeviceLimits limits = nominal_device_limits();
   for (const std::string& primitive : gemm_primitive_names()) {
+    const bool nt = parse_gemm_primitive(primitive)->layout == Layout::nt;
     for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32}) {
       const Problem p = gemm_problem(primitive, dtype, 128, 136, 72);
       const Variant& v = wgmma(primitive);
       const Support s = v.supports(p, v.default_config, limits);
-      EXPECT_EQ(s.ok, dtype == DType::f16 || dtype == DType::bf16) << p.key() << ": " << s.reason;
-      if (dtype == DType::f32) {
-        EXPECT_CONTAINS(s.reason, "TF32");
-      }
+      EXPECT_EQ(s.ok, dtype == DType::f16 || dtype == DType::bf16 || (dtype == DType::tf32 && nt))
+          << p.key() << ": " << s.reason;
+      if (dtype == DType::f32) EXPECT_CONTAINS(s.reason, "TF32");
+      if (dtype == DType::tf32 && !nt) EXPECT_CONTAINS(s.reason, "tf32 takes layout nt only");
     }
   }
 }
@@ -131,6 +138,13 @@ TEST(GemmWgmmaSupports, RefusesLeadingDimensionsTmaCannotAddress) {
     EXPECT_CONTAINS(s.reason, "TMA needs lda and ldb multiples of 8 elements (16 bytes)");
     EXPECT_CONTAINS(s.reason, r.reason);
   }
+  // fp32 (tf32) rows are 16-byte units every 4 elements: k = 36 is addressable there, k = 34 not.
+  const Variant& nt = wgmma("gemm_bias.nt");
+  EXPECT_TRUE(nt.supports(gemm_problem("gemm_bias.nt", DType::tf32, 64, 13, 36), nt.default_config, limits).ok);
+  EXPECT_FALSE(nt.supports(gemm_problem("gemm_bias.nt", DType::f16, 64, 13, 36), nt.default_config, limits).ok);
+  const Support tf32 = nt.supports(gemm_problem("gemm_bias.nt", DType::tf32, 64, 13, 34), nt.default_config, limits);
+  EXPECT_FALSE(tf32.ok);
+  EXPECT_CONTAINS(tf32.reason, "TMA needs lda and ldb multiples of 4 elements (16 bytes); k = 34 in nt");
   // What TMA can address, however small or ragged against the tiles: M (or N in nt) need not be
   // a multiple of anything where it is no leading dimension.
   const std::int64_t fine[][4] = {{0, 1, 8, 8}, {1, 17, 13, 72}, {2, 8, 16, 13}, {0, 127, 136, 264}, {2, 8, 8, 8}};

@@ -122,10 +122,7 @@ TEST(LargeExtents, EveryVariantOfACase14PrimitiveRunsItOrRefusesItWithTheReason)
     std::map<std::string, std::string> expected;
     if (name == "layernorm") expected = layernorm;
     if (name == "residual_layernorm") expected = residual;
-    if (name == "qkv_projection") {
-      expected = qkv;
-      if (p.dtype == DType::tf32) expected["wgmma_head_split"] = "wgmma has no tf32";
-    }
+    if (name == "qkv_projection") expected = qkv;
     if (name.rfind("attention.", 0) == 0) {
       expected = attention;
       if (PrimitiveName::parse(name)->has("rounded")) {
@@ -146,7 +143,7 @@ TEST(LargeExtents, EveryVariantOfACase14PrimitiveRunsItOrRefusesItWithTheReason)
         expected["warp_tiled_async"] = "copies f32 tiles as they lie";
         expected["mma_sync"] = "mma_sync has no tf32";
         expected["mma_sync_tf32"] = runs;
-        expected["wgmma"] = "wgmma has no tf32";
+        expected["wgmma"] = runs;  // TF32 wgmma: the same 64-bit offsets as the 16-bit kernel's
         expected["cublas"] = "cannot fuse the bias";
         expected["cublas_tf32"] = "cannot fuse the bias";
         // cuBLASLt fuses a bias in f32 and tf32; it has no erf GELU.

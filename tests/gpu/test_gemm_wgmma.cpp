@@ -1,5 +1,5 @@
-// The Hopper wgmma GEMM variant (f16, bf16; sm_90 only): every tile and stage count in every
-// layout, at shapes that leave partial tiles in every dimension (one row, N = 8, K short of a
+// The Hopper wgmma GEMM variant (f16 and bf16 in every layout, tf32 in nt; sm_90 only): every tile
+// and stage count in every layout the dtype is read in, at shapes that leave partial tiles in every dimension (one row, N = 8, K short of a
 // whole 64-deep stage, K below one stage), with every epilogue and beta != 0, verified element by
 // element against the float64 reference on fresh inputs with poisoned outputs; beta == 0 never
 // reading C; and the refusals: leading dimensions TMA cannot address (supports() says why),
@@ -33,16 +33,22 @@ struct Case {
 // eighth of a stage, the rest zero-filled by TMA), K = 72, 264, 520 (a stage and a bit); whole
 // tiles (64^3). Shapes with M not a multiple of 8 are refused in tn (A is [K, M]) and checked
 // as refusals there. N = 44 (nt only: B's leading dimension is K there) gives a C whose rows are
-// not whole 16-byte chunks: the epilogue's element-by-element store path.
+// not whole 16-byte chunks: the epilogue's element-by-element store path; in tf32 (stages of 32 K)
+// 33 x 42 x 36 does (K a stage and 4; 16-bit refuses its K).
 const Case kEdgeShapes[] = {{64, 64, 64},    {8, 8, 8},     {1, 8, 8},     {17, 40, 72},   {127, 136, 264},
-                            {300, 264, 520}, {136, 8, 200}, {8, 520, 136}, {33, 44, 72}};
+                            {300, 264, 520}, {136, 8, 200}, {8, 520, 136}, {33, 44, 72},   {33, 42, 36}};
 const Case kEpilogueShapes[] = {{24, 40, 72}, {136, 264, 200}, {1, 8, 8}, {127, 136, 264}, {33, 44, 72}};
 const Case kLargeSquare = {1024, 1024, 1024};
 const std::vector<double> kAlphaBeta = {0.75, -0.5};
 
-std::vector<std::string> primitives_of(const char* op) {
+std::size_t element_bytes(DType dtype) { return dtype == DType::tf32 ? 4 : 2; }
+
+// The op in every layout wgmma reads the dtype in: all three in 16 bits, nt alone in tf32.
+std::vector<std::string> primitives_of(const char* op, DType dtype) {
   std::vector<std::string> out;
-  for (std::string_view layout : kGemmLayouts) out.push_back(std::string(op) + "." + std::string(layout));
+  for (std::size_t i = 0; i < kGemmLayouts.size(); ++i)
+    if (kwg::reads_layout(static_cast<kernels::gemm::Layout>(i), element_bytes(dtype)))
+      out.push_back(std::string(op) + "." + std::string(kGemmLayouts[i]));
   return out;
 }
 
@@ -50,8 +56,8 @@ Problem gemm_problem(const std::string& primitive, DType dtype, const Case& c) {
   return {primitive, dtype, Shape({{"m", c.m}, {"n", c.n}, {"k", c.k}})};
 }
 
-bool addressable(const std::string& primitive, const Case& c) {
-  return kwg::tma_addressable(parse_gemm_primitive(primitive)->layout, c.m, c.n, c.k);
+bool addressable(const std::string& primitive, DType dtype, const Case& c) {
+  return kwg::tma_addressable(parse_gemm_primitive(primitive)->layout, c.m, c.n, c.k, element_bytes(dtype));
 }
 
 class GemmWgmma : public ::testing::TestWithParam<DType> {
@@ -108,10 +114,10 @@ class GemmWgmma : public ::testing::TestWithParam<DType> {
 
 TEST_P(GemmWgmma, EveryConfigAndLayoutAtEdgeShapes) {
   std::uint64_t seed = std::random_device{}();
-  for (const std::string& primitive : primitives_of("gemm")) {
+  for (const std::string& primitive : primitives_of("gemm", GetParam())) {
     for (const Case& c : kEdgeShapes) {
       const int fit = configs_that_fit(primitive, c);
-      EXPECT_EQ(fit > 0, addressable(primitive, c)) << primitive << " " << c.m << "x" << c.n << "x" << c.k;
+      EXPECT_EQ(fit > 0, addressable(primitive, GetParam(), c)) << primitive << " " << c.m << "x" << c.n << "x" << c.k;
       EXPECT_EQ(verify(primitive, c, seed++), fit) << primitive << " " << c.m << "x" << c.n << "x" << c.k;
     }
   }
@@ -122,7 +128,7 @@ TEST_P(GemmWgmma, EveryConfigAndLayoutAtEdgeShapes) {
 TEST_P(GemmWgmma, EveryEpilogueWithAlphaAndBeta) {
   std::uint64_t seed = std::random_device{}();
   for (const char* op : {"gemm", "gemm_bias", "gemm_bias_relu", "gemm_bias_gelu"})
-    for (const std::string& primitive : primitives_of(op))
+    for (const std::string& primitive : primitives_of(op, GetParam()))
       for (const Case& c : kEpilogueShapes) EXPECT_EQ(verify(primitive, c, seed++, {}, kAlphaBeta), configs_that_fit(primitive, c));
 }
 
@@ -130,8 +136,8 @@ TEST_P(GemmWgmma, EveryEpilogueWithAlphaAndBeta) {
 TEST_P(GemmWgmma, EpiloguesWithoutBeta) {
   std::uint64_t seed = std::random_device{}();
   for (const char* op : {"gemm_bias", "gemm_bias_relu", "gemm_bias_gelu"})
-    for (const std::string& primitive : primitives_of(op))
-      for (const Case& c : {Case{1, 8, 8}, Case{136, 264, 200}}) verify(primitive, c, seed++);
+    for (const std::string& primitive : primitives_of(op, GetParam()))
+      for (const Case& c : {Case{1, 8, 8}, Case{136, 264, 200}}) EXPECT_GT(verify(primitive, c, seed++), 0) << primitive;
 }
 
 // beta == 0 means C is not read (BLAS): C starts as NaN, and NaN * 0 would show in every output.
@@ -140,7 +146,9 @@ TEST_P(GemmWgmma, BetaZeroNeverReadsC) {
     specs.back().low = specs.back().high = std::numeric_limits<double>::quiet_NaN();
   };
   std::uint64_t seed = std::random_device{}();
-  for (const std::string& primitive : {std::string("gemm.nn"), std::string("gemm_bias_gelu.tn")})
+  const bool nt_only = GetParam() == DType::tf32;
+  for (const std::string& primitive : {std::string(nt_only ? "gemm.nt" : "gemm.nn"),
+                                       std::string(nt_only ? "gemm_bias_gelu.nt" : "gemm_bias_gelu.tn")})
     for (const Case& c : {Case{24, 40, 72}, Case{136, 264, 200}})
       EXPECT_GT(verify(primitive, c, seed++, nan_c, {1.0, 0.0}), 0) << primitive;
 }
@@ -149,7 +157,7 @@ TEST_P(GemmWgmma, BetaZeroNeverReadsC) {
 // phase parities), where rounding error has grown.
 TEST_P(GemmWgmma, EveryConfigAndLayoutAt1024Cubed) {
   std::uint64_t seed = std::random_device{}();
-  for (const std::string& primitive : primitives_of("gemm")) {
+  for (const std::string& primitive : primitives_of("gemm", GetParam())) {
     const int fit = configs_that_fit(primitive, kLargeSquare);
     EXPECT_GE(fit, 8) << primitive;
     EXPECT_EQ(verify(primitive, kLargeSquare, seed++), fit) << primitive;
@@ -164,27 +172,37 @@ TEST_P(GemmWgmma, EveryConfigAndLayoutAt1024Cubed) {
 TEST_P(GemmWgmma, PersistentBlocksLoopOverManyTiles) {
   std::uint64_t seed = std::random_device{}();
   for (const char* op : {"gemm", "gemm_bias_gelu"})
-    for (const std::string& primitive : primitives_of(op))
+    for (const std::string& primitive : primitives_of(op, GetParam()))
       EXPECT_EQ(verify(primitive, Case{40008, 136, 520}, seed++, {}, kAlphaBeta, true), 6) << primitive;
 }
 
-// A problem TMA cannot address is refused by supports() with the reason, and by the kernel's
-// wrapper too if launched anyway (mma_sync covers it).
+// A problem TMA cannot address (k = 66: not whole 16-byte rows in 16 bits or in fp32), or a tf32
+// one in a layout TF32 wgmma does not read, is refused by supports() with the reason, and by the
+// kernel's wrapper too if launched anyway (mma_sync and mma_sync_tf32 cover them).
 TEST_P(GemmWgmma, MisalignedLeadingDimensionsAreRefusedWithTheReason) {
-  const Case c{100, 40, 65};
-  const Problem problem = gemm_problem("gemm.nn", GetParam(), c);
-  const Primitive& primitive = *catalogue().find_primitive("gemm.nn");
-  const Variant& v = *catalogue().find_variant("gemm.nn", "wgmma");
-  const Support s = v.supports(problem, v.default_config, device_.limits);
-  EXPECT_FALSE(s.ok);
-  EXPECT_CONTAINS(s.reason, "k = 65 in nn");
-  ProblemData data(primitive, problem, 7);
-  std::vector<void*> pointers = data.pointers(0);
-  const LaunchArgs args{problem, v.default_config, pointers, measurer_->stream(), measurer_->libraries(), nullptr, 0,
-                        data.scalars()};
-  const LaunchStatus status = v.launch(args);
-  EXPECT_FALSE(status.ok);
-  EXPECT_TRUE(status.unsupported) << status.message;
+  const bool tf32 = GetParam() == DType::tf32;
+  struct Refusal {
+    std::string primitive;
+    Case c;
+    std::string reason;
+  };
+  std::vector<Refusal> refusals = {{tf32 ? "gemm.nt" : "gemm.nn", Case{100, 40, 66}, tf32 ? "k = 66 in nt" : "k = 66 in nn"}};
+  if (tf32) refusals.push_back({"gemm.nn", Case{64, 64, 64}, "tf32 takes layout nt only"});
+  for (const Refusal& r : refusals) {
+    const Problem problem = gemm_problem(r.primitive, GetParam(), r.c);
+    const Primitive& primitive = *catalogue().find_primitive(r.primitive);
+    const Variant& v = *catalogue().find_variant(r.primitive, "wgmma");
+    const Support s = v.supports(problem, v.default_config, device_.limits);
+    EXPECT_FALSE(s.ok) << r.primitive;
+    EXPECT_CONTAINS(s.reason, r.reason);
+    ProblemData data(primitive, problem, 7);
+    std::vector<void*> pointers = data.pointers(0);
+    const LaunchArgs args{problem, v.default_config, pointers, measurer_->stream(), measurer_->libraries(), nullptr, 0,
+                          data.scalars()};
+    const LaunchStatus status = v.launch(args);
+    EXPECT_FALSE(status.ok) << r.primitive;
+    EXPECT_TRUE(status.unsupported) << r.primitive << ": " << status.message;
+  }
 }
 
 // Operands one element past a 16-byte boundary (a caller's sub-matrix): refused at launch.
@@ -204,7 +222,7 @@ TEST_P(GemmWgmma, OperandsOffA16ByteBoundaryAreRefused) {
   EXPECT_CONTAINS(status.message, "16-byte aligned");
 }
 
-INSTANTIATE_TEST_SUITE_P(WgmmaDtypes, GemmWgmma, ::testing::Values(DType::f16, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(WgmmaDtypes, GemmWgmma, ::testing::Values(DType::f16, DType::bf16, DType::tf32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // On any other device (a T4, an A100) the launch is refused cleanly, whatever supports() was

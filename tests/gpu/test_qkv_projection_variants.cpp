@@ -41,12 +41,12 @@ TEST_P(QkvProjectionVariants, EveryConfigAtAwkwardShapes) {
   }
 }
 
-// wgmma_head_split (sm_90, 16-bit): every tile, stage count and persistence, at rows no tile
-// divides, at one row, at hd 8 (one 16-byte chunk a head), and at 40000 rows (939 tiles of
-// 128 x 128: persistent blocks loop over several, the head split at each).
+// wgmma_head_split (sm_90; f16, bf16, and tf32 through TF32 wgmma): every tile, stage count and
+// persistence, at rows no tile divides, at one row, at hd 8 (one 16-byte chunk a head in 16
+// bits), and at 40000 rows (939 tiles of 128 x 128: persistent blocks loop over several, the
+// head split at each).
 TEST_P(QkvProjectionVariants, WgmmaHeadSplitEveryConfig) {
   if (device_.limits.compute_capability != 90) GTEST_SKIP() << "wgmma is sm_90a code";
-  if (GetParam() == DType::tf32) GTEST_SKIP() << "wgmma takes f16 or bf16";
   std::uint64_t seed = std::random_device{}();
   const Variant& v = *catalogue().find_variant("qkv_projection", "wgmma_head_split");
   for (const Case& c :
