@@ -2,7 +2,10 @@
 """Issue 22's targets judged from bench/transformer_cases.sh's peers.json (a list of
 bench/peers/transformer_torch.py results labelled "case C DTYPE trial K").
 
-    bench/transformer_targets.py OUTDIR/peers.json
+    bench/transformer_targets.py OUTDIR/peers.json [OTHER/peers.json ...]
+
+Several files judge the runs of several calls together (the cases of one dtype split over two
+device calls, say): each (case, dtype, trial) must come from one file only.
 
 - Accuracy: a case passes in a dtype when every trial's output is within the TechJam rule of the
   materialised reference (0 failing elements, exact zeros at padded positions). Beside it, the
@@ -23,21 +26,31 @@ LABEL = re.compile(r"case (\d+) (f32|f16|bf16) trial (\d+)$")
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
-    try:
-        with open(sys.argv[1]) as f:
-            runs = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"transformer_targets.py: {sys.argv[1]}: {e}", file=sys.stderr)
-        return 2
     by = defaultdict(list)
-    for r in runs:
-        m = LABEL.match(r.get("label", ""))
-        if m:
-            by[(int(m[1]), m[2])].append((int(m[3]), r))
+    source = {}  # (case, dtype, trial) -> the file it came from
+    for path in sys.argv[1:]:
+        try:
+            with open(path) as f:
+                runs = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"transformer_targets.py: {path}: {e}", file=sys.stderr)
+            return 2
+        for r in runs:
+            m = LABEL.match(r.get("label", ""))
+            if not m:
+                continue
+            key = (int(m[1]), m[2], int(m[3]))
+            if key in source:
+                print(f"transformer_targets.py: {path}: '{r['label']}' is in {source[key]} too; "
+                      "judge each run once", file=sys.stderr)
+                return 2
+            source[key] = path
+            by[(key[0], key[1])].append((key[2], r))
     if not by:
-        print(f"transformer_targets.py: {sys.argv[1]}: no run labelled 'case C DTYPE trial K'", file=sys.stderr)
+        print(f"transformer_targets.py: {', '.join(sys.argv[1:])}: no run labelled 'case C DTYPE trial K'",
+              file=sys.stderr)
         return 2
     ok = True
     lines = ["### Accuracy (TechJam rule, every trial)", "",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/transformer_targets.py on made-up peers.json files: every target met (exit 0), one trial
 # outside the rule (exit 1, and the row says whether it is at or below PyTorch SDPA's own count),
-# a case slower than torch.compile (exit 1), no labelled run (exit 2).
+# a case slower than torch.compile (exit 1), no labelled run (exit 2); two files judged together
+# (the 13 cases split over two calls), and the same run in both refused (exit 2).
 set -euo pipefail
 judge="$(dirname "$0")/../../bench/transformer_targets.py"
 dir=$(mktemp -d)
@@ -26,9 +27,13 @@ slow = [dict(r) for r in good]
 slow[0]["compiled_us"] = 90.0   # case 1 f32 trial 1
 json.dump(slow, open(f"{d}/slow.json", "w"))
 json.dump([{"label": "something else"}], open(f"{d}/unlabelled.json", "w"))
+json.dump([r for r in good if not r["label"].startswith("case 6 ")], open(f"{d}/without6.json", "w"))
+json.dump([r for r in good if r["label"].startswith("case 6 ")], open(f"{d}/case6.json", "w"))
 PY
-expect() {  # expect CODE FILE PATTERN
-  set +e; out=$(python3 "$judge" "$dir/$2" 2>&1); code=$?; set -e
+expect() {  # expect CODE "FILE [FILE...]" PATTERN
+  local files=()
+  for f in $2; do files+=("$dir/$f"); done
+  set +e; out=$(python3 "$judge" "${files[@]}" 2>&1); code=$?; set -e
   [ "$code" = "$1" ] || { echo "FAIL: $2 exited $code, expected $1"; echo "$out"; exit 1; }
   grep -q -- "$3" <<<"$out" || { echo "FAIL: $2: no '$3' in"; echo "$out"; exit 1; }
 }
@@ -37,4 +42,7 @@ expect 0 good.json "| 14 | f16 | 4200000.0 |"
 expect 1 inaccurate.json "| 1 | f16 | 2 | 2 of 100 | reference | 3 | 0.001 | FAIL (at or below SDPA) |"
 expect 1 slow.json "| 1 | f32 | 100.0 | 1500.0 | 15.00 | 400.0 | 90.0 | 0.90 |"
 expect 2 unlabelled.json "no run labelled"
-echo "transformer_targets.py: 5 checks passed"
+expect 1 without6.json "f16: geomean 15.00x the materialised reference over 12 cases (target >= 10x over 13): FAIL"
+expect 0 "without6.json case6.json" "f16: geomean 15.00x the materialised reference over 13 cases (target >= 10x over 13): PASS"
+expect 2 "good.json case6.json" "'case 6 f32 trial 1' is in"
+echo "transformer_targets.py: 8 checks passed"
