@@ -71,6 +71,9 @@ struct GemmSpec {
   double beta = 0;
   const double* bias = nullptr;
   std::optional<Activation> activation;
+  // The activation reads its input rounded to the output's storage type (a 16-bit GELU epilogue,
+  // as a framework's Linear followed by GELU); null: unrounded.
+  double (*round_pre_activation)(double) = nullptr;
 };
 void gemm(const GemmSpec&, const double* a, const double* b, double* c);
 

@@ -70,7 +70,7 @@ void gemm(const GemmSpec& s, const double* a, const double* b, double* c) {
           double v = s.alpha * acc[static_cast<std::size_t>(i * kColBlock + j)];
           if (s.beta != 0) v += s.beta * result;
           if (s.bias) v += s.bias[j0 + j];
-          if (s.activation) v = activation(*s.activation, v);
+          if (s.activation) v = activation(*s.activation, s.round_pre_activation ? s.round_pre_activation(v) : v);
           result = v;
         }
       }

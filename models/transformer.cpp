@@ -117,7 +117,7 @@ void layer_norm(const std::vector<double>& x, std::int64_t rows, std::int64_t co
   }
 }
 
-// y [rows, out] = x [rows, in] W^T + b, rounded; GELU (erf) first where asked.
+// y [rows, out] = x [rows, in] W^T + b, rounded; where asked, the GELU (erf) of that sum rounded.
 void linear(const std::vector<double>& x, std::int64_t rows, std::int64_t in, const TensorValues& w,
             const TensorValues& b, bool gelu, Rounding round, std::vector<double>& y) {
   const std::int64_t out = static_cast<std::int64_t>(b.values.size());
@@ -127,7 +127,10 @@ void linear(const std::vector<double>& x, std::int64_t rows, std::int64_t in, co
       double sum = b.values[static_cast<std::size_t>(o)];
       for (std::int64_t i = 0; i < in; ++i)
         sum += x[static_cast<std::size_t>(r * in + i)] * w.values[static_cast<std::size_t>(o * in + i)];
-      if (gelu) sum = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
+      if (gelu) {
+        sum = round(sum);  // the GELU of the stored pre-activation, as PyTorch's Linear then F.gelu
+        sum = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
+      }
       y[static_cast<std::size_t>(r * out + o)] = round(sum);
     }
 }

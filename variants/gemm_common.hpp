@@ -28,9 +28,10 @@ using kernels::gemm::parse_gemm_primitive;
 double unit_roundoff(DType dtype);
 
 // The tolerance of a product of depth k with fp32 accumulation, inputs uniform in [-1, 1], the
-// result stored in dtype (the derivation is at the definition, variants/gemm.cpp). Other
-// families whose outputs are such products (the QKV projection) use it too.
-Tolerance gemm_tolerance(DType dtype, std::int64_t k);
+// result stored in dtype (the derivation is at the definition, variants/gemm.cpp); gelu_of_stored:
+// a GELU epilogue that reads the 16-bit pre-activation as stored. Other families whose outputs are
+// such products (the QKV projection) use it too.
+Tolerance gemm_tolerance(DType dtype, std::int64_t k, bool gelu_of_stored = false);
 
 // The values 0 .. count - 1 of a `tile` axis, which indexes a kernel's table of tile shapes.
 inline std::vector<std::int64_t> tile_indices(std::size_t count) {

@@ -52,7 +52,7 @@ __device__ __forceinline__ void store_element(const Args<T>& p, Index row, Index
   T* out = p.c + row * p.n + col;
   float v = p.alpha * acc;
   if (p.beta != 0.f) v = fmaf(p.beta, to_float(*out), v);  // beta == 0: C may hold NaN, never read
-  if (p.epilogue != Epilogue::none) v = apply_activation(p.epilogue, v + to_float(p.bias[col]));
+  if (p.epilogue != Epilogue::none) v = apply_activation<T>(p.epilogue, v + to_float(p.bias[col]));
   *out = from_float<T>(v);
 }
 
@@ -85,7 +85,7 @@ __device__ __forceinline__ void store_quad(const Args<T>& p, Index row, Index co
   if (p.epilogue != Epilogue::none) {
     const Quad<T> bias = *reinterpret_cast<const Quad<T>*>(p.bias + col);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = apply_activation(p.epilogue, v[e] + to_float(bias.v[e]));
+    for (int e = 0; e < 4; ++e) v[e] = apply_activation<T>(p.epilogue, v[e] + to_float(bias.v[e]));
   }
   Quad<T> result;
 #pragma unroll
