@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
       {"runner, GELU of stored fc1 only (round_h=0)", false, true, false, false, true, false},
       {"runner now (round_h=1, GELU of stored fc1; = sdpa)", true, true, false, false, true, false},
       {"runner now + scores stored as the reference does", true, true, true, false, true, false},
+      {"runner at 8817dee (eager attention, GELU of unrounded)", true, false, true, true, true, false},
       {"exact (no inner rounding)", true, true, false, false, true, true},
   };
   std::printf("case %d (%s) %s, %d trial(s)\n", c, sh.describe().c_str(), dt == DType::f16 ? "f16" : "bf16", trials);
