@@ -13,6 +13,10 @@
 //             (kernels/rnn/persistent_backward.cu: W_hh's columns on chip, a grid barrier a step),
 //             since dh_t = dy_t + d_gates_{t+1} W_hh is the only sequential part; then the same
 //             products over all T N rows as stepwise;
+//   persistent_stepwise: persistent's forward, then stepwise's backward, captured as one CUDA
+//             graph: at H 512 the persistent forward won (877 against 1085 us at T 64 on the H100)
+//             and the persistent chain lost (2935 against 2524 us for the whole backward), so the
+//             faster half of each (the activations they keep are laid out alike);
 //   cudnn:    cudnnRNNForward in training mode, cudnnRNNBackwardData_v8 and
 //             cudnnRNNBackwardWeights_v8, with each algorithm cuDNN has (the baseline).
 // Each rung also launches as two halves, split where its forward ends (Variant::forward_half and
@@ -478,6 +482,20 @@ kr::BackwardConfig backward_config(const Config& c) {
   return {cfg(c, "units_per_block"), cfg(c, "batch_groups"), cfg(c, "k_split")};
 }
 
+// The forward that the `forward` axis names, as its own rung judges it with the config it runs.
+Support forward_rung_supports(const ForwardRungs& forward, const Problem& p, const Config& c,
+                              const DeviceLimits& limits) {
+  const RnnProblem r = rnn_of(p);
+  const Problem forward_problem{forward.primitive, p.dtype, p.shape};
+  const bool cluster = cfg(c, "forward") == kClusterForward;
+  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_config_of(c, r));
+  const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
+  if (!s.ok)
+    return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
+                       forward_config.key() + "}, refuses: " + s.reason);
+  return Support::yes();
+}
+
 // The chain's plan as the forward persistent rung judges its own: a valid plan, shared memory a
 // block may have, and a grid the device can hold at once (estimated from shared memory and
 // threads here; the launch asks the occupancy API and refuses what it cannot co-schedule). Then
@@ -516,14 +534,7 @@ Support persistent_supports(const ForwardRungs& forward, const Problem& p, const
   if (plan.blocks > per_sm * limits.sm_count)
     return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
                        std::to_string(per_sm * limits.sm_count) + " here)");
-  const Problem forward_problem{forward.primitive, p.dtype, p.shape};
-  const bool cluster = cfg(c, "forward") == kClusterForward;
-  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_config_of(c, r));
-  const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
-  if (!s.ok)
-    return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
-                       forward_config.key() + "}, refuses: " + s.reason);
-  return Support::yes();
+  return forward_rung_supports(forward, p, c, limits);
 }
 
 // stepwise's workspace (the same buffers, most of them used the same way), then the forward's h_t
@@ -767,6 +778,25 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   p.launch = whole_launch(persistent_forward_half, persistent_backward_half);
   set_halves(p, persistent_forward_half, persistent_backward_half);
   cat.add(p);
+
+  Variant h;
+  h.primitive = primitive;
+  h.name = "persistent_stepwise";
+  h.description = "persistent's forward keeping the activations, then stepwise's backward (per step a fused "
+                  "cell-backward kernel and dh W_hh, then dx, dW and db over all steps), captured once into a CUDA "
+                  "graph and replayed: the faster half of each rung where the persistent chain loses to cuBLAS";
+  h.params = ParamSpace({p.params.axes()[0]});  // persistent's `forward` axis
+  // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
+  h.default_config = Config({{"forward", kGridSplitForward}});
+  h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
+    return forward_rung_supports(forward, problem, config, limits);
+  };
+  h.workspace_bytes = persistent_workspace;  // stepwise's layout first, as stepwise's backward reads it
+  h.launch = [launch = whole_launch(persistent_forward_half, stepwise_backward_half)](const LaunchArgs& a) {
+    return launch_as_graph("persistent_stepwise", a, [&] { return launch(a); });
+  };
+  set_halves(h, persistent_forward_half, stepwise_backward_half);
+  cat.add(h);
 
   Variant c;
   c.primitive = primitive;

@@ -88,7 +88,7 @@ TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
     const Primitive* p = catalogue().find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->default_variant, "stepwise");
-    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, persistent, cudnn");
+    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
     EXPECT_TRUE(catalogue().find_variant(name, "cudnn")->baseline);
   }
   const Shape shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}});
@@ -271,6 +271,48 @@ TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
   EXPECT_EQ(complete_config(v, stored).at("k_split"), 1);
 }
 
+// persistent_stepwise: persistent's forward (its `forward` axis, the only one), stepwise's backward
+// on persistent's workspace (stepwise's layout first, which the stepwise backward reads), both
+// halves for a trainer. It refuses what the forward it runs refuses (the cluster forward off
+// Hopper), not what the persistent chain would (it runs no chain).
+TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
+  const DeviceLimits h200 = nominal_device_limits();
+  DeviceLimits t4 = h200;
+  t4.compute_capability = 75;
+  for (const char* name : {"lstm.backward", "gru.backward"}) {
+    const Variant& v = *catalogue().find_variant(name, "persistent_stepwise");
+    const Variant& persistent = *catalogue().find_variant(name, "persistent");
+    ASSERT_EQ(v.params.axes().size(), 1u) << name;
+    EXPECT_EQ(v.params.axes()[0].name, "forward");
+    EXPECT_EQ(v.params.axes()[0].values, persistent.params.axes()[0].values);
+    EXPECT_EQ(v.default_config.at("forward"), 2) << "the k_split forward that won at H 512";
+    EXPECT_TRUE(v.forward_half && v.backward_half) << name;
+    const Problem p{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
+    EXPECT_EQ(v.workspace_bytes(p, v.default_config), persistent.workspace_bytes(p, persistent.default_config));
+    EXPECT_GE(v.workspace_bytes(p, v.default_config),
+              catalogue().find_variant(name, "stepwise")->workspace_bytes(p, {}));
+    // The grid forwards at the character model's H 512; the cluster one where a cluster holds W_hh.
+    for (const std::int64_t forward : {0, 2}) EXPECT_TRUE(v.supports(p, Config({{"forward", forward}}), h200).ok) << forward;
+    const Problem small{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}})};
+    EXPECT_TRUE(v.supports(small, Config({{"forward", 1}}), h200).ok);
+    const Support off_hopper = v.supports(small, Config({{"forward", 1}}), t4);
+    EXPECT_FALSE(off_hopper.ok);
+    EXPECT_NE(off_hopper.reason.find("the forward it runs first, persistent_cluster{"), std::string::npos)
+        << off_hopper.reason;
+    // Where the persistent chain cannot be placed (one unit a block in 8 groups at H 1024: more
+    // blocks than the chip holds), any refusal of persistent_stepwise is its forward's.
+    const Problem wide{name, DType::f32, Shape({{"T", 8}, {"N", 64}, {"D", 64}, {"H", 1024}})};
+    const Support chain = persistent.supports(
+        wide, Config({{"forward", 0}, {"units_per_block", 1}, {"batch_groups", 8}, {"k_split", 4}}), h200);
+    EXPECT_FALSE(chain.ok);
+    EXPECT_EQ(chain.reason.find("the forward it runs first"), std::string::npos) << chain.reason;
+    for (const std::int64_t forward : {0, 1, 2}) {
+      const Support s = v.supports(wide, Config({{"forward", forward}}), h200);
+      if (!s.ok) EXPECT_NE(s.reason.find("the forward it runs first"), std::string::npos) << s.reason;
+    }
+  }
+}
+
 TEST(RnnCatalogue, PersistentClusterRefusesOffHopperAndWhatABlockCannotHold) {
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent_cluster");
   const DeviceLimits h200 = nominal_device_limits();
@@ -405,7 +447,7 @@ TEST(RnnCatalogue, PersistentBackwardPlanTilesTheRowsItCannotHoldWhole) {
 
 TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
   EXPECT_EQ(catalogue().variant_names("lstm.forward"), "stepwise, stepwise_graph, persistent, persistent_cluster, cudnn");
-  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, persistent, cudnn");
+  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
   // The same workspace as stepwise: the graph replays stepwise's launches on it.
   EXPECT_EQ(catalogue().find_variant(p.primitive, "stepwise_graph")->workspace_bytes(p, {}),
