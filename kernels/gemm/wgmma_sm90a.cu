@@ -40,8 +40,9 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpgroupThreads = 128;
 constexpr int kConsumerThreads = kWarpgroupThreads * kConsumerWarpgroups;
 static_assert(kConsumerWarps == kConsumerThreads / kWarpSize, "wgmma.cuh's count");
-// The 128-byte swizzle: a shared row of 128 bytes (one stage's K: 64 16-bit or 32 fp32 elements) whose eight 16-byte
-// chunks are permuted by XOR with address bits 7-9, so its pattern repeats every 8 rows, 1024 bytes.
+// The 128-byte swizzle: a shared row of 128 bytes (one stage's K: 64 16-bit or 32 fp32 elements)
+// whose eight 16-byte chunks are permuted by XOR with address bits 7-9, so its pattern repeats
+// every 8 rows, 1024 bytes.
 constexpr unsigned kSwizzleRowBytes = 128;
 constexpr unsigned kSwizzleAtomBytes = 8 * kSwizzleRowBytes;
 // An MN-major operand (A in tn, B in nn and tn; 16-bit only) arrives in boxes of 64 MN x 64 K:
@@ -213,11 +214,11 @@ __device__ __forceinline__ void produce(const CUtensorMap* a_map, const CUtensor
   for_each_tile<kPersistent>(s, load_tile);
 }
 
-// A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 wgmma K steps
-// (k16, or k8 in TF32) (kMTiles m64 x kBN tiles each) as one group, then wait for the previous step's group,
-// whose stage each warp then releases (one arrival a warp; the empty barriers count
-// kConsumerWarps). One group stays in flight, so the tensor cores always have the next step
-// queued. A persistent block releases the last step's stage too, for the next tile's loads.
+// A consumer warpgroup, for one tile: for every K step, wait for the stage, issue its 4 wgmma K
+// steps (k16, or k8 in TF32; kMTiles m64 x kBN tiles each) as one group, then wait for the
+// previous step's group, whose stage each warp then releases (one arrival a warp; the empty
+// barriers count kConsumerWarps). One group stays in flight, so the tensor cores always have the
+// next step queued. A persistent block releases the last step's stage too, for the next tile's loads.
 template <class C, bool kPersistent>
 __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulators], const Schedule s,
                                         unsigned tiles, unsigned full, unsigned empty, int consumer, int lane,

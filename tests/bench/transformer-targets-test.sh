@@ -43,6 +43,7 @@ expect 1 inaccurate.json "| 1 | f16 | 2 | 2 of 100 | reference | 3 | 0.001 | FAI
 expect 1 slow.json "| 1 | f32 | 100.0 | 1500.0 | 15.00 | 400.0 | 90.0 | 0.90 |"
 expect 2 unlabelled.json "no run labelled"
 expect 1 without6.json "f16: geomean 15.00x the materialised reference over 12 cases (target >= 10x over 13): FAIL"
-expect 0 "without6.json case6.json" "f16: geomean 15.00x the materialised reference over 13 cases (target >= 10x over 13): PASS"
+expect 0 "without6.json case6.json" \
+  "f16: geomean 15.00x the materialised reference over 13 cases (target >= 10x over 13): PASS"
 expect 2 "good.json case6.json" "'case 6 f32 trial 1' is in"
 echo "transformer_targets.py: 8 checks passed"

@@ -273,7 +273,8 @@ TEST(GemmPrimitive, A16BitGeluToleratesAPreActivationStoredOneUnitAway) {
   for (DType dtype : {DType::f16, DType::bf16}) {
     const reference::Rounding round = reference::rounding_for(dtype);
     const int digits = dtype == DType::f16 ? 11 : 8;  // significand bits
-    const Tolerance gelu_tol = tolerance_for(primitive("gemm_bias_gelu.nt"), problem("gemm_bias_gelu.nt", dtype, 64, 64, 128));
+    const Tolerance gelu_tol =
+        tolerance_for(primitive("gemm_bias_gelu.nt"), problem("gemm_bias_gelu.nt", dtype, 64, 64, 128));
     const Tolerance plain = tolerance_for(primitive("gemm_bias.nt"), problem("gemm_bias.nt", dtype, 64, 64, 128));
     EXPECT_GT(gelu_tol.rtol, plain.rtol) << dtype_name(dtype);
     int plain_rejects = 0;

@@ -292,7 +292,8 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
     EXPECT_GE(v.workspace_bytes(p, v.default_config),
               catalogue().find_variant(name, "stepwise")->workspace_bytes(p, {}));
     // The grid forwards at the character model's H 512; the cluster one where a cluster holds W_hh.
-    for (const std::int64_t forward : {0, 2}) EXPECT_TRUE(v.supports(p, Config({{"forward", forward}}), h200).ok) << forward;
+    for (const std::int64_t forward : {0, 2})
+      EXPECT_TRUE(v.supports(p, Config({{"forward", forward}}), h200).ok) << forward;
     const Problem small{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}})};
     EXPECT_TRUE(v.supports(small, Config({{"forward", 1}}), h200).ok);
     const Support off_hopper = v.supports(small, Config({{"forward", 1}}), t4);
@@ -447,7 +448,8 @@ TEST(RnnCatalogue, PersistentBackwardPlanTilesTheRowsItCannotHoldWhole) {
 
 TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
   EXPECT_EQ(catalogue().variant_names("lstm.forward"), "stepwise, stepwise_graph, persistent, persistent_cluster, cudnn");
-  EXPECT_EQ(catalogue().variant_names("gru.backward"), "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
+  EXPECT_EQ(catalogue().variant_names("gru.backward"),
+            "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
   // The same workspace as stepwise: the graph replays stepwise's launches on it.
   EXPECT_EQ(catalogue().find_variant(p.primitive, "stepwise_graph")->workspace_bytes(p, {}),
