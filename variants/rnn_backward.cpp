@@ -752,9 +752,12 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   p.description = "forward as the persistent rung keeping the activations; the backward's recurrent chain in one "
                   "cooperative launch, each block W_hh's columns of its units in shared memory and the gates' "
                   "gradients through L2, a grid barrier a step; then dx, dW and db as stepwise";
+  // The forward rung run first, keeping the activations: persistent's and persistent_stepwise's axis.
+  const ParamAxis forward_axis{
+      "forward", {kGridForward, kClusterForward, kGridSplitForward},
+      "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 8"};
   p.params = ParamSpace(
-      {{"forward", {kGridForward, kClusterForward, kGridSplitForward},
-        "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 8"},
+      {forward_axis,
        {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
        {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (each its own columns; fewer rows read a step)"},
        {"k_split", {4, 8, 16}, "lanes that share one unit's dot products over G H (summed by shuffles)"}});
@@ -785,7 +788,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   h.description = "persistent's forward keeping the activations, then stepwise's backward (per step a fused "
                   "cell-backward kernel and dh W_hh, then dx, dW and db over all steps), captured once into a CUDA "
                   "graph and replayed: the faster half of each rung where the persistent chain loses to cuBLAS";
-  h.params = ParamSpace({p.params.axes()[0]});  // persistent's `forward` axis
+  h.params = ParamSpace({forward_axis});
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
   h.default_config = Config({{"forward", kGridSplitForward}});
   h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {

@@ -25,6 +25,22 @@ matrices:
     zip: [rows, cols]
 )";
 
+// A shape file of one f32 gemm.nn problem.
+void write_gemm_nn(const std::string& yaml, int m, int n, int k) {
+  std::ofstream(yaml) << "matrices:\n  - primitive: gemm.nn\n    dtypes: [f32]\n    axes:\n      m: " << m
+                      << "\n      n: " << n << "\n      k: " << k << "\n";
+}
+
+// `shapetune sweep YAML --db DB --variant VARIANT`, short timings, no counters; expects exit 0.
+std::string sweep_variant(const std::string& yaml, const std::string& db, const char* variant) {
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cli({"sweep", yaml, "--db", db, "--variant", variant, "--time-cap", "0.05", "--counters", "none"}, out,
+                    err),
+            0)
+      << out.str() << err.str();
+  return out.str();
+}
+
 TEST(SweepEndToEnd, WritesWinnersThatDispatchReturns) {
   SHAPETUNE_REQUIRE_GPU();
   test_support::TempDir dir;
@@ -154,16 +170,11 @@ TEST(SweepEndToEnd, CublasLtWinnerIsStoredWithItsAlgorithm) {
   SHAPETUNE_REQUIRE_GPU();
   test_support::TempDir dir;
   const std::string yaml = dir.file("lt.yaml"), db = dir.file("lt.db");
-  std::ofstream(yaml) << "matrices:\n  - primitive: gemm.nn\n    dtypes: [f32]\n    axes:\n"
-                         "      m: 96\n      n: 80\n      k: 64\n";
-  std::ostringstream out, err;
-  ASSERT_EQ(run_cli({"sweep", yaml, "--db", db, "--variant", "cublaslt", "--time-cap", "0.05", "--counters", "none"},
-                    out, err),
-            0)
-      << out.str() << err.str();
+  write_gemm_nn(yaml, 96, 80, 64);
+  const std::string out = sweep_variant(yaml, db, "cublaslt");
   auto store = Store::open(db, OpenMode::read_only);
   const auto winners = store->winners();
-  ASSERT_EQ(winners.size(), 1u) << out.str();
+  ASSERT_EQ(winners.size(), 1u) << out;
   const WinnerRecord& w = winners[0];
   EXPECT_EQ(w.variant, "cublaslt");
   EXPECT_NE(w.library_algo.find("algo_id="), std::string::npos) << "'" << w.library_algo << "'";
@@ -180,21 +191,12 @@ TEST(SweepEndToEnd, ANarrowerSweepKeepsTheFasterRowItDidNotMeasure) {
   SHAPETUNE_REQUIRE_GPU();
   test_support::TempDir dir;
   const std::string yaml = dir.file("narrow.yaml"), db = dir.file("narrow.db");
-  std::ofstream(yaml) << "matrices:\n  - primitive: gemm.nn\n    dtypes: [f32]\n    axes:\n"
-                         "      m: 512\n      n: 512\n      k: 512\n";
-  const auto sweep = [&](const char* variant) {
-    std::ostringstream out, err;
-    EXPECT_EQ(run_cli({"sweep", yaml, "--db", db, "--variant", variant, "--time-cap", "0.05", "--counters", "none"},
-                      out, err),
-              0)
-        << out.str() << err.str();
-    return out.str();
-  };
-  sweep("cublaslt");
+  write_gemm_nn(yaml, 512, 512, 512);
+  sweep_variant(yaml, db, "cublaslt");
   const auto first = Store::open(db, OpenMode::read_only)->winners();
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].variant, "cublaslt");
-  const std::string line = sweep("naive");
+  const std::string line = sweep_variant(yaml, db, "naive");
   EXPECT_NE(line.find("best naive"), std::string::npos) << line;
   EXPECT_NE(line.find("table keeps cublaslt"), std::string::npos) << line;
   const auto after = Store::open(db, OpenMode::read_only)->winners();
