@@ -8,7 +8,8 @@
 //   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
 //   persistent_cluster (sm_90a): the same input GEMM, then one launch of independent clusters,
 //               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
-//               through distributed shared memory (a cluster barrier a step, no grid barrier);
+//               through distributed shared memory (stores and a cluster barrier a step, or st.async
+//               on mbarriers; no grid barrier);
 //   cudnn:      cudnnRNNForward with each algorithm cuDNN has (the baseline).
 // dtypes f32, f16, bf16 and tf32 (variants/rnn_problem.hpp): tf32 runs every kernel as f32 and
 // takes the cuBLAS products (stepwise's all, the persistent rungs' input projection) and cuDNN's
@@ -278,7 +279,8 @@ LaunchStatus persistent(const LaunchArgs& a) {
 // ---- persistent_cluster -------------------------------------------------------------------------
 
 kr::ClusterConfig cluster_config(const Config& c) {
-  return {cfg(c, "cluster_size"), cfg(c, "rows_per_cluster"), cfg(c, "k_split"), cfg(c, "rows_per_thread")};
+  return {cfg(c, "cluster_size"), cfg(c, "rows_per_cluster"), cfg(c, "k_split"), cfg(c, "rows_per_thread"),
+          cfg(c, "exchange")};
 }
 
 // Clusters and distributed shared memory exist from sm_90 on; the kernel is built for sm_90a
@@ -405,16 +407,20 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pc.primitive = primitive;
   pc.name = "persistent_cluster";
   pc.description = "sm_90a: the batch split over independent thread block clusters, W_hh split over a cluster's "
-                   "blocks in shared memory, h exchanged through distributed shared memory, a cluster barrier a step";
+                   "blocks in shared memory, h exchanged through distributed shared memory each step (stores and a "
+                   "cluster barrier, or st.async on mbarriers)";
   pc.params = ParamSpace(
       {{"cluster_size", {4, 8, 16}, "blocks a cluster splits W_hh over (16 is a non-portable size)"},
        {"rows_per_cluster", {1, 2, 4, 8, 16}, "batch rows a cluster owns (the batch splits over N / this clusters)"},
        {"k_split", {4, 8, 16}, "lanes that share one hidden unit's dot products (summed by shuffles)"},
-       {"rows_per_thread", {1, 2, 4}, "batch rows a lane group computes at once (W read once for them)"}},
+       {"rows_per_thread", {1, 2, 4}, "batch rows a lane group computes at once (W read once for them)"},
+       {"exchange", {0, 1},
+        "how h crosses the cluster: 0 remote stores and a release barrier a step, 1 st.async counted on the "
+        "receiver's mbarrier (no fence; a relaxed barrier guards buffer reuse)"}},
       [](const Config& c) { return c.at("rows_per_thread") <= c.at("rows_per_cluster"); },
       "rows_per_thread at most rows_per_cluster");
   pc.default_config =
-      Config({{"cluster_size", 8}, {"rows_per_cluster", 4}, {"k_split", 4}, {"rows_per_thread", 1}});
+      Config({{"cluster_size", 8}, {"rows_per_cluster", 4}, {"k_split", 4}, {"rows_per_thread", 1}, {"exchange", 0}});
   pc.supports = cluster_supports;
   pc.workspace_bytes = cluster_workspace;
   pc.launch = by_type<persistent_cluster<float>, persistent_cluster<__half>, persistent_cluster<__nv_bfloat16>>;

@@ -468,7 +468,7 @@ Config as_config(const kr::PersistentConfig& c) {
 }
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},
-                 {"rows_per_thread", c.rows_per_thread}});
+                 {"rows_per_thread", c.rows_per_thread}, {"exchange", c.exchange}});
 }
 
 constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2;

@@ -42,6 +42,25 @@ __device__ __forceinline__ void cluster_arrive() {
 #endif
 }
 
+// The arrive without release: nothing this thread wrote is ordered before the others' wait. Used
+// where the barrier only says "I have finished reading" and the data goes by st.async below.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+
+// Stores `value` into another block's shared memory and counts its 4 bytes against the
+// transaction count of the mbarrier at `cluster_barrier` (in that block): the receiver learns of
+// the data by waiting on its own barrier, and the sender waits for nothing (no fence, no release).
+__device__ __forceinline__ void cluster_store_async(unsigned cluster_address, float value, unsigned cluster_barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(cluster_address),
+               "r"(__float_as_uint(value)), "r"(cluster_barrier)
+               : "memory");
+#endif
+}
+
 __device__ __forceinline__ void cluster_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");

@@ -1,6 +1,6 @@
 // Shared-memory mbarriers and the bulk (TMA) copies that complete on them (sm_90), and named
 // barriers: the producer/consumer rings of the wgmma GEMM, LayerNorm's fused_ring and
-// softmax_xent's fused_ring_row. A full barrier
+// softmax_xent's fused_ring_row, and the h exchange of the persistent_cluster RNN. A full barrier
 // completes when its one producer arrival and the transaction bytes it announced have landed;
 // an empty barrier when every consumer warp has arrived. Waiters name the parity of the phase
 // they wait for.
@@ -66,6 +66,22 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
       "{\n.reg .pred done;\n"
       "WAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// mbarrier_wait at cluster scope: the phase's data came from other blocks of the cluster
+// (cluster_store_async), and its acquire must make their writes visible here.
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned bar, unsigned parity) {
+#if SHAPETUNE_HAS_MBARRIER
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT;\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");

@@ -13,6 +13,19 @@
 //
 // The two buffers make one barrier a step enough: a block writes buffer (t+1)&1 during step t
 // only after the barrier of step t-1, by which every block has finished reading it (at t-1).
+//
+// Two exchanges (ClusterConfig::exchange):
+//   0, barrier: h goes by plain remote stores, made visible by the barrier's release and acquire.
+//     The release waits until every remote store has landed (Nsight Compute at H 128, H100: the
+//     membar stall, a sixth of the step's cycles), and then the whole cluster meets.
+//   1, async: h goes by st.async, each store counted on the receiving block's mbarrier of that
+//     buffer, whose one local arrival announces the step's rows x H x 4 bytes. A block waits only
+//     for its own buffer to fill, as soon as the last block has stored into it. The cluster barrier
+//     stays, relaxed, for the other direction: a block arrives once it has read buffer t&1 and
+//     waits on that arrival a step later, just before storing into it again (by then it has
+//     nearly always completed).
+// Either way each lane loads its input gates two steps ahead: from L2 they take longer than one
+// step's dot products (the long-scoreboard stall at H 128).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,6 +33,7 @@
 
 #include "kernels/common/cluster.cuh"
 #include "kernels/common/grid.cuh"
+#include "kernels/common/mbarrier.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/common/sm90a_guard.cuh"
 #include "kernels/rnn/gates.cuh"
@@ -36,7 +50,7 @@ struct Geometry {
 
 // kSave: keep what the backward pass reads (Layer::saved, Layer::cells); a template flag, so that
 // the plain forward's code stays what it was without it.
-template <typename T, Cell kCell, int kRows, bool kSave>
+template <typename T, Cell kCell, int kRows, bool kSave, bool kAsync>
 __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
   grid_dependency_sync();
   constexpr int G = gate_count(kCell);
@@ -46,6 +60,8 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
   float* w_s = shared;                                   // [G U][stride]
   float* h_s = shared + G * U * stride;                  // [2][rows_per_cluster][stride]
   const int buffer_floats = geo.rows_per_cluster * stride;
+  // kAsync: the full barriers of the two h buffers (8-byte aligned: stride is a multiple of 4).
+  const unsigned full = shared_address(h_s + 2 * buffer_floats);
   const unsigned rank = cluster_block_rank();
   const int cluster = static_cast<int>(blockIdx.x) / geo.cluster_size;
   const int n0 = cluster * geo.rows_per_cluster;
@@ -98,14 +114,34 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   const std::int64_t gates_row = static_cast<std::int64_t>(G) * H;
-  float in[G];
+  // This step's input gates and the next one's (loaded a step ahead of use).
+  float in[G], in_next[G];
 #pragma unroll
-  for (int g = 0; g < G; ++g) in[g] = owns_cell ? input_gates[my_n * gates_row + g * H + j] : 0.f;
-  // Every block has started and initialised its buffers before anyone writes into them.
+  for (int g = 0; g < G; ++g) {
+    in[g] = owns_cell ? input_gates[my_n * gates_row + g * H + j] : 0.f;
+    in_next[g] = owns_cell && p.steps > 1 ? input_gates[(N + my_n) * gates_row + g * H + j] : 0.f;
+  }
+  // Bytes a block receives a step: every unit of every row of the cluster, from whichever block owns it.
+  const unsigned step_bytes = static_cast<unsigned>(rows * H) * sizeof(float);
+  if constexpr (kAsync) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(full, 1);
+      mbarrier_init(full + 8, 1);
+      fence_barrier_init();
+      if (p.steps > 1) mbarrier_arrive_expect_tx(full + 8, step_bytes);  // step 1's h, into buffer 1
+    }
+  }
+  // Every block has started and initialised its buffers (and barriers) before anyone writes into them.
   cluster_sync();
 
   for (int t = 0; t < p.steps; ++t) {
     const float* h_read = h_s + (t & 1) * buffer_floats;
+    if constexpr (kAsync) {
+      if (t > 0) mbarrier_wait_cluster(full + 8 * (t & 1), ((t - 1) >> 1) & 1);
+      // Buffer (t+1)&1's previous phase (step t-1's h) completed before this block's arrive of
+      // step t-1, which every sender waits on before storing step t+1's h: arm its next phase.
+      if (threadIdx.x == 0 && t > 0 && t + 1 < p.steps) mbarrier_arrive_expect_tx(full + 8 * ((t + 1) & 1), step_bytes);
+    }
     float acc[kRows][G];
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
@@ -155,14 +191,29 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       last_h = fed_back;
       if constexpr (kCell == Cell::gru) state = fed_back;
-      if (t + 1 < p.steps) {
+      if (!kAsync && t + 1 < p.steps) {
         const unsigned offset = static_cast<unsigned>(((t + 1) & 1) * buffer_floats * sizeof(float));
 #pragma unroll
         for (int b = 0; b < kMaxClusterSize; ++b)
           if (b < geo.cluster_size) cluster_store(remote[b] + offset, fed_back);
       }
     }
-    if (t + 1 < p.steps) {
+    if constexpr (kAsync) {
+      if (t + 1 < p.steps) {
+        __syncwarp();  // .aligned
+        if (t > 0) cluster_wait();  // every block has read buffer (t+1)&1, at step t-1
+        if (owns_cell) {
+          const unsigned offset = static_cast<unsigned>(((t + 1) & 1) * buffer_floats * sizeof(float));
+          const float* barrier = h_s + 2 * buffer_floats + 2 * ((t + 1) & 1);
+#pragma unroll
+          for (int b = 0; b < kMaxClusterSize; ++b)
+            if (b < geo.cluster_size)
+              cluster_store_async(remote[b] + offset, last_h, cluster_shared_address(barrier, static_cast<unsigned>(b)));
+        }
+        __syncwarp();
+        cluster_arrive_relaxed();  // this block has read buffer t&1
+      }
+    } else if (t + 1 < p.steps) {
       __syncwarp();  // the barrier is .aligned: the warp arrives together
       cluster_arrive();
     }
@@ -180,11 +231,18 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
     }
     if (t + 1 < p.steps) {
 #pragma unroll
-      for (int g = 0; g < G; ++g)
-        in[g] = owns_cell ? input_gates[((t + 1) * static_cast<std::int64_t>(N) + my_n) * gates_row + g * H + j] : 0.f;
-      cluster_wait();
+      for (int g = 0; g < G; ++g) {
+        in[g] = in_next[g];
+        in_next[g] = owns_cell && t + 2 < p.steps
+                         ? input_gates[((t + 2) * static_cast<std::int64_t>(N) + my_n) * gates_row + g * H + j]
+                         : 0.f;
+      }
+      if constexpr (!kAsync) cluster_wait();
     }
   }
+  // Async: the last arrive (step T-2) gets its wait, as the barrier exchange's does in the loop.
+  if constexpr (kAsync)
+    if (p.steps > 1) cluster_wait();
 
   if (owns_cell) {
     p.h_t[cell_index] = from_float<T>(last_h);
@@ -233,7 +291,10 @@ template <typename T, Cell kCell, int kRows>
 cudaError_t launch(const Layer<T>& p, const float* input_gates, const ClusterConfig& c, const ClusterPlan& plan,
                    cudaStream_t stream) {
   const Geometry geo{plan.units_per_block, c.rows_per_cluster, c.k_split, shared_row_stride(p.hidden), c.cluster_size};
-  auto kernel = p.saved ? cluster_kernel<T, kCell, kRows, true> : cluster_kernel<T, kCell, kRows, false>;
+  auto kernel = c.exchange == 1 ? (p.saved ? cluster_kernel<T, kCell, kRows, true, true>
+                                           : cluster_kernel<T, kCell, kRows, false, true>)
+                                : (p.saved ? cluster_kernel<T, kCell, kRows, true, false>
+                                           : cluster_kernel<T, kCell, kRows, false, false>);
   return launch_clusters(kernel, plan.clusters, c.cluster_size, plan.threads, plan.shared_bytes, stream, p,
                          input_gates, geo);
 }
@@ -255,7 +316,7 @@ ClusterPlan cluster_plan(Cell cell, int batch, int hidden, const ClusterConfig& 
   ClusterPlan plan;
   if (c.cluster_size < 2 || c.cluster_size > kMaxClusterSize || c.rows_per_cluster < 1 || !power_of_two(c.k_split) ||
       c.k_split > 32 || (c.rows_per_thread != 1 && c.rows_per_thread != 2 && c.rows_per_thread != 4) ||
-      c.rows_per_thread > c.k_split || batch < 1 || hidden < 1)
+      c.rows_per_thread > c.k_split || (c.exchange != 0 && c.exchange != 1) || batch < 1 || hidden < 1)
     return plan;
   const int rows = c.rows_per_cluster < batch ? c.rows_per_cluster : batch;
   plan.clusters = (batch + c.rows_per_cluster - 1) / c.rows_per_cluster;
@@ -264,7 +325,8 @@ ClusterPlan cluster_plan(Cell cell, int batch, int hidden, const ClusterConfig& 
       static_cast<std::int64_t>(plan.units_per_block) * ((rows + c.rows_per_thread - 1) / c.rows_per_thread);
   plan.threads = static_cast<int>(std::min<std::int64_t>((groups * c.k_split + 31) / 32 * 32, 1 << 30));
   plan.shared_bytes = static_cast<std::size_t>(gate_count(cell) * plan.units_per_block + 2 * c.rows_per_cluster) *
-                      static_cast<std::size_t>(shared_row_stride(hidden)) * sizeof(float);
+                      static_cast<std::size_t>(shared_row_stride(hidden)) * sizeof(float) +
+                      (c.exchange == 1 ? 2 * sizeof(std::uint64_t) : 0);
   return plan;
 }
 

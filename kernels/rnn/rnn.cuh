@@ -10,9 +10,9 @@
 //               fp32 exchange buffer in global memory (read past L1), one grid barrier per step.
 //   persistent_cluster (sm_90a): the batch split over independent thread block clusters; the
 //               blocks of a cluster split W_hh by hidden units, each keeping its slice in shared
-//               memory, and h crosses them through distributed shared memory, one cluster
-//               barrier per step. Clusters never wait for each other, so no grid barrier and no
-//               cooperative launch.
+//               memory, and h crosses them through distributed shared memory: stores and one
+//               cluster barrier per step, or st.async counted on each receiver's mbarrier.
+//               Clusters never wait for each other, so no grid barrier and no cooperative launch.
 //   persistent backward (persistent_backward.cu): the backward pass's recurrent chain in one
 //               cooperative launch, the transposed split of the persistent forward: each block
 //               keeps the columns of W_hh of its hidden units (all G H rows) on chip and exchanges
@@ -220,13 +220,14 @@ struct ClusterConfig {
   int rows_per_cluster = 8;  // batch rows a cluster owns; clusters = ceil(N / rows_per_cluster)
   int k_split = 4;           // lanes sharing one unit's dot products (a power of 2 up to 32)
   int rows_per_thread = 1;   // batch rows a lane group computes (1, 2 or 4; at most k_split)
+  int exchange = 0;          // how h crosses the cluster: 0 stores and a release barrier, 1 st.async on mbarriers
 };
 
 struct ClusterPlan {
   int clusters = 0;
   int units_per_block = 0;        // hidden units of one block: ceil(H / cluster_size)
   int threads = 0;                // per block: units x ceil(rows / rows_per_thread) x k_split, rounded to a warp
-  std::size_t shared_bytes = 0;   // the W_hh slice and two h buffers of the cluster's rows, fp32
+  std::size_t shared_bytes = 0;   // the W_hh slice and two h buffers of the cluster's rows, fp32 (and 2 mbarriers)
 };
 // threads == 0: the config is invalid (k_split not a power of 2, ...); a plan of more than
 // kMaxClusterThreads threads cannot be launched (the kernel is built for at most 128 registers).
