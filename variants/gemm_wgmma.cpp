@@ -124,7 +124,8 @@ void register_gemm_wgmma(Catalogue& cat) {
     v.description =
         "Hopper tensor cores via wgmma.mma_async m64nNk16 (m64nNk8 in TF32; fp32 accumulation), sm_90a: a TMA "
         "producer warp fills a multi-stage mbarrier ring of 128-byte-swizzled shared tiles, two consumer warpgroups "
-        "multiply from shared memory; f16, bf16 (lda and ldb multiples of 8) and tf32 in layout nt (multiples of 4)";
+        "multiply from shared memory; f16, bf16 (lda and ldb multiples of 8) and tf32 in layout nt (multiples of 4), "
+        "whose stages the consumers round to TF32 in place (to nearest, as cuBLAS; wgmma would truncate)";
     v.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile (bm x bn x bk, consumers): " + tile_list()},
                            {"stages", stage_counts(), "shared-memory buffers of the TMA pipeline (full/empty mbarrier ring)"},
                            {"persistent", {0, 1}, kWgmmaPersistentHelp}});

@@ -177,6 +177,43 @@ TEST_P(GemmWgmma, PersistentBlocksLoopOverManyTiles) {
       EXPECT_EQ(verify(primitive, Case{40008, 136, 520}, seed++, {}, kAlphaBeta, true), 6) << primitive;
 }
 
+// TF32 products take their fp32 operands rounded to nearest, as cuBLAS's TF32 and mma_sync_tf32
+// do, not truncated, as wgmma reads them: every element of A is 1 + 7 2^-13 (between the TF32
+// neighbours 1 and 1 + 2^-10, nearer the upper one) and every element of B is 1, so each output
+// is k (1 + 2^-10) exactly when rounded (the sum is exact in fp32) and k when truncated. Every
+// config, and K of several stages (the rounding runs once a stage) with partial tiles.
+TEST_P(GemmWgmma, Tf32RoundsItsOperandsToNearest) {
+  if (GetParam() != DType::tf32) GTEST_SKIP() << "16-bit operands reach the tensor cores exactly as stored";
+  const Case c{130, 136, 200};
+  const Problem problem = gemm_problem("gemm.nt", DType::tf32, c);
+  const Primitive& primitive = *catalogue().find_primitive(problem.primitive);
+  const Variant& v = *catalogue().find_variant(problem.primitive, "wgmma");
+  ProblemData data(primitive, problem, 5, [](std::vector<TensorSpec>& specs) {
+    specs[0].low = specs[0].high = 1 + 7 * 0x1p-13;
+    specs[1].low = specs[1].high = 1;
+  });
+  const float expected = static_cast<float>(c.k * (1 + 0x1p-10));
+  int configs = 0;
+  for (const Config& config : v.params.enumerate()) {
+    if (!v.supports(problem, config, device_.limits).ok) continue;
+    std::vector<void*> pointers = data.pointers(0);
+    data.prepare(0, measurer_->stream());
+    const LaunchArgs args{problem, config, pointers, measurer_->stream(), measurer_->libraries(), nullptr, 0,
+                          data.scalars()};
+    ASSERT_TRUE(v.launch(args).ok) << config.key();
+    std::vector<float> out(static_cast<std::size_t>(c.m * c.n));
+    SHAPETUNE_CUDA_CHECK(cudaMemcpyAsync(out.data(), pointers.back(), out.size() * sizeof(float),
+                                         cudaMemcpyDeviceToHost, measurer_->stream()));
+    SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(measurer_->stream()));
+    std::size_t wrong = 0;
+    for (const float o : out) wrong += o != expected;
+    EXPECT_EQ(wrong, 0u) << "wgmma{" << config.key() << "}: out[0] = " << out[0] << ", expected " << expected
+                         << " (truncated operands give " << c.k << ")";
+    ++configs;
+  }
+  EXPECT_GT(configs, 0);
+}
+
 // A problem TMA cannot address (k = 66: not whole 16-byte rows in 16 bits or in fp32), or a tf32
 // one in a layout TF32 wgmma does not read, is refused by supports() with the reason, and by the
 // kernel's wrapper too if launched anyway (mma_sync and mma_sync_tf32 cover them).
