@@ -56,19 +56,23 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
 #endif
 }
 
+// The wait's loop; SEMANTICS is empty (acquire at CTA scope) or e.g. ".acquire.cluster".
+#define SHAPETUNE_MBARRIER_TRY_WAIT_LOOP(SEMANTICS)                        \
+  asm volatile(                                                          \
+      "{\n.reg .pred done;\n"                                            \
+      "WAIT:\n"                                                          \
+      "mbarrier.try_wait.parity" SEMANTICS ".shared::cta.b64 done, [%0], %1;\n" \
+      "@!done bra WAIT;\n}\n" ::"r"(bar),                                 \
+      "r"(parity)                                                        \
+      : "memory")
+
 // Returns once the phase of parity `parity` has completed. On a fresh barrier (phase 0 under
 // way) parity 1 counts as complete: a producer's first pass over the empty barriers goes through.
 // The retry loop is in the PTX (labels are local to the braces), so the compiler sees one
 // statement, and the warp leaves it converged (the wgmma's .sync.aligned instructions need that).
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
 #if SHAPETUNE_HAS_MBARRIER
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  SHAPETUNE_MBARRIER_TRY_WAIT_LOOP("");
 #else
   __trap();
 #endif
@@ -78,17 +82,12 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
 // (cluster_store_async), and its acquire must make their writes visible here.
 __device__ __forceinline__ void mbarrier_wait_cluster(unsigned bar, unsigned parity) {
 #if SHAPETUNE_HAS_MBARRIER
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  SHAPETUNE_MBARRIER_TRY_WAIT_LOOP(".acquire.cluster");
 #else
   __trap();
 #endif
 }
+#undef SHAPETUNE_MBARRIER_TRY_WAIT_LOOP
 
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into this
 // block's shared memory by the copy engine of the SM; the bytes count against `bar`'s
