@@ -24,8 +24,10 @@
 //     stays, relaxed, for the other direction: a block arrives once it has read buffer t&1 and
 //     waits on that arrival a step later, just before storing into it again (by then it has
 //     nearly always completed).
-// Either way each lane loads its input gates two steps ahead: from L2 they take longer than one
-// step's dot products (the long-scoreboard stall at H 128).
+// The H100 measured exchange 1 15-17% faster at H 128, every shape and cell (reports/h100/
+// 2026-12-06-tf32-rounding-cluster-exchange-at-556ba74). Either way each lane loads its input
+// gates two steps ahead, for the long-scoreboard stall of the same profile; that changed nothing
+// measurable.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
