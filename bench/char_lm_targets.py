@@ -16,6 +16,8 @@ Targets (issue 23), per configuration at batch 64, seq-len 64..128, hidden 128..
   - parity: the peer's checks (losses after steps 1 and 100, parameters after steps 1 and 100);
   - validation bits per character after 100 steps within 2% of PyTorch's (one of those checks);
   - the library dispatch ran (cuDNN's RNN and cuBLAS), shown beside the tuned time.
+Also shown: how the tuned run's recurrent layers resolved (variant, config, table match), so that a
+step time can be read against the rows it ran.
 """
 import json
 import os
@@ -84,6 +86,11 @@ def judge(name, directory):
             f"{c['runner']:.4f} vs {c['torch']:.4f} ({m}, {100 * c['relative_difference']:.2f}%)", c["ok"])
     else:
         add("validation bpc after 100 steps within 2% of PyTorch's", "not compared", None)
+    recurrent = [r for r in (tuned or {}).get("resolutions", [])
+                 if r.get("problem", "").split("/")[0] in ("lstm.backward", "gru.backward")]
+    if recurrent:
+        rows.append("| (tuned recurrent layers) | " + "; ".join(
+            f"{r['op']}: {r['variant']}{{{r['config']}}} ({r['source']})" for r in recurrent) + " | shown |")
     lib = suite(library)
     if lib:
         rows.append(f"| (library dispatch: cuDNN RNN, cuBLAS) | {spread(lib)}"
