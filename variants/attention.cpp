@@ -418,7 +418,7 @@ constexpr const char* kNotRounded =
     "stores unnormalised probabilities for P V";
 
 ka::FlashWgmmaConfig flash_wgmma_config(const Config& c) {
-  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline"), cfg(c, "sections")};
+  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline"), cfg(c, "sections"), cfg(c, "pingpong")};
 }
 
 Support flash_wgmma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
@@ -531,7 +531,8 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
   w.description = "FlashAttention-3 style on Hopper (sm_90a): wgmma for Q K^T (swizzled shared operands) and P V "
                   "(P from registers), K/V double-buffered by cp.async, online softmax in registers; pipeline 1 adds "
                   "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products; "
-                  "pipeline 2 runs that persistently, one block per SM; pipeline 3 loads with TMA instead";
+                  "pipeline 2 runs that persistently, one block per SM; pipeline 3 loads with TMA instead; pingpong "
+                  "has the two consumer warpgroups take turns at the tensor cores";
   w.params = ParamSpace({{"warpgroups", {1, 2}, "consumer warpgroups per block, 64 query rows each (block_q = 64 or 128)"},
                          {"block_k", {64, 128}, "key rows per K/V tile (the n of Q K^T, the k of P V)"},
                          {"pipeline", {0, 1, 2, 3},
@@ -542,10 +543,17 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                          {"sections", {0, 1},
                           "pipelines 1-3: 0 takes every head's longest query tile first; 1 does so within "
                           "sections of heads whose K and V fit half the L2, so the blocks running together "
-                          "share K and V tiles in L2 instead of each reading its own from DRAM"}},
-                        [](const Config& c) { return c.at("sections") == 0 || c.at("pipeline") != 0; },
-                        "sections = 1 only with pipeline 1 or 2 (pipeline 0's grid already runs head by head)");
-  w.default_config = Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}});
+                          "share K and V tiles in L2 instead of each reading its own from DRAM"},
+                         {"pingpong", {0, 1},
+                          "pipelines 1-3: 1 has the two consumer warpgroups take turns at issuing their products "
+                          "(named barriers), so one's softmax runs while the other's products do"}},
+                        [](const Config& c) {
+                          return (c.at("sections") == 0 && c.at("pingpong") == 0) || c.at("pipeline") != 0;
+                        },
+                        "sections = 1 and pingpong = 1 only with pipelines 1-3 (pipeline 0 has no producer "
+                        "warpgroup; its grid already runs head by head)");
+  w.default_config =
+      Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}});
   w.supports = flash_wgmma_supports;
   w.launch = flash_wgmma;
   cat.add(w);

@@ -125,6 +125,7 @@ struct FlashWgmmaConfig {
   int block_k = 64;    // 64 or 128 key rows per tile
   int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent, 3 = 2 with TMA
   int sections = 0;    // pipelines 1-3: 1 runs the heads in sections whose K and V fit half the L2
+  int pingpong = 0;    // pipelines 1-3: 1 has the two consumer warpgroups take turns at issuing products
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).

@@ -18,7 +18,7 @@
 //       row-major, i.e. N-major: the transpose bit, which 16-bit types allow.
 //   O / (row sum) --4-byte stores straight from the accumulators--> O through its strides.
 //
-// Three schedules (FlashWgmmaConfig::pipeline):
+// Four schedules (FlashWgmmaConfig::pipeline):
 //   0, synchronous: every thread copies K and V, waits for its copies and meets the others at a
 //     block barrier before each product; each product is waited for before the softmax. Overlap
 //     comes only from the other warpgroup and the other block of the SM.
@@ -42,6 +42,14 @@
 //     swizzled: the layout below), each tile's bytes counted on its full barrier (expect_tx), no
 //     copies, waits or fences by the other 127. TMA zero-fills past S but not past a batch row's
 //     length, so padded problems keep pipelines 1 and 2.
+// Pingpong (FlashWgmmaConfig::pingpong, pipelines 1-3; FlashAttention-3's "ping-pong" schedule,
+// written from its paper's description): the two consumer warpgroups take turns at issuing their
+// products, passing the turn through two named barriers, so that one warpgroup's products run on
+// the tensor cores while the other's softmax runs on the FMA and MUFU units, instead of both
+// issuing together and then both exponentiating together. A turn is one issue of products: S of
+// the first tile; S of tile t with P V of tile t-1; the last P V. Both warpgroups take key_tiles
+// + 1 turns an item (a warpgroup whose causal rows see fewer tiles passes its spare turns as it
+// hands back those tiles), waiting for a tile's data before taking a turn, never while holding one.
 //
 // Shared layout of every tile (Q, K, V alike): hd / 64 column blocks of rows x 64 elements, each
 // row one 128-byte swizzle row whose 16-byte chunks are permuted by XOR with (row % 8), each block
@@ -95,6 +103,8 @@ constexpr int kStages = 2;
 static_assert((kStages & (kStages - 1)) == 0, "the ring's 32-bit tile count wraps onto the same slots and phases");
 // The warp-specialised schedules' Q tiles: the item in work and the next one's, loaded ahead.
 constexpr int kQSlots = 2;
+// Pingpong's turns: named barrier kTurnBarrier + c is consumer warpgroup c's turn (0 is __syncthreads).
+constexpr unsigned kTurnBarrier = 1;
 // Their barriers: full and empty, for K and for V per ring slot and for each Q slot (8 bytes each).
 constexpr int kRingBarrierBytes = (4 * kStages + 2 * kQSlots) * 8;
 // setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
@@ -472,7 +482,7 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section
 // for g < kStages; the Q slots the same with the block's n-th item. Every consumer warp hands
 // back every tile the block loads, the tiles its rows do not see unread, and its Q slot once its
 // last product is done, so each phase completes.
-template <class C, bool kTma>
+template <class C, bool kTma, bool kPingpong>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
                                    const int items, const int section_heads, const __grid_constant__ TensorMaps maps) {
@@ -613,6 +623,15 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   };
+  constexpr unsigned kBothConsumers = 2 * kWarpgroupThreads;
+  auto take_turn = [&] {
+    if constexpr (kPingpong) named_barrier_sync(kTurnBarrier + static_cast<unsigned>(consumer), kBothConsumers);
+  };
+  auto pass_turn = [&] {
+    if constexpr (kPingpong) named_barrier_arrive(kTurnBarrier + static_cast<unsigned>(1 - consumer), kBothConsumers);
+  };
+  if constexpr (kPingpong)
+    if (consumer == 1) pass_turn();  // warpgroup 0 takes the first turn
   unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
   int n = 0;
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
@@ -634,6 +653,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     const int q_slot = n % kQSlots;
     mbarrier_wait(full_q(q_slot), static_cast<unsigned>((n / kQSlots) & 1));
     const unsigned q_rows = q_tile_at(q_slot) + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
+    int turns = 0;  // pingpong: this item's turns taken so far
     if (group_tiles > 0) {
       float s[C::kScoreRegisters];
       unsigned probabilities[C::kKeySteps][4];
@@ -646,19 +666,34 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       };
 
       mbarrier_wait(full_k(slot_of(0)), parity_of(0));
-      multiply_qk<C>(s, q_rows, k_tile(slot_of(0)));
+      if constexpr (kPingpong) {
+        take_turn();
+        issue_qk<C>(s, q_rows, k_tile(slot_of(0)));
+        pass_turn();
+        ++turns;
+        wgmma_wait<0>();
+        touch(s);
+      } else {
+        multiply_qk<C>(s, q_rows, k_tile(slot_of(0)));
+      }
       release(empty_k(slot_of(0)));
       softmax(0);  // O is still zero: nothing to rescale
       pack_probabilities<C>(probabilities, s);
       for (int t = 1; t < group_tiles; ++t) {
         const int slot = slot_of(t), previous = slot_of(t - 1);
         mbarrier_wait(full_k(slot), parity_of(t));
+        if constexpr (kPingpong) {
+          mbarrier_wait(full_v(previous), parity_of(t - 1));
+          take_turn();
+        }
         issue_qk<C>(s, q_rows, k_tile(slot));
-        mbarrier_wait(full_v(previous), parity_of(t - 1));
+        if constexpr (!kPingpong) mbarrier_wait(full_v(previous), parity_of(t - 1));
         // A fence of its own (ptxas injects one otherwise, to cover register moves since the last):
         // it orders register accesses only, so the S products in flight run on.
         wgmma_fence();
         issue_pv<C>(probabilities, o, k_tile(previous) + C::kTileBytes);
+        pass_turn();
+        ++turns;
         wgmma_wait<1>();  // S of tile t has landed; P V of tile t - 1 runs on beside the softmax
         touch(s);
         release(empty_k(slot));
@@ -671,24 +706,41 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       }
       const int last = slot_of(group_tiles - 1);
       mbarrier_wait(full_v(last), parity_of(group_tiles - 1));
+      take_turn();
       wgmma_fence();
       issue_pv<C>(probabilities, o, k_tile(last) + C::kTileBytes);
+      pass_turn();
+      ++turns;
       wgmma_wait<0>();
       touch(o);
       release(empty_v(last));
     }
     release(empty_q(q_slot));  // its last product that read Q has been waited for
+    // Pingpong: a warpgroup with no tiles passes its first turn before handing any back.
+    if (kPingpong && turns == 0) {
+      take_turn();
+      pass_turn();
+      ++turns;
+    }
     for (int t = group_tiles; t < key_tiles; ++t) {  // loaded for the other warpgroup's rows
       mbarrier_wait(full_k(slot_of(t)), parity_of(t));
       release(empty_k(slot_of(t)));
       mbarrier_wait(full_v(slot_of(t)), parity_of(t));
       release(empty_v(slot_of(t)));
+      if constexpr (kPingpong) {  // a spare turn, once the tile is handed back
+        take_turn();
+        pass_turn();
+        ++turns;
+      }
     }
     g += static_cast<unsigned>(key_tiles);
 
     store_output<C>(p, o, row_sum, p.o + w.batch * p.o_strides.batch + w.head * p.o_strides.head, lane_row,
                     thread_in_group, valid);
   }
+  // Warpgroup 1's opening pass is left over: warpgroup 0 takes it, so no bar.arrive outlives the block.
+  if constexpr (kPingpong)
+    if (consumer == 0) take_turn();
 #else
   // Built for an architecture without wgmma; the host wrapper never launches this.
   __trap();
@@ -698,7 +750,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 // ---- host side --------------------------------------------------------------------------------
 
 template <class C>
-cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, cudaStream_t stream) {
+cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, bool pingpong, cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
   auto kernel = flash_wgmma_kernel<C>;
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
@@ -714,7 +766,10 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
   }
   if constexpr (C::kWarpgroups == 2) {
     const bool tma = pipeline == 3;
-    auto specialised = tma ? flash_wgmma_specialised_kernel<C, true> : flash_wgmma_specialised_kernel<C, false>;
+    auto specialised = tma ? (pingpong ? flash_wgmma_specialised_kernel<C, true, true>
+                                       : flash_wgmma_specialised_kernel<C, true, false>)
+                           : (pingpong ? flash_wgmma_specialised_kernel<C, false, true>
+                                       : flash_wgmma_specialised_kernel<C, false, false>);
     if (cudaError_t e =
             cudaFuncSetAttribute(specialised, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         e != cudaSuccess)
@@ -761,8 +816,12 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
 template <typename T, int kHeadDim, int kWarpgroups>
 cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
-    case 64: return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections != 0, stream);
-    case 128: return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections != 0, stream);
+    case 64:
+      return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections != 0,
+                                                          config.pingpong != 0, stream);
+    case 128:
+      return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections != 0,
+                                                           config.pingpong != 0, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -779,7 +838,8 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 bool valid_config(const FlashWgmmaConfig& c) {
   return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
          (c.pipeline == 0 || (c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups == 2)) &&
-         (c.sections == 0 || (c.sections == 1 && c.pipeline != 0));
+         (c.sections == 0 || (c.sections == 1 && c.pipeline != 0)) &&
+         (c.pingpong == 0 || (c.pingpong == 1 && c.pipeline != 0));
 }
 
 }  // namespace

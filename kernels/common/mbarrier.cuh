@@ -147,6 +147,11 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// bar.arrive: counts this thread toward the barrier's next completion without waiting for it
+// (the producer half of a named barrier whose other threads bar.sync on it).
+__device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 // The same with both operands known at compile time (immediates in the instruction).
 template <unsigned kId, unsigned kThreads>
 __device__ __forceinline__ void named_barrier_sync() {

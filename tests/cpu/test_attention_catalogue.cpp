@@ -297,7 +297,7 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, hd), wgmma.default_config, h200).ok) << hd;
   DeviceLimits small_shared = h200;
   small_shared.shared_memory_per_block_optin = 100 * 1024;
-  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}});
+  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}});
   const Support too_big = wgmma.supports(problem("attention.causal.split", 1, 1, 256, 128), biggest, small_shared);
   EXPECT_FALSE(too_big.ok);
   EXPECT_NE(too_big.reason.find("shared memory"), std::string::npos) << too_big.reason;
@@ -307,16 +307,18 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Config recorded({{"warpgroups", 2}, {"block_k", 128}});
   EXPECT_THROW(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), recorded, h200), std::out_of_range);
   const Config completed = complete_config(wgmma, recorded);
-  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0,sections=0");
+  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0,sections=0,pingpong=0");
   EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), completed, h200).ok);
   // The warp-specialised pipelines: two consumer warpgroups only, and their second Q tile and
   // barriers count.
   const Problem hd128 = problem("attention.causal.split", 4, 16, 8192, 128);
-  const auto wgmma_config = [](int warpgroups, int pipeline) {
-    return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0}});
+  const auto wgmma_config = [](int warpgroups, int pipeline, int pingpong = 0) {
+    return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0},
+                   {"pingpong", pingpong}});
   };
   for (const int pipeline : {1, 2, 3}) {
     EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline), h200).ok);
+    EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline, 1), h200).ok);  // the same shared memory
     const Support one_consumer = wgmma.supports(hd128, wgmma_config(1, pipeline), h200);
     EXPECT_FALSE(one_consumer.ok);
     EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
@@ -333,6 +335,15 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 3), exactly_specialised).ok);
   exactly_specialised.shared_memory_per_block_optin -= 1;
   EXPECT_FALSE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
+  // Pingpong takes turns between a producer's two consumers: pipeline 0 has neither, and the space
+  // leaves its pingpong configs out.
+  int pingpong_configs = 0, synchronous_pingpong = 0;
+  for (const Config& c : wgmma.params.enumerate()) {
+    pingpong_configs += c.at("pingpong") == 1;
+    synchronous_pingpong += c.at("pingpong") == 1 && c.at("pipeline") == 0;
+  }
+  EXPECT_EQ(pingpong_configs, 24);  // warpgroups 2 x block_k 2 x pipeline 3 x sections 2
+  EXPECT_EQ(synchronous_pingpong, 0);
   // Pipeline 3's TMA boxes cannot zero the keys past a batch row's length.
   const Support tma_padded =
       wgmma.supports(problem("attention.causal.split.padded", 4, 16, 8192, 128), wgmma_config(2, 3), h200);

@@ -142,7 +142,8 @@ TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
 // flash_wgmma's schedules (sm_90 only) where the warp-specialised ring wraps many times and the
 // two consumer warpgroups see different numbers of key tiles: sequences of 1, 130, 1000 and 2049
 // (tails of every size against block_k 64 and 128), both head dims, causal and full, with and
-// without padding, every config (pipelines 0, 1 and 2, in one section); and 192 query tiles of 300 rows, more
+// without padding, every config (pipelines 0-3, in one section, with and without pingpong, whose
+// turns must stay paired when one warpgroup's rows see fewer tiles or none); and 192 query tiles of 300 rows, more
 // than an H100 or H200 has SMs, so that the persistent blocks take several tiles of unlike
 // lengths each and their rings and Q slots carry over from one to the next.
 TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
@@ -154,11 +155,11 @@ TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
     for (const Case& c : {Case{1, 2, 1, 64}, Case{2, 1, 130, 128}, Case{1, 2, 1000, 64}, Case{1, 1, 2049, 128},
                           Case{8, 8, 300, 64}}) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
-      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and 2 x (64, 128) x sections 0
-      // and 1 for each specialised pipeline: 1 and 2, and 3 (TMA) where there is no padding.
+      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and (64, 128) x sections 0 and 1 x
+      // pingpong 0 and 1 for each specialised pipeline: 1 and 2, and 3 (TMA) where there is no padding.
       const bool padded = problem.primitive.find(".padded") != std::string::npos;
       EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"),
-                padded ? 12 : 16)
+                padded ? 20 : 28)
           << problem.key();
     }
 }
@@ -173,7 +174,7 @@ TEST_P(AttentionVariants, FlashWgmmaSectionsOfHeadsAcrossTheL2) {
   std::uint64_t seed = std::random_device{}();
   for (const char* primitive : {"attention.causal.split", "attention.full.packed"}) {
     const Problem problem{primitive, GetParam(), Shape({{"B", 4}, {"H", 12}, {"S", 1537}, {"hd", 128}})};
-    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 16)
+    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 28)
         << problem.key();
   }
 }
