@@ -653,7 +653,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     const int q_slot = n % kQSlots;
     mbarrier_wait(full_q(q_slot), static_cast<unsigned>((n / kQSlots) & 1));
     const unsigned q_rows = q_tile_at(q_slot) + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
-    int turns = 0;  // pingpong: this item's turns taken so far
     if (group_tiles > 0) {
       float s[C::kScoreRegisters];
       unsigned probabilities[C::kKeySteps][4];
@@ -670,7 +669,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
         take_turn();
         issue_qk<C>(s, q_rows, k_tile(slot_of(0)));
         pass_turn();
-        ++turns;
         wgmma_wait<0>();
         touch(s);
       } else {
@@ -693,7 +691,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
         wgmma_fence();
         issue_pv<C>(probabilities, o, k_tile(previous) + C::kTileBytes);
         pass_turn();
-        ++turns;
         wgmma_wait<1>();  // S of tile t has landed; P V of tile t - 1 runs on beside the softmax
         touch(s);
         release(empty_k(slot));
@@ -710,17 +707,15 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       wgmma_fence();
       issue_pv<C>(probabilities, o, k_tile(last) + C::kTileBytes);
       pass_turn();
-      ++turns;
       wgmma_wait<0>();
       touch(o);
       release(empty_v(last));
     }
     release(empty_q(q_slot));  // its last product that read Q has been waited for
-    // Pingpong: a warpgroup with no tiles passes its first turn before handing any back.
-    if (kPingpong && turns == 0) {
+    // Pingpong: a warpgroup with no tiles of its own passes its first turn before handing any back.
+    if (kPingpong && group_tiles == 0) {
       take_turn();
       pass_turn();
-      ++turns;
     }
     for (int t = group_tiles; t < key_tiles; ++t) {  // loaded for the other warpgroup's rows
       mbarrier_wait(full_k(slot_of(t)), parity_of(t));
@@ -730,7 +725,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       if constexpr (kPingpong) {  // a spare turn, once the tile is handed back
         take_turn();
         pass_turn();
-        ++turns;
       }
     }
     g += static_cast<unsigned>(key_tiles);

@@ -35,6 +35,12 @@ __device__ __forceinline__ unsigned load_shared_u32(unsigned address) {
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");
   return v;
 }
+__device__ __forceinline__ void load_shared_16(unsigned address, unsigned (&v)[4]) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(address)
+               : "memory");
+}
 __device__ __forceinline__ void store_shared_16(unsigned address, const unsigned (&v)[4]) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(v[0]), "r"(v[1]), "r"(v[2]),
                "r"(v[3])

@@ -227,10 +227,7 @@ __device__ __forceinline__ void round_stage_to_tf32(unsigned a_tile, unsigned b_
   const int thread = static_cast<int>(threadIdx.x) - kWarpgroupThreads;  // 0 .. kConsumerThreads - 1
   const auto round_chunk = [](unsigned address) {
     unsigned v[4];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                 : "r"(address)
-                 : "memory");
+    load_shared_16(address, v);
 #pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = to_tf32(v[i]);
     store_shared_16(address, v);

@@ -62,8 +62,9 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
   float* w_s = shared;                                   // [G U][stride]
   float* h_s = shared + G * U * stride;                  // [2][rows_per_cluster][stride]
   const int buffer_floats = geo.rows_per_cluster * stride;
-  // kAsync: the full barriers of the two h buffers (8-byte aligned: stride is a multiple of 4).
-  const unsigned full = shared_address(h_s + 2 * buffer_floats);
+  // kAsync: the full barriers of the two h buffers, 8 bytes each (aligned: stride is a multiple of 4).
+  const float* full_barriers = h_s + 2 * buffer_floats;
+  const unsigned full = shared_address(full_barriers);
   const unsigned rank = cluster_block_rank();
   const int cluster = static_cast<int>(blockIdx.x) / geo.cluster_size;
   const int n0 = cluster * geo.rows_per_cluster;
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(kMaxClusterThreads) cluster_kernel(Layer<T> p,
         if (t > 0) cluster_wait();  // every block has read buffer (t+1)&1, at step t-1
         if (owns_cell) {
           const unsigned offset = static_cast<unsigned>(((t + 1) & 1) * buffer_floats * sizeof(float));
-          const float* barrier = h_s + 2 * buffer_floats + 2 * ((t + 1) & 1);
+          const float* barrier = full_barriers + 2 * ((t + 1) & 1);  // buffer (t+1)&1's, 2 floats each
 #pragma unroll
           for (int b = 0; b < kMaxClusterSize; ++b)
             if (b < geo.cluster_size)
