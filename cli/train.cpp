@@ -454,7 +454,7 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
     constexpr int kWarmup = 10, kIterations = 50;
     out << "\n";
     print_op_times(trainer->op_times(kWarmup, kIterations), kIterations, "training step", out);
-    out << "(not listed: the embedding's gather and gradient and the loss bookkeeping, plain kernels)\n" << std::flush;
+    out << "(not listed: the loss bookkeeping, single-thread kernels, and the carried state's copies)\n" << std::flush;
   }
   std::string sample_text;
   if (o.sample > 0) {

@@ -133,6 +133,10 @@ void RunnerCore::resolve(const ModelOp& op) { resolutions_.push_back(resolver_->
 std::vector<OpTime> RunnerCore::op_times(const std::vector<OpLaunch>& ops, int warmup, int iterations) {
   std::vector<OpTime> out;
   for (const OpLaunch& op : ops) {
+    if (!op.op) {
+      out.push_back({op.plain_name, "", "plain kernel", 0});
+      continue;
+    }
     const OpResolution& r = op.op->resolution;
     const char* half = op.part == LaunchPart::forward_half    ? ": forward half"
                        : op.part == LaunchPart::backward_half ? ": backward half"
@@ -156,7 +160,7 @@ std::vector<OpTime> RunnerCore::op_times(const std::vector<OpLaunch>& ops, int w
   const Graph g = capture(stream_, [&] {
     SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[0], stream_, cudaEventRecordExternal));
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      ops[i].op->launch(stream_, libraries_, ops[i].part);
+      ops[i].launch(stream_, libraries_);
       SHAPETUNE_CUDA_CHECK(cudaEventRecordWithFlags(events.all[i + 1], stream_, cudaEventRecordExternal));
     }
   });

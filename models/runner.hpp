@@ -81,11 +81,21 @@ struct BoundOp {
   void launch(cudaStream_t, LibraryHandles&, LaunchPart = LaunchPart::whole) const;
 };
 
-// A bound op in a captured sequence, whole or one of its halves.
+// A step of a captured sequence: a bound op, whole or one of its halves, or a plain kernel that the
+// runner launches itself (no variants: an embedding's gather, say), listed under its name so that
+// op_times accounts for the whole step.
 struct OpLaunch {
   OpLaunch(const BoundOp* op, LaunchPart part = LaunchPart::whole) : op(op), part(part) {}  // NOLINT: implicit
-  const BoundOp* op;
-  LaunchPart part;
+  OpLaunch(std::string name, std::function<void()> enqueue) : plain_name(std::move(name)), plain(std::move(enqueue)) {}
+  const BoundOp* op = nullptr;
+  LaunchPart part = LaunchPart::whole;
+  std::string plain_name;
+  std::function<void()> plain;
+
+  void launch(cudaStream_t stream, LibraryHandles& libraries) const {
+    if (op) op->launch(stream, libraries, part);
+    else plain();
+  }
 };
 
 // Picks the variant of each operation: the dispatch table's choice, or the library baseline.

@@ -29,7 +29,7 @@ cudaError_t gather_embedding(const float* table, const std::int32_t* inputs, con
 // dtable[v, :] = sum of dx[r, :] over the rows r whose token is v, for every v (zero where none):
 // rows_by_token[*step * rows + ...] lists the batch's rows grouped by token, ascending within a
 // token, and token_starts[*step * (vocab + 1) + v] where token v's rows begin. One block per
-// token sums its rows in that order: no atomics, so the result is the same bits every run.
+// token and 32 columns sums its rows in a fixed order: no atomics, so the result is the same bits every run.
 cudaError_t embedding_backward(const float* dx, const std::int32_t* rows_by_token, const std::int32_t* token_starts,
                                const std::int32_t* step, int rows, int vocab, int embed, float* dtable, cudaStream_t);
 
