@@ -206,18 +206,19 @@ TEST(CharLmTraining, TheTimingSuiteTrainsAsEpochsDoAndWrapsTheData) {
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << recurrent_cell_name(cell);
     EXPECT_EQ(suite_trainer.validation_loss(), epochs.validation_loss()) << recurrent_cell_name(cell);
 
-    // --op-times: every dispatched op of a training step once, in launch order: each layer's
-    // backward-through-time op's forward half (layer 0 first), the head and the loss, their
-    // gradients, each layer's backward half (the last layer first), Adam. The resolutions list
-    // the layers' inference forwards (the evaluation step's) first, then the head, the loss and
-    // their gradients, the layers' backward ops (the last first) and Adam.
+    // --op-times: every op of a training step once, in launch order: the embedding's gather, each
+    // layer's backward-through-time op's forward half (layer 0 first), the head and the loss, their
+    // gradients, each layer's backward half (the last layer first), the embedding's gradient, Adam.
+    // The resolutions list the layers' inference forwards (the evaluation step's) first, then the
+    // head, the loss and their gradients, the layers' backward ops (the last first) and Adam.
     const std::vector<OpTime> times = epochs.op_times(2, 5);
     const std::vector<OpResolution>& r = epochs.resolutions();
     ASSERT_EQ(r.size(), 10u) << recurrent_cell_name(cell);
-    const std::vector<std::string> want = {r[8].op.name + ": forward half",  r[7].op.name + ": forward half",
-                                           r[2].op.name, r[3].op.name, r[4].op.name, r[5].op.name, r[6].op.name,
+    const std::vector<std::string> want = {"embedding gather", r[8].op.name + ": forward half",
+                                           r[7].op.name + ": forward half", r[2].op.name, r[3].op.name,
+                                           r[4].op.name, r[5].op.name, r[6].op.name,
                                            r[7].op.name + ": backward half", r[8].op.name + ": backward half",
-                                           r[9].op.name};
+                                           "embedding gradient", r[9].op.name};
     ASSERT_EQ(times.size(), want.size()) << recurrent_cell_name(cell);
     for (std::size_t i = 0; i < times.size(); ++i) {
       EXPECT_EQ(times[i].name, want[i]);
