@@ -6,6 +6,8 @@
 //   stepwise_graph: the same launches captured once into a CUDA graph and replayed, one launch a
 //               call: at small N H the host's launch overhead, not the GPU, sets a step's time;
 //   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
+//   persistent_registers: persistent with W_hh in registers, a warp a hidden unit (H <= 512): only
+//               h is read from shared memory, where persistent reads W's slice every step too;
 //   persistent_cluster (sm_90a): the same input GEMM, then one launch of independent clusters,
 //               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
 //               through distributed shared memory (stores and a cluster barrier a step, or st.async
@@ -276,6 +278,51 @@ LaunchStatus persistent(const LaunchArgs& a) {
   return launch_status(e);
 }
 
+// ---- persistent_registers -----------------------------------------------------------------------
+
+kr::RegisterConfig register_config(const Config& c) { return {cfg(c, "units_per_block"), cfg(c, "batch_groups")}; }
+
+// What the kernel is built for (H <= 512, at most 64 rows a group), the shared memory a block may
+// have, and a grid the device can plausibly hold at once (estimated from shared memory and
+// threads; the launch asks the occupancy API, which knows the registers, and refuses the rest).
+Support register_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  const RnnProblem r = rnn_of(p);
+  const kr::RegisterConfig rc = register_config(c);
+  if (r.hidden > kr::kMaxRegisterHidden)
+    return Support::no("H " + std::to_string(r.hidden) + " > " + std::to_string(kr::kMaxRegisterHidden) +
+                       ": a lane holds W_hh in 4 chunks of 128 columns at most");
+  if (rc.batch_groups > r.batch) return Support::no("more batch groups than batch rows");
+  if (rc.units_per_block > r.hidden) return Support::no("more units per block than hidden units");
+  const kr::RegisterPlan plan = kr::register_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), rc);
+  if (plan.blocks == 0)
+    return Support::no("a batch group would have more than " + std::to_string(kr::kMaxRegisterRows) +
+                       " rows (more batch groups)");
+  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
+    return Support::no("the h rows and gates need " + std::to_string(plan.shared_bytes) +
+                       " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
+  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(plan.shared_bytes) + 1024);
+  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / plan.threads, 32});
+  if (plan.blocks > per_sm * limits.sm_count)
+    return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
+                       std::to_string(per_sm * limits.sm_count) + " here)");
+  return Support::yes();
+}
+
+template <typename T>
+LaunchStatus persistent_registers(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const kr::Layer<T> l = layer_of<T>(a);
+  auto* input_gates = static_cast<float*>(a.workspace);
+  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
+  const cudaError_t e = kr::register_forward(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r),
+                                             register_config(a.config), a.stream);
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    return LaunchStatus::refused("the device cannot hold every block of the grid at once");
+  return launch_status(e);
+}
+
 // ---- persistent_cluster -------------------------------------------------------------------------
 
 kr::ClusterConfig cluster_config(const Config& c) {
@@ -402,6 +449,19 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   p.workspace_bytes = persistent_workspace;
   p.launch = by_type<persistent<float>, persistent<__half>, persistent<__nv_bfloat16>>;
   cat.add(p);
+
+  Variant pr;
+  pr.primitive = primitive;
+  pr.name = "persistent_registers";
+  pr.description = "persistent with W_hh in registers: a warp a hidden unit, its G gate rows across the lanes, h "
+                   "copied into shared memory (cp.async) each step, a grid barrier a step (H <= 512)";
+  pr.params = ParamSpace({{"units_per_block", {2, 4, 8}, "warps a block, one hidden unit each"},
+                          {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (at most 64 rows each)"}});
+  pr.default_config = Config({{"units_per_block", 8}, {"batch_groups", 2}});
+  pr.supports = register_supports;
+  pr.workspace_bytes = persistent_workspace;
+  pr.launch = by_type<persistent_registers<float>, persistent_registers<__half>, persistent_registers<__nv_bfloat16>>;
+  cat.add(pr);
 
   Variant pc;
   pc.primitive = primitive;

@@ -8,8 +8,8 @@
 //             then dx, dW_ih, dW_hh and the biases' gradients as one GEMM each over all T N rows;
 //   stepwise_graph: the same launches captured once into a CUDA graph and replayed (one launch a
 //             call instead of about 4 T + 20);
-//   persistent: the forward as the forward's persistent or persistent_cluster rung, keeping each
-//             step's activations; then the recurrent chain alone in one cooperative launch
+//   persistent: the forward as the forward's persistent, persistent_registers or persistent_cluster
+//             rung, keeping each step's activations; then the recurrent chain alone in one cooperative launch
 //             (kernels/rnn/persistent_backward.cu: W_hh's columns on chip, a grid barrier a step),
 //             since dh_t = dy_t + d_gates_{t+1} W_hh is the only sequential part; then the same
 //             products over all T N rows as stepwise;
@@ -418,7 +418,7 @@ LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
 // runs one of them first (keeping the activations) and refuses what its `supports` refuses.
 struct ForwardRungs {
   std::string primitive;  // lstm.forward or gru.forward
-  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> grid, cluster;
+  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> grid, cluster, registers;
 };
 
 // The forward's configs, fixed here rather than a second tuning axis (which would multiply this
@@ -447,6 +447,12 @@ kr::PersistentConfig grid_split_forward_config(const RnnProblem& r) {
   return {units, kThreads, groups, kSplit};
 }
 
+// The register forward: a warp a unit, 8 a block, at most 32 rows a group (two blocks' groups at
+// N 64: 128 blocks at H 512, one an SM).
+kr::RegisterConfig register_forward_config(const RnnProblem& r) {
+  return {8, static_cast<int>(std::max<std::int64_t>(1, (r.batch + 31) / 32))};
+}
+
 kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
   int cluster_size = r.hidden >= 512 ? 16 : 8;
   while (cluster_size > 2 && cluster_size > r.hidden) cluster_size /= 2;
@@ -466,12 +472,15 @@ Config as_config(const kr::PersistentConfig& c) {
   return Config({{"units_per_block", c.units_per_block}, {"block_size", c.block_size}, {"batch_groups", c.batch_groups},
                  {"k_split", c.k_split}});
 }
+Config as_config(const kr::RegisterConfig& c) {
+  return Config({{"units_per_block", c.units_per_block}, {"batch_groups", c.batch_groups}});
+}
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},
                  {"rows_per_thread", c.rows_per_thread}, {"exchange", c.exchange}});
 }
 
-constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2;
+constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2, kRegisterForward = 3;
 
 // The grid forward's config where the backward's `forward` axis names a grid rung.
 kr::PersistentConfig grid_config_of(const Config& c, const RnnProblem& r) {
@@ -487,12 +496,20 @@ Support forward_rung_supports(const ForwardRungs& forward, const Problem& p, con
                               const DeviceLimits& limits) {
   const RnnProblem r = rnn_of(p);
   const Problem forward_problem{forward.primitive, p.dtype, p.shape};
-  const bool cluster = cfg(c, "forward") == kClusterForward;
-  const Config forward_config = cluster ? as_config(cluster_forward_config(r)) : as_config(grid_config_of(c, r));
-  const Support s = (cluster ? forward.cluster : forward.grid)(forward_problem, forward_config, limits);
+  const int rung = static_cast<int>(cfg(c, "forward"));
+  const Config forward_config = rung == kClusterForward    ? as_config(cluster_forward_config(r))
+                                : rung == kRegisterForward ? as_config(register_forward_config(r))
+                                                           : as_config(grid_config_of(c, r));
+  const auto& supports = rung == kClusterForward    ? forward.cluster
+                         : rung == kRegisterForward ? forward.registers
+                                                    : forward.grid;
+  const char* name = rung == kClusterForward    ? "persistent_cluster{"
+                     : rung == kRegisterForward ? "persistent_registers{"
+                                                : "persistent{";
+  const Support s = supports(forward_problem, forward_config, limits);
   if (!s.ok)
-    return Support::no(std::string("the forward it runs first, ") + (cluster ? "persistent_cluster{" : "persistent{") +
-                       forward_config.key() + "}, refuses: " + s.reason);
+    return Support::no(std::string("the forward it runs first, ") + name + forward_config.key() + "}, refuses: " +
+                       s.reason);
   return Support::yes();
 }
 
@@ -611,6 +628,9 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
   if (cfg(a.config, "forward") == kClusterForward)
     return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
                              "the forward (persistent_cluster)");
+  if (cfg(a.config, "forward") == kRegisterForward)
+    return persistent_status(kr::register_forward(layer, gates, ws + pl.forward, register_forward_config(r), a.stream),
+                             "the forward (persistent_registers)");
   return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_config_of(a.config, r), a.stream),
                            "the forward (persistent)");
 }
@@ -754,8 +774,9 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
                   "gradients through L2, a grid barrier a step; then dx, dW and db as stepwise";
   // The forward rung run first, keeping the activations: persistent's and persistent_stepwise's axis.
   const ParamAxis forward_axis{
-      "forward", {kGridForward, kClusterForward, kGridSplitForward},
-      "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 8"};
+      "forward", {kGridForward, kClusterForward, kGridSplitForward, kRegisterForward},
+      "the forward run first: 0 persistent (k_split 1), 1 persistent_cluster (sm_90a), 2 persistent with k_split 8, "
+      "3 persistent_registers (H <= 512)"};
   p.params = ParamSpace(
       {forward_axis,
        {"units_per_block", {1, 2, 4, 8, 16}, "hidden units a block owns (their columns of W_hh, all G H rows)"},
@@ -834,12 +855,13 @@ void register_rnn_backward(Catalogue& cat) {
     if (!forward) throw std::logic_error(std::string("register_rnn_backward needs ") + forward_name + " registered first");
     const Variant* grid = cat.find_variant(forward_name, "persistent");
     const Variant* cluster = cat.find_variant(forward_name, "persistent_cluster");
+    const Variant* registers = cat.find_variant(forward_name, "persistent_registers");
     if (!grid || !cluster)
       throw std::logic_error(std::string("register_rnn_backward needs ") + forward_name + "'s persistent rungs");
     Primitive p = backward_primitive(*forward, cell);
     const std::string name = p.name;
     cat.add(std::move(p));
-    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports});
+    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports, registers->supports});
   }
 }
 

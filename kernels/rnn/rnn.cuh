@@ -150,6 +150,36 @@ template <typename T>
 cudaError_t persistent_forward(const Layer<T>&, const float* input_gates, void* workspace, const PersistentConfig&,
                                cudaStream_t);
 
+// ---- persistent_registers ---------------------------------------------------------------------
+
+// The persistent rung with W_hh in registers (persistent_registers.cu): a warp a hidden unit, its
+// G gate rows spread over the lanes' registers (128 columns a chunk, up to 4 chunks: H <= 512),
+// the block's batch rows of h copied into shared memory each step, a grid barrier a step.
+struct RegisterConfig {
+  int units_per_block = 8;  // warps a block, one hidden unit each (1..kMaxRegisterUnits)
+  int batch_groups = 2;     // the batch split over this many groups of blocks (at most kMaxRegisterRows rows each)
+};
+inline constexpr int kMaxRegisterUnits = 8;     // 256 threads: up to 255 registers a thread for W's 64 floats
+inline constexpr int kMaxRegisterHidden = 512;  // 4 chunks of 128 columns
+inline constexpr int kMaxRegisterRows = 64;
+
+// blocks == 0: the config or the shape is outside what the kernel is built for.
+struct RegisterPlan {
+  int blocks = 0;
+  int threads = 0;
+  int rows_per_group = 0;
+  int chunks = 0;                // column chunks of 128 a lane holds: 1, 2 or 4
+  std::size_t shared_bytes = 0;  // the group's h rows (128 x chunks columns), the input gates, the LSTM's c
+};
+RegisterPlan register_plan(Cell, int batch, int hidden, const RegisterConfig&);
+
+// The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias), with the workspace
+// of persistent_workspace_bytes. Returns cudaErrorCooperativeLaunchTooLarge where the device
+// cannot hold every block at once, cudaErrorInvalidValue for a config the plan rejects.
+template <typename T>
+cudaError_t register_forward(const Layer<T>&, const float* input_gates, void* workspace, const RegisterConfig&,
+                             cudaStream_t);
+
 // ---- persistent backward ------------------------------------------------------------------------
 
 // The recurrent chain of backpropagation through time, from the forward's saved activations.

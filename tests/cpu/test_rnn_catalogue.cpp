@@ -228,6 +228,44 @@ TEST(RnnCatalogue, PersistentRefusesWhatCannotBeResidentOrHeld) {
   EXPECT_FALSE(v.supports({"lstm.forward", DType::f32, one_row}, config(1, 64, 2), h200).ok);
 }
 
+// The register rung: a warp a unit, W_hh in 1, 2 or 4 chunks of 128 columns a lane (so H <= 512),
+// at most 64 rows a batch group; its shared memory is the group's h rows (rounded up to 8) of the
+// chunks' width, 32 input gates a warp per 8 rows and the LSTM's cell state.
+TEST(RnnCatalogue, PersistentRegistersPlanAndRefusals) {
+  namespace kr = kernels::rnn;
+  const kr::RegisterPlan p = kr::register_plan(kr::Cell::lstm, 64, 512, {8, 2});
+  EXPECT_EQ(p.blocks, 128);
+  EXPECT_EQ(p.threads, 256);
+  EXPECT_EQ(p.rows_per_group, 32);
+  EXPECT_EQ(p.chunks, 4);
+  EXPECT_EQ(p.shared_bytes, (32 * 512 + 8 * 4 * 32 + 8 * 32) * sizeof(float));
+  const kr::RegisterPlan gru = kr::register_plan(kr::Cell::gru, 13, 100, {4, 2});  // 7 and 6 rows, 25 unit blocks
+  EXPECT_EQ(gru.blocks, 50);
+  EXPECT_EQ(gru.chunks, 1);
+  EXPECT_EQ(gru.shared_bytes, (8 * 128 + 4 * 32) * sizeof(float));
+  EXPECT_EQ(kr::register_plan(kr::Cell::lstm, 64, 257, {8, 2}).chunks, 4);
+  EXPECT_EQ(kr::register_plan(kr::Cell::lstm, 65, 128, {8, 1}).blocks, 0) << "65 rows in one group";
+  EXPECT_EQ(kr::register_plan(kr::Cell::lstm, 64, 513, {8, 2}).blocks, 0) << "H past 512";
+  EXPECT_EQ(kr::register_plan(kr::Cell::lstm, 64, 128, {9, 2}).blocks, 0) << "9 warps";
+
+  const Variant& v = *catalogue().find_variant("gru.forward", "persistent_registers");
+  const DeviceLimits h200 = nominal_device_limits();
+  const auto shape = [](std::int64_t n, std::int64_t h) { return Shape({{"T", 8}, {"N", n}, {"D", 8}, {"H", h}}); };
+  EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape(64, 512)}, v.default_config, h200).ok);
+  const Support wide = v.supports({"gru.forward", DType::f32, shape(64, 1024)}, v.default_config, h200);
+  EXPECT_FALSE(wide.ok);
+  EXPECT_NE(wide.reason.find("4 chunks of 128 columns"), std::string::npos) << wide.reason;
+  const Config one_group({{"units_per_block", 8}, {"batch_groups", 1}});
+  const Support rows = v.supports({"gru.forward", DType::f32, shape(100, 128)}, one_group, h200);
+  EXPECT_FALSE(rows.ok);
+  EXPECT_NE(rows.reason.find("more than 64 rows"), std::string::npos) << rows.reason;
+  // 2 units a block at H 512 and 8 groups: 2048 blocks of 64 threads, more than 132 SMs hold.
+  const Config small({{"units_per_block", 2}, {"batch_groups", 8}});
+  const Support grid = v.supports({"gru.forward", DType::f32, shape(64, 512)}, small, h200);
+  EXPECT_FALSE(grid.ok);
+  EXPECT_NE(grid.reason.find("cannot be resident"), std::string::npos) << grid.reason;
+}
+
 // The lane groups of k_split: the rows a lane group takes follow from the threads left per unit,
 // and a config whose block is not whole lane groups per unit (or not whole warps, or over the
 // kernel's 512 threads, or k_split not a power of 2) has no plan.
@@ -459,7 +497,8 @@ TEST(RnnCatalogue, PersistentBackwardPlanTilesTheRowsItCannotHoldWhole) {
 }
 
 TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
-  EXPECT_EQ(catalogue().variant_names("lstm.forward"), "stepwise, stepwise_graph, persistent, persistent_cluster, cudnn");
+  EXPECT_EQ(catalogue().variant_names("lstm.forward"),
+            "stepwise, stepwise_graph, persistent, persistent_registers, persistent_cluster, cudnn");
   EXPECT_EQ(catalogue().variant_names("gru.backward"),
             "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};

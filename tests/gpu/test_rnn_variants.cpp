@@ -82,6 +82,30 @@ TEST_P(RnnVariants, PersistentLaneGroupsRunEveryConfig) {
   }
 }
 
+// The register rung runs, not only refuses: at a shape that splits the units (100 = 8 x 13 - 4) and
+// the batch (7 rows) unevenly, whose H (100) is no multiple of 4 (h copied element by element) and
+// leaves most of a lane's 128-column chunk zero, every config it supports matches (9: 8 groups of
+// 7 rows is refused); at H 500 (4 chunks, cp.async, the last chunk part zero) and a second 8-row
+// chunk short of rows (N 13 in one or two groups) too; and at the character model's H 512 with 64
+// rows, 32 a group, where it was built to win (on a GPU of an H100's size).
+TEST_P(RnnVariants, PersistentRegistersRunsEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.forward", "gru.forward"}) {
+    const Problem awkward{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, awkward, seed++, {}, {}, "persistent_registers"),
+              9)
+        << awkward.key();
+    const Problem ragged{primitive, GetParam(), Shape({{"T", 4}, {"N", 13}, {"D", 8}, {"H", 500}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, ragged, seed++, {}, {}, "persistent_registers"),
+              4)
+        << ragged.key();
+    if (device_.limits.sm_count < 108) continue;
+    const Problem wide{primitive, GetParam(), Shape({{"T", 3}, {"N", 64}, {"D", 16}, {"H", 512}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, wide, seed++, {}, {}, "persistent_registers"), 2)
+        << wide.key();
+  }
+}
+
 // The persistent backward runs, not only refuses, on any GPU: at a shape where its configs split
 // the units and the batch unevenly (100 units, 7 rows; G H = 400 or 300 columns, the GRU's no
 // multiple of 8), every config it supports launches and matches, with either forward on Hopper.
