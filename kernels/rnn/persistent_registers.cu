@@ -105,6 +105,21 @@ __global__ void __launch_bounds__(32 * kMaxRegisterUnits, 1)
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   const bool quads = H % 4 == 0;  // the exchange buffer's rows start 16-byte aligned: cp.async
   float* in_mine = in_s + warp * geo.row_chunks * 32;
+  // The input gates of this lane's (gate, row) in every chunk, loaded a step ahead: a load issued
+  // at the step's start held up the shared store after it (the largest stall, long scoreboard, in
+  // an H100 profile at H 512).
+  constexpr int kMaxRowChunks = kMaxRegisterRows / kRowsAtOnce;
+  float next_in[kMaxRowChunks];
+  const auto load_inputs = [&](int step) {
+#pragma unroll
+    for (int ch = 0; ch < kMaxRowChunks; ++ch) {
+      const int row = ch * kRowsAtOnce + r8;
+      next_in[ch] = ch < geo.row_chunks && unit && has_gate && row < rows
+                        ? input_gates[(static_cast<std::int64_t>(step) * N + n0 + row) * G * H + gate * H + j]
+                        : 0.f;
+    }
+  };
+  load_inputs(0);
   for (int t = 0; t < p.steps; ++t) {
     const float* h_prev = h_exchange + ((t + 1) & 1) * plane;  // written at step t - 1
     const int first = min(rows, kRowsAtOnce);
@@ -125,17 +140,10 @@ __global__ void __launch_bounds__(32 * kMaxRegisterUnits, 1)
         h_s[r * kWidth + k] = t == 0 ? to_float(p.h0[e]) : __ldcg(h_prev + e);
       }
     }
-    // The input gates of this lane's (gate, row) in every chunk, off the chain: nothing reads them
-    // before the first chunk's product.
 #pragma unroll
-    for (int ch = 0; ch < kMaxRegisterRows / kRowsAtOnce; ++ch) {
-      if (ch >= geo.row_chunks) break;
-      const int row = ch * kRowsAtOnce + r8;
-      in_mine[ch * 32 + lane] =
-          unit && has_gate && row < rows
-              ? input_gates[(static_cast<std::int64_t>(t) * N + n0 + row) * G * H + gate * H + j]
-              : 0.f;
-    }
+    for (int ch = 0; ch < kMaxRowChunks; ++ch)
+      if (ch < geo.row_chunks) in_mine[ch * 32 + lane] = next_in[ch];
+    if (t + 1 < p.steps) load_inputs(t + 1);
     if (!(t > 0 && quads)) __syncthreads();
 
     for (int ch = 0; ch < geo.row_chunks; ++ch) {
