@@ -8,6 +8,8 @@
 //   persistent: the same input GEMM, then one cooperative launch for every step, W_hh on chip;
 //   persistent_registers: persistent with W_hh in registers, a warp a hidden unit (H <= 512): only
 //               h is read from shared memory, where persistent reads W's slice every step too;
+//   persistent_block: the same input GEMM, then one ordinary launch of independent blocks, each
+//               holding all of W_hh and running its batch rows: no exchange (small H);
 //   persistent_cluster (sm_90a): the same input GEMM, then one launch of independent clusters,
 //               each a slice of the batch, W_hh split over a cluster's blocks and h exchanged
 //               through distributed shared memory (stores and a cluster barrier a step, or st.async
@@ -323,6 +325,45 @@ LaunchStatus persistent_registers(const LaunchArgs& a) {
   return launch_status(e);
 }
 
+// ---- persistent_block ---------------------------------------------------------------------------
+
+kr::BlockConfig block_config(const Config& c) {
+  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads")};
+}
+
+Support block_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
+  const RnnProblem r = rnn_of(p);
+  const kr::BlockConfig bc = block_config(c);
+  if (bc.rows_per_block > 1 && bc.rows_per_block / 2 >= r.batch)
+    return Support::no("rows_per_block " + std::to_string(bc.rows_per_block) + " is the same single block as a "
+                       "smaller one for batch " + std::to_string(r.batch));
+  const kr::BlockPlan plan = kr::block_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
+  if (plan.blocks == 0) {
+    if (r.gates * r.hidden * bc.k_split > kr::kMaxBlockThreads)
+      return Support::no(std::to_string(r.gates * r.hidden * bc.k_split) + " threads (G H x k_split); the kernel is "
+                         "built for at most " + std::to_string(kr::kMaxBlockThreads));
+    if (bc.rows_per_block * r.hidden > r.gates * r.hidden * bc.k_split)
+      return Support::no("the cell needs rows_per_block x H = " + std::to_string(bc.rows_per_block * r.hidden) +
+                         " threads, more than the block's G H x k_split");
+    return Support::no("more register chunks than a thread's slice of " +
+                       std::to_string((r.hidden + bc.k_split - 1) / bc.k_split) + " columns has");
+  }
+  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
+    return Support::no("W_hh's chunks outside registers, the h rows and the partial sums need " +
+                       std::to_string(plan.shared_bytes) + " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin) + " (more register_quads hold more)");
+  return Support::yes();
+}
+
+template <typename T>
+LaunchStatus persistent_block(const LaunchArgs& a) {
+  const RnnProblem r = rnn_of(a.problem);
+  const kr::Layer<T> l = layer_of<T>(a);
+  auto* input_gates = static_cast<float*>(a.workspace);
+  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
+  return launch_status(kr::block_forward(l, input_gates, block_config(a.config), a.stream));
+}
+
 // ---- persistent_cluster -------------------------------------------------------------------------
 
 kr::ClusterConfig cluster_config(const Config& c) {
@@ -462,6 +503,21 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pr.workspace_bytes = persistent_workspace;
   pr.launch = by_type<persistent_registers<float>, persistent_registers<__half>, persistent_registers<__nv_bfloat16>>;
   cat.add(pr);
+
+  Variant pb;
+  pb.primitive = primitive;
+  pb.name = "persistent_block";
+  pb.description = "one thread block holds all of W_hh (registers and shared memory) and runs every step for its own "
+                   "batch rows: no exchange between blocks, two block barriers a step (G H x k_split <= 512 threads)";
+  pb.params = ParamSpace(
+      {{"rows_per_block", {1, 2, 4}, "batch rows a block runs (blocks = N / this)"},
+       {"k_split", {1, 2, 4}, "threads that split one gate row's dot products"},
+       {"register_quads", {0, 8, 16}, "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory)"}});
+  pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}});
+  pb.supports = block_supports;
+  pb.workspace_bytes = cluster_workspace;
+  pb.launch = by_type<persistent_block<float>, persistent_block<__half>, persistent_block<__nv_bfloat16>>;
+  cat.add(pb);
 
   Variant pc;
   pc.primitive = primitive;

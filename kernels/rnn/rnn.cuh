@@ -180,6 +180,36 @@ template <typename T>
 cudaError_t register_forward(const Layer<T>&, const float* input_gates, void* workspace, const RegisterConfig&,
                              cudaStream_t);
 
+// ---- persistent_block -------------------------------------------------------------------------
+
+// One thread block holds all of W_hh and runs every step for its own batch rows
+// (persistent_block.cu): G H x k_split threads, thread (gate row, slice) keeping the first
+// register_quads 16-byte chunks of its slice of the row in registers and the rest in shared
+// memory. Blocks never exchange anything, so it needs no cooperative launch; it fits where W_hh
+// fits one SM (f32 LSTM: H <= 128 or so).
+struct BlockConfig {
+  int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4): blocks = ceil(N / this)
+  int k_split = 1;         // slices a gate row's dot products split into (1, 2 or 4), one thread each
+  int register_quads = 8;  // 16-byte chunks of a thread's slice held in registers (0, 8 or 16)
+};
+// At most 512 threads, so that a thread may have 128 registers: at 1024 (64 registers) every
+// config spilled.
+inline constexpr int kMaxBlockThreads = 512;
+
+// blocks == 0: the config or the shape is outside what the kernel is built for (more than 512
+// threads, more register chunks than the slice has, ...).
+struct BlockPlan {
+  int blocks = 0;
+  int threads = 0;
+  int quads = 0;                 // 16-byte chunks of a thread's slice: ceil(H / (4 k_split))
+  std::size_t shared_bytes = 0;  // W_hh's chunks not in registers, the rows of h, the partial sums
+};
+BlockPlan block_plan(Cell, int batch, int hidden, const BlockConfig&);
+
+// The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias). An ordinary launch.
+template <typename T>
+cudaError_t block_forward(const Layer<T>&, const float* input_gates, const BlockConfig&, cudaStream_t);
+
 // ---- persistent backward ------------------------------------------------------------------------
 
 // The recurrent chain of backpropagation through time, from the forward's saved activations.

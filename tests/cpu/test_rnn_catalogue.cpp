@@ -266,6 +266,39 @@ TEST(RnnCatalogue, PersistentRegistersPlanAndRefusals) {
   EXPECT_NE(grid.reason.find("cannot be resident"), std::string::npos) << grid.reason;
 }
 
+// The block rung: G H x k_split threads (at most 512), each a slice of ceil(H / k_split) columns
+// of its gate row in 16-byte chunks, register_quads of them in registers; its shared memory is
+// the other chunks, the block's h rows (every slice's width) and the k_split partial sums a row.
+TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
+  namespace kr = kernels::rnn;
+  const kr::BlockPlan p = kr::block_plan(kr::Cell::lstm, 64, 128, {2, 1, 16});
+  EXPECT_EQ(p.blocks, 32);
+  EXPECT_EQ(p.threads, 512);
+  EXPECT_EQ(p.quads, 32);
+  EXPECT_EQ(p.shared_bytes, (4 * 16 * 512 + 2 * 128 + 1 * 2 * 512) * sizeof(float));
+  const kr::BlockPlan odd = kr::block_plan(kr::Cell::gru, 7, 17, {4, 2, 0});  // slices of 9 columns: 3 chunks
+  EXPECT_EQ(odd.blocks, 2);
+  EXPECT_EQ(odd.threads, 102);
+  EXPECT_EQ(odd.quads, 3);
+  EXPECT_EQ(odd.shared_bytes, (4 * 3 * 102 + 4 * 2 * 12 + 2 * 4 * 51) * sizeof(float));
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 256, {2, 1, 16}).blocks, 0) << "1024 threads";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 16, {2, 1, 8}).blocks, 0) << "8 chunks of a 4-chunk slice";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {3, 1, 8}).blocks, 0) << "3 rows a block";
+
+  const Variant& v = *catalogue().find_variant("lstm.forward", "persistent_block");
+  const DeviceLimits h200 = nominal_device_limits();
+  const auto shape = [](std::int64_t n, std::int64_t h) { return Shape({{"T", 8}, {"N", n}, {"D", 8}, {"H", h}}); };
+  EXPECT_TRUE(v.supports({"lstm.forward", DType::f32, shape(64, 128)}, v.default_config, h200).ok);
+  const Support wide = v.supports({"lstm.forward", DType::f32, shape(64, 256)}, v.default_config, h200);
+  EXPECT_FALSE(wide.ok);
+  EXPECT_NE(wide.reason.find("1024 threads"), std::string::npos) << wide.reason;
+  // 8 of 32 chunks in registers at H 128: the other 24 take 192 KiB, with h and the sums past 227.
+  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}});
+  const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
+  EXPECT_FALSE(shared.ok);
+  EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
+}
+
 // The lane groups of k_split: the rows a lane group takes follow from the threads left per unit,
 // and a config whose block is not whole lane groups per unit (or not whole warps, or over the
 // kernel's 512 threads, or k_split not a power of 2) has no plan.
@@ -498,7 +531,7 @@ TEST(RnnCatalogue, PersistentBackwardPlanTilesTheRowsItCannotHoldWhole) {
 
 TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
   EXPECT_EQ(catalogue().variant_names("lstm.forward"),
-            "stepwise, stepwise_graph, persistent, persistent_registers, persistent_cluster, cudnn");
+            "stepwise, stepwise_graph, persistent, persistent_registers, persistent_block, persistent_cluster, cudnn");
   EXPECT_EQ(catalogue().variant_names("gru.backward"),
             "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};

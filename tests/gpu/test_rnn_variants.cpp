@@ -106,6 +106,27 @@ TEST_P(RnnVariants, PersistentRegistersRunsEveryConfig) {
   }
 }
 
+// The block rung runs, not only refuses: at H 100 (25 chunks a row, more than the 8 or 16 in
+// registers) and 7 rows (a last block short of rows at 2 and 4 a block), where the LSTM runs 9
+// configs and the GRU 6 (4 rows of 100 cells outnumber its 300 threads); at H 17 with k_split 2
+// and 4 (slices of 12 and 8 columns, zero past 17; 9 LSTM and 8 GRU configs, every one with its
+// whole slice in shared memory); and at H 128 with 64 rows, where it was built
+// to win.
+TEST_P(RnnVariants, PersistentBlockRunsEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.forward", "gru.forward"}) {
+    const Problem awkward{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, awkward, seed++, {}, {}, "persistent_block"), 6)
+        << awkward.key();
+    const Problem narrow{primitive, GetParam(), Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, narrow, seed++, {}, {}, "persistent_block"), 8)
+        << narrow.key();
+    const Problem target{primitive, GetParam(), Shape({{"T", 5}, {"N", 64}, {"D", 16}, {"H", 128}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, target, seed++, {}, {}, "persistent_block"), 4)
+        << target.key();
+  }
+}
+
 // The persistent backward runs, not only refuses, on any GPU: at a shape where its configs split
 // the units and the batch unevenly (100 units, 7 rows; G H = 400 or 300 columns, the GRU's no
 // multiple of 8), every config it supports launches and matches, with either forward on Hopper.

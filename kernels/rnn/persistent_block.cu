@@ -1,0 +1,224 @@
+// The persistent_block rung: one thread block holds all of W_hh and runs every step for its own
+// rows_per_block batch rows. Blocks never exchange anything: two block barriers a step.
+//
+// Thread (gate row g H + j, slice s) of G H x k_split threads owns the s-th of k_split
+// contiguous slices of that row: its first register_quads 16-byte chunks in registers, the rest
+// in shared memory (chunk q of every thread side by side, so a warp's 16-byte reads are
+// conflict-free). A warp is 32 gate rows of one slice, so its reads of h are broadcasts. A step:
+// every thread forms the partial products of its slice for the block's rows into shared memory;
+// a barrier; thread (row r, unit j) sums the k_split partials of its unit's G gates, adds the
+// input gates (loaded a step ahead) and biases, applies the cell and writes h back into the
+// shared h rows; a barrier.
+//
+// Why: at H 128 the cluster rung's step (2.1-2.6 us on the H100) is latency: an exchange of h
+// across 8-16 blocks, a cluster barrier, and little arithmetic between. cuDNN's small-H persistent
+// algorithm takes about 0.9 us a step there. Here a step is bound by shared-memory bandwidth instead:
+// the W_hh not in registers read once (LSTM at H 128 with 16 chunks of 32 in registers: 128 KB,
+// 1024 cycles) against as many cycles of FMAs at 2 rows a block; predicted about 0.8 us a step.
+#include "kernels/rnn/rnn.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/common/grid.cuh"
+#include "kernels/common/numeric.cuh"
+#include "kernels/rnn/gates.cuh"
+
+namespace shapetune::kernels::rnn {
+namespace {
+
+struct Geometry {
+  int k_split, quads;  // quads: 16-byte chunks of a thread's slice (the slice is 4 quads floats, zero past H)
+};
+
+template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
+    block_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
+  grid_dependency_sync();
+  constexpr int G = gate_count(kCell);
+  const int H = p.hidden, N = p.batch, GH = G * H, KS = geo.k_split, quads = geo.quads;
+  const int slice = 4 * quads, width = KS * slice;  // a shared h row: every slice, zero past H
+  const int threads = GH * KS;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int row_of_w = tid % GH, s = tid / GH;  // this thread's gate row of W_hh and its slice
+  const int n0 = static_cast<int>(blockIdx.x) * kRows;
+  const int rows = min(kRows, N - n0);
+
+  extern __shared__ __align__(16) float shared[];
+  float4* w_s = reinterpret_cast<float4*>(shared);                         // [quads - kRegisterQuads][threads]
+  float* h_s = shared + 4 * (quads - kRegisterQuads) * threads;            // [kRows][width]
+  float* part_s = h_s + kRows * width;                                     // [k_split][kRows][G H]
+
+  const auto w_quad = [&](int q) {
+    float e[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int k = s * slice + 4 * q + i;
+      e[i] = k < H ? to_float(p.w_hh[static_cast<std::int64_t>(row_of_w) * H + k]) : 0.f;
+    }
+    return make_float4(e[0], e[1], e[2], e[3]);
+  };
+  float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
+#pragma unroll
+  for (int q = 0; q < kRegisterQuads; ++q) w_r[q] = w_quad(q);
+  for (int q = kRegisterQuads; q < quads; ++q) w_s[(q - kRegisterQuads) * threads + tid] = w_quad(q);
+
+  // The cell threads: unit j of row r, for tid < kRows H.
+  const bool cell = tid < kRows * H;
+  const int j = tid % H, r = tid / H;
+  const bool live = cell && r < rows;
+  const std::int64_t e0 = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + j;
+  float state = 0.f;  // LSTM: c; GRU: the h it mixes in
+  float b_in[G], b_hid[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    b_in[g] = cell ? to_float(p.b_ih[g * H + j]) : 0.f;
+    b_hid[g] = cell ? to_float(p.b_hh[g * H + j]) : 0.f;
+  }
+  if (live) state = to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]);
+  for (int idx = tid; idx < kRows * width; idx += blockDim.x) {
+    const int rr = idx / width, k = idx % width;
+    h_s[idx] = rr < rows && k < H ? to_float(p.h0[static_cast<std::int64_t>(n0 + rr) * H + k]) : 0.f;
+  }
+  // The input gates of this thread's (row, unit), a step ahead (their load off the step's chain).
+  float next_in[G];
+  const auto load_inputs = [&](int step) {
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+      next_in[g] = live ? input_gates[(static_cast<std::int64_t>(step) * N + n0 + r) * GH + g * H + j] : 0.f;
+  };
+  load_inputs(0);
+  __syncthreads();
+
+  const std::int64_t plane = static_cast<std::int64_t>(N) * H;
+  for (int t = 0; t < p.steps; ++t) {
+    float in[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) in[g] = next_in[g];
+    if (t + 1 < p.steps) load_inputs(t + 1);
+
+    float acc[kRows];
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr) acc[rr] = 0.f;
+    const float* h_slice = h_s + s * slice;
+#pragma unroll
+    for (int q = 0; q < kRegisterQuads; ++q)
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) {
+        const float4 h = *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q);
+        acc[rr] = fmaf(h.w, w_r[q].w, fmaf(h.z, w_r[q].z, fmaf(h.y, w_r[q].y, fmaf(h.x, w_r[q].x, acc[rr]))));
+      }
+#pragma unroll 4
+    for (int q = kRegisterQuads; q < quads; ++q) {
+      const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) {
+        const float4 h = *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q);
+        acc[rr] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr]))));
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr) part_s[(s * kRows + rr) * GH + row_of_w] = acc[rr];
+    __syncthreads();
+
+    if (live) {
+      float sum[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        sum[g] = 0.f;
+        for (int ks = 0; ks < KS; ++ks) sum[g] += part_s[(ks * kRows + r) * GH + g * H + j];
+      }
+      float h;
+      if constexpr (kCell == Cell::lstm) {
+        const float pre[4] = {in[0] + sum[0] + b_in[0] + b_hid[0], in[1] + sum[1] + b_in[1] + b_hid[1],
+                              in[2] + sum[2] + b_in[2] + b_hid[2], in[3] + sum[3] + b_in[3] + b_hid[3]};
+        h = lstm_update(pre, state);
+      } else {
+        h = gru_update(in[0] + sum[0] + b_in[0] + b_hid[0], in[1] + sum[1] + b_in[1] + b_hid[1], in[2] + b_in[2],
+                       sum[2] + b_hid[2], state);
+      }
+      const T stored = from_float<T>(h);
+      const float fed_back = to_float(stored);  // the recurrence reads h as stored
+      p.y[t * plane + e0] = stored;
+      h_s[r * width + j] = fed_back;
+      if constexpr (kCell == Cell::gru) state = fed_back;
+      if (t + 1 == p.steps) {
+        p.h_t[e0] = stored;
+        if constexpr (kCell == Cell::lstm) p.c_t[e0] = from_float<T>(state);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+cudaError_t launch(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                   cudaStream_t stream) {
+  auto kernel = block_kernel<T, kCell, kRows, kRegisterQuads>;
+  if (plan.shared_bytes > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(plan.shared_bytes));
+        e != cudaSuccess)
+      return e;
+  kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, input_gates, Geometry{c.k_split, plan.quads});
+  return cudaGetLastError();
+}
+
+template <typename T, Cell kCell, int kRows>
+cudaError_t launch_quads(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                         cudaStream_t stream) {
+  switch (c.register_quads) {
+    case 0: return launch<T, kCell, kRows, 0>(p, input_gates, plan, c, stream);
+    case 8: return launch<T, kCell, kRows, 8>(p, input_gates, plan, c, stream);
+    case 16: return launch<T, kCell, kRows, 16>(p, input_gates, plan, c, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, Cell kCell>
+cudaError_t launch_rows(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                        cudaStream_t stream) {
+  switch (c.rows_per_block) {
+    case 1: return launch_quads<T, kCell, 1>(p, input_gates, plan, c, stream);
+    case 2: return launch_quads<T, kCell, 2>(p, input_gates, plan, c, stream);
+    case 4: return launch_quads<T, kCell, 4>(p, input_gates, plan, c, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
+  BlockPlan plan;
+  const int G = gate_count(cell);
+  const bool rows_ok = c.rows_per_block == 1 || c.rows_per_block == 2 || c.rows_per_block == 4;
+  const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
+  const bool quads_ok = c.register_quads == 0 || c.register_quads == 8 || c.register_quads == 16;
+  if (!rows_ok || !split_ok || !quads_ok || batch < 1 || hidden < 1) return plan;
+  const int threads = G * hidden * c.k_split;
+  const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
+  if (threads > kMaxBlockThreads || c.register_quads > quads || c.rows_per_block * hidden > threads) return plan;
+  plan.threads = threads;
+  plan.quads = quads;
+  plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
+  const std::size_t floats = 4 * static_cast<std::size_t>(quads - c.register_quads) * threads +
+                             static_cast<std::size_t>(c.rows_per_block) * c.k_split * 4 * quads +
+                             static_cast<std::size_t>(c.k_split) * c.rows_per_block * G * hidden;
+  plan.shared_bytes = floats * sizeof(float);
+  return plan;
+}
+
+template <typename T>
+cudaError_t block_forward(const Layer<T>& p, const float* input_gates, const BlockConfig& c, cudaStream_t stream) {
+  const BlockPlan plan = block_plan(p.cell, p.batch, p.hidden, c);
+  if (plan.blocks == 0 || p.steps < 1) return cudaErrorInvalidValue;
+  return p.cell == Cell::lstm ? launch_rows<T, Cell::lstm>(p, input_gates, plan, c, stream)
+                              : launch_rows<T, Cell::gru>(p, input_gates, plan, c, stream);
+}
+
+template cudaError_t block_forward<float>(const Layer<float>&, const float*, const BlockConfig&, cudaStream_t);
+template cudaError_t block_forward<__half>(const Layer<__half>&, const float*, const BlockConfig&, cudaStream_t);
+template cudaError_t block_forward<__nv_bfloat16>(const Layer<__nv_bfloat16>&, const float*, const BlockConfig&,
+                                                  cudaStream_t);
+
+}  // namespace shapetune::kernels::rnn
