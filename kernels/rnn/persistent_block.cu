@@ -20,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/rnn/gates.cuh"
@@ -49,13 +51,16 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   float* h_s = shared + 4 * (quads - kRegisterQuads) * threads;            // [kRows][width]
   float* part_s = h_s + kRows * width;                                     // [k_split][kRows][G H]
 
+  // A warp's threads read 32 rows, H apart: 16-byte loads where the rows allow (a sector each,
+  // half used), not a scalar load per sector.
+  const bool vector_rows = std::is_same_v<T, float> && H % 4 == 0;
   const auto w_quad = [&](int q) {
+    const int k0 = s * slice + 4 * q;
+    const T* row = p.w_hh + static_cast<std::int64_t>(row_of_w) * H;
+    if (vector_rows && k0 + 4 <= H) return __ldg(reinterpret_cast<const float4*>(row + k0));
     float e[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int k = s * slice + 4 * q + i;
-      e[i] = k < H ? to_float(p.w_hh[static_cast<std::int64_t>(row_of_w) * H + k]) : 0.f;
-    }
+    for (int i = 0; i < 4; ++i) e[i] = k0 + i < H ? to_float(row[k0 + i]) : 0.f;
     return make_float4(e[0], e[1], e[2], e[3]);
   };
   float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
@@ -97,28 +102,28 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     for (int g = 0; g < G; ++g) in[g] = next_in[g];
     if (t + 1 < p.steps) load_inputs(t + 1);
 
-    float acc[kRows];
+    // Four sums a row, one per lane of the 16-byte chunks: four chains a quarter as long as one
+    // (a single sum made each step one chain of 4 x quads dependent FMAs: the "wait" stall).
+    float4 acc[kRows];
 #pragma unroll
-    for (int rr = 0; rr < kRows; ++rr) acc[rr] = 0.f;
+    for (int rr = 0; rr < kRows; ++rr) acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
+    const auto add = [](float4& a, const float4& h, const float4& w) {
+      a.x = fmaf(h.x, w.x, a.x), a.y = fmaf(h.y, w.y, a.y), a.z = fmaf(h.z, w.z, a.z), a.w = fmaf(h.w, w.w, a.w);
+    };
     const float* h_slice = h_s + s * slice;
 #pragma unroll
     for (int q = 0; q < kRegisterQuads; ++q)
 #pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) {
-        const float4 h = *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q);
-        acc[rr] = fmaf(h.w, w_r[q].w, fmaf(h.z, w_r[q].z, fmaf(h.y, w_r[q].y, fmaf(h.x, w_r[q].x, acc[rr]))));
-      }
+      for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q), w_r[q]);
 #pragma unroll 4
     for (int q = kRegisterQuads; q < quads; ++q) {
       const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
 #pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) {
-        const float4 h = *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q);
-        acc[rr] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr]))));
-      }
+      for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q), w);
     }
 #pragma unroll
-    for (int rr = 0; rr < kRows; ++rr) part_s[(s * kRows + rr) * GH + row_of_w] = acc[rr];
+    for (int rr = 0; rr < kRows; ++rr)
+      part_s[(s * kRows + rr) * GH + row_of_w] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
     __syncthreads();
 
     if (live) {
