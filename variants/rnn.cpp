@@ -237,9 +237,25 @@ kr::PersistentConfig persistent_config(const Config& c) {
   return {cfg(c, "units_per_block"), cfg(c, "block_size"), cfg(c, "batch_groups"), cfg(c, "k_split")};
 }
 
-// Whether the plan can be launched at all, and whether the device can hold its grid at once. The
-// count of blocks an SM holds is estimated from shared memory and threads here; the launch asks
-// the occupancy API and refuses what it cannot co-schedule.
+// Whether a cooperative grid's blocks get the shared memory they need (`what` names what it holds)
+// and can be resident at once. The count of blocks an SM holds is estimated from shared memory and
+// threads here; the launch asks the occupancy API, which knows the registers too, and refuses what
+// it cannot co-schedule.
+Support grid_fits(std::size_t shared_bytes, const std::string& what, int threads, int blocks,
+                  const DeviceLimits& limits) {
+  if (static_cast<std::int64_t>(shared_bytes) > limits.shared_memory_per_block_optin)
+    return Support::no(what + " need " + std::to_string(shared_bytes) + " bytes of shared memory; a block may have " +
+                       std::to_string(limits.shared_memory_per_block_optin));
+  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
+  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(shared_bytes) + 1024);
+  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / threads, 32});
+  if (blocks > per_sm * limits.sm_count)
+    return Support::no("the grid of " + std::to_string(blocks) + " blocks cannot be resident at once (at most " +
+                       std::to_string(per_sm * limits.sm_count) + " here)");
+  return Support::yes();
+}
+
+// Whether the plan can be launched at all, and whether the device can hold its grid at once.
 Support persistent_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
   const RnnProblem r = rnn_of(p);
   const kr::PersistentConfig pc = persistent_config(c);
@@ -249,17 +265,7 @@ Support persistent_supports(const Problem& p, const Config& c, const DeviceLimit
   if (plan.rows_per_thread == 0)
     return Support::no("a thread would hold more than " + std::to_string(kr::kMaxRowsPerThread) +
                        " batch rows (more threads or batch groups)");
-  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
-    return Support::no("the W_hh slice and h rows need " + std::to_string(plan.shared_bytes) +
-                       " bytes of shared memory; a block may have " +
-                       std::to_string(limits.shared_memory_per_block_optin));
-  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
-  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(plan.shared_bytes) + 1024);
-  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / pc.block_size, 32});
-  if (plan.blocks > per_sm * limits.sm_count)
-    return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
-                       std::to_string(per_sm * limits.sm_count) + " here)");
-  return Support::yes();
+  return grid_fits(plan.shared_bytes, "the W_hh slice and h rows", pc.block_size, plan.blocks, limits);
 }
 
 std::size_t persistent_workspace(const Problem& p, const Config&) {
@@ -267,26 +273,32 @@ std::size_t persistent_workspace(const Problem& p, const Config&) {
   return input_gates_bytes(r) + kr::persistent_workspace_bytes(static_cast<int>(r.batch), static_cast<int>(r.hidden));
 }
 
-template <typename T>
-LaunchStatus persistent(const LaunchArgs& a) {
+// The grid rungs' launch: the input projection, then `recurrence` (layer, input gates, its own
+// workspace after the gates'), one cooperative kernel; a grid the device cannot hold is a refusal.
+template <typename T, typename Recurrence>
+LaunchStatus project_then_cooperative(const LaunchArgs& a, Recurrence recurrence) {
   const RnnProblem r = rnn_of(a.problem);
   const kr::Layer<T> l = layer_of<T>(a);
   auto* input_gates = static_cast<float*>(a.workspace);
   if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
-  const cudaError_t e = kr::persistent_forward(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r),
-                                               persistent_config(a.config), a.stream);
+  const cudaError_t e = recurrence(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r));
   if (e == cudaErrorCooperativeLaunchTooLarge)
     return LaunchStatus::refused("the device cannot hold every block of the grid at once");
   return launch_status(e);
+}
+
+template <typename T>
+LaunchStatus persistent(const LaunchArgs& a) {
+  return project_then_cooperative<T>(a, [&a](const kr::Layer<T>& l, const float* gates, void* ws) {
+    return kr::persistent_forward(l, gates, ws, persistent_config(a.config), a.stream);
+  });
 }
 
 // ---- persistent_registers -----------------------------------------------------------------------
 
 kr::RegisterConfig register_config(const Config& c) { return {cfg(c, "units_per_block"), cfg(c, "batch_groups")}; }
 
-// What the kernel is built for (H <= 512, at most 64 rows a group), the shared memory a block may
-// have, and a grid the device can plausibly hold at once (estimated from shared memory and
-// threads; the launch asks the occupancy API, which knows the registers, and refuses the rest).
+// What the kernel is built for (H <= 512, at most 64 rows a group), and grid_fits.
 Support register_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
   const RnnProblem r = rnn_of(p);
   const kr::RegisterConfig rc = register_config(c);
@@ -299,30 +311,14 @@ Support register_supports(const Problem& p, const Config& c, const DeviceLimits&
   if (plan.blocks == 0)
     return Support::no("a batch group would have more than " + std::to_string(kr::kMaxRegisterRows) +
                        " rows (more batch groups)");
-  if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
-    return Support::no("the h rows and gates need " + std::to_string(plan.shared_bytes) +
-                       " bytes of shared memory; a block may have " +
-                       std::to_string(limits.shared_memory_per_block_optin));
-  const std::int64_t shared_per_sm = limits.shared_memory_per_block_optin + 1024;
-  const std::int64_t by_shared = shared_per_sm / (static_cast<std::int64_t>(plan.shared_bytes) + 1024);
-  const std::int64_t per_sm = std::min<std::int64_t>({by_shared, 2048 / plan.threads, 32});
-  if (plan.blocks > per_sm * limits.sm_count)
-    return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
-                       std::to_string(per_sm * limits.sm_count) + " here)");
-  return Support::yes();
+  return grid_fits(plan.shared_bytes, "the h rows and gates", plan.threads, plan.blocks, limits);
 }
 
 template <typename T>
 LaunchStatus persistent_registers(const LaunchArgs& a) {
-  const RnnProblem r = rnn_of(a.problem);
-  const kr::Layer<T> l = layer_of<T>(a);
-  auto* input_gates = static_cast<float*>(a.workspace);
-  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
-  const cudaError_t e = kr::register_forward(l, input_gates, static_cast<char*>(a.workspace) + input_gates_bytes(r),
-                                             register_config(a.config), a.stream);
-  if (e == cudaErrorCooperativeLaunchTooLarge)
-    return LaunchStatus::refused("the device cannot hold every block of the grid at once");
-  return launch_status(e);
+  return project_then_cooperative<T>(a, [&a](const kr::Layer<T>& l, const float* gates, void* ws) {
+    return kr::register_forward(l, gates, ws, register_config(a.config), a.stream);
+  });
 }
 
 // ---- persistent_block ---------------------------------------------------------------------------

@@ -19,4 +19,16 @@ cudaError_t fits_at_once(Kernel kernel, int blocks, int threads, std::size_t sha
   return resident >= blocks ? cudaSuccess : cudaErrorCooperativeLaunchTooLarge;
 }
 
+// A cooperative kernel's set-up: the dynamic shared memory it asks for allowed past 48 KiB, then
+// whether its grid can be resident at once (cudaErrorCooperativeLaunchTooLarge if not).
+template <typename Kernel>
+cudaError_t prepare_cooperative(Kernel kernel, int blocks, int threads, std::size_t shared_bytes) {
+  if (shared_bytes > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(shared_bytes));
+        e != cudaSuccess)
+      return e;
+  return fits_at_once(kernel, blocks, threads, shared_bytes);
+}
+
 }  // namespace shapetune::kernels::rnn

@@ -186,12 +186,8 @@ template <typename T, Cell kCell, int kRows>
 cudaError_t launch(const Layer<T>& p, const float* input_gates, void* workspace, const PersistentConfig& c,
                    const PersistentPlan& plan, cudaStream_t stream) {
   auto kernel = p.saved ? persistent_kernel<T, kCell, kRows, true> : persistent_kernel<T, kCell, kRows, false>;
-  if (plan.shared_bytes > 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared_bytes));
-        e != cudaSuccess)
-      return e;
-  if (cudaError_t e = fits_at_once(kernel, plan.blocks, c.block_size, plan.shared_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = prepare_cooperative(kernel, plan.blocks, c.block_size, plan.shared_bytes); e != cudaSuccess)
+    return e;
   auto* barrier = static_cast<unsigned*>(workspace);
   float* h_exchange = reinterpret_cast<float*>(static_cast<char*>(workspace) + kBarrierBytes);
   if (cudaError_t e = cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;

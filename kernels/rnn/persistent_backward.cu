@@ -227,12 +227,8 @@ template <typename T, Cell kCell, int kRows>
 cudaError_t launch(const BackwardChain<T>& p, void* workspace, const BackwardConfig& c, const BackwardPlan& plan,
                    cudaStream_t stream) {
   auto kernel = persistent_backward_kernel<T, kCell, kRows>;
-  if (plan.shared_bytes > 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared_bytes));
-        e != cudaSuccess)
-      return e;
-  if (cudaError_t e = fits_at_once(kernel, plan.blocks, plan.threads, plan.shared_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = prepare_cooperative(kernel, plan.blocks, plan.threads, plan.shared_bytes); e != cudaSuccess)
+    return e;
   auto* barrier = static_cast<unsigned*>(workspace);
   if (cudaError_t e = cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;
   Geometry geo{c.units_per_block, (p.hidden + c.units_per_block - 1) / c.units_per_block, plan.rows_per_group,
