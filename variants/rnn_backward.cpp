@@ -13,6 +13,9 @@
 //             (kernels/rnn/persistent_backward.cu: W_hh's columns on chip, a grid barrier a step),
 //             since dh_t = dy_t + d_gates_{t+1} W_hh is the only sequential part; then the same
 //             products over all T N rows as stepwise;
+//   persistent_block: the forward's persistent_block rung keeping the activations, then the chain the
+//             same way (kernels/rnn/persistent_block.cu: a block per batch rows holding W_hh's columns,
+//             no exchange), then the same products: for small H, where exchanges set a step's time;
 //   persistent_stepwise: persistent's forward, then stepwise's backward, captured as one CUDA
 //             graph: at H 512 the persistent forward won (877 against 1085 us at T 64 on the H100)
 //             and the persistent chain lost (2935 against 2524 us for the whole backward), so the
@@ -418,7 +421,7 @@ LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
 // runs one of them first (keeping the activations) and refuses what its `supports` refuses.
 struct ForwardRungs {
   std::string primitive;  // lstm.forward or gru.forward
-  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> grid, cluster, registers;
+  std::function<Support(const Problem&, const Config&, const DeviceLimits&)> grid, cluster, registers, block;
 };
 
 // The forward's configs, fixed here rather than a second tuning axis (which would multiply this
@@ -452,6 +455,11 @@ kr::RegisterConfig register_forward_config(const RnnProblem& r) {
   return {8, static_cast<int>(std::max<std::int64_t>(1, (r.batch + 31) / 32))};
 }
 
+// The block forward: a row a block, a thread a gate row, 16 of its 16-byte chunks in registers
+// (the H 128 winner on the H100, reports/h100/2026-12-06-pingpong-embedding-register-rnn), none
+// where a row has fewer (H < 64).
+kr::BlockConfig block_forward_config(const RnnProblem& r) { return {1, 1, (r.hidden + 3) / 4 >= 16 ? 16 : 0}; }
+
 kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
   int cluster_size = r.hidden >= 512 ? 16 : 8;
   while (cluster_size > 2 && cluster_size > r.hidden) cluster_size /= 2;
@@ -474,12 +482,17 @@ Config as_config(const kr::PersistentConfig& c) {
 Config as_config(const kr::RegisterConfig& c) {
   return Config({{"units_per_block", c.units_per_block}, {"batch_groups", c.batch_groups}});
 }
+Config as_config(const kr::BlockConfig& c) {
+  return Config({{"rows_per_block", c.rows_per_block}, {"k_split", c.k_split}, {"register_quads", c.register_quads}});
+}
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},
                  {"rows_per_thread", c.rows_per_thread}, {"exchange", c.exchange}});
 }
 
 constexpr int kGridForward = 0, kClusterForward = 1, kGridSplitForward = 2, kRegisterForward = 3;
+// Not a value of the `forward` axis: persistent_block's forward, fixed to its own rung.
+constexpr int kBlockForward = 4;
 
 // The grid forward's config where the backward's `forward` axis names a grid rung.
 kr::PersistentConfig grid_config_of(const Config& c, const RnnProblem& r) {
@@ -491,19 +504,21 @@ kr::BackwardConfig backward_config(const Config& c) {
 }
 
 // The forward that the `forward` axis names, as its own rung judges it with the config it runs.
-Support forward_rung_supports(const ForwardRungs& forward, const Problem& p, const Config& c,
+Support forward_rung_supports(const ForwardRungs& forward, const Problem& p, int rung, const Config& c,
                               const DeviceLimits& limits) {
   const RnnProblem r = rnn_of(p);
   const Problem forward_problem{forward.primitive, p.dtype, p.shape};
-  const int rung = static_cast<int>(cfg(c, "forward"));
   const Config forward_config = rung == kClusterForward    ? as_config(cluster_forward_config(r))
                                 : rung == kRegisterForward ? as_config(register_forward_config(r))
+                                : rung == kBlockForward    ? as_config(block_forward_config(r))
                                                            : as_config(grid_config_of(c, r));
   const auto& supports = rung == kClusterForward    ? forward.cluster
                          : rung == kRegisterForward ? forward.registers
+                         : rung == kBlockForward    ? forward.block
                                                     : forward.grid;
   const char* name = rung == kClusterForward    ? "persistent_cluster{"
                      : rung == kRegisterForward ? "persistent_registers{"
+                     : rung == kBlockForward    ? "persistent_block{"
                                                 : "persistent{";
   const Support s = supports(forward_problem, forward_config, limits);
   if (!s.ok)
@@ -550,7 +565,7 @@ Support persistent_supports(const ForwardRungs& forward, const Problem& p, const
   if (plan.blocks > per_sm * limits.sm_count)
     return Support::no("the grid of " + std::to_string(plan.blocks) + " blocks cannot be resident at once (at most " +
                        std::to_string(per_sm * limits.sm_count) + " here)");
-  return forward_rung_supports(forward, p, c, limits);
+  return forward_rung_supports(forward, p, static_cast<int>(cfg(c, "forward")), c, limits);
 }
 
 // stepwise's workspace (the same buffers, most of them used the same way), then the forward's h_t
@@ -590,7 +605,7 @@ LaunchStatus persistent_status(cudaError_t e, const char* what) {
 // persistent's forward, keeping the activations: the input projection, then one persistent
 // launch writing y (and the final states: the caller's, else the workspace's).
 template <typename Element>
-LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
+LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out, int rung) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
   const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
@@ -624,10 +639,13 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
   layer.input = static_cast<int>(r.input);
   layer.hidden = static_cast<int>(r.hidden);
   if (!steps.ok()) return steps.status();
-  if (cfg(a.config, "forward") == kClusterForward)
+  if (rung == kClusterForward)
     return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
                              "the forward (persistent_cluster)");
-  if (cfg(a.config, "forward") == kRegisterForward)
+  if (rung == kBlockForward)
+    return persistent_status(kr::block_forward(layer, gates, block_forward_config(r), a.stream),
+                             "the forward (persistent_block)");
+  if (rung == kRegisterForward)
     return persistent_status(kr::register_forward(layer, gates, ws + pl.forward, register_forward_config(r), a.stream),
                              "the forward (persistent_registers)");
   return persistent_status(kr::persistent_forward(layer, gates, ws + pl.forward, grid_config_of(a.config, r), a.stream),
@@ -636,8 +654,8 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out) {
 
 // persistent's backward from what its forward left: the recurrent chain in one cooperative
 // launch (it writes dh0 and dc0 itself), then the products over all steps as stepwise.
-template <typename Element>
-LaunchStatus persistent_backward(const LaunchArgs& a, const LayerOutputs& out) {
+template <typename Element, typename Chain>
+LaunchStatus persistent_backward(const LaunchArgs& a, const LayerOutputs& out, Chain run_chain) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
   const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
@@ -668,8 +686,7 @@ LaunchStatus persistent_backward(const LaunchArgs& a, const LayerOutputs& out) {
   chain.steps = static_cast<int>(r.steps);
   chain.batch = static_cast<int>(r.batch);
   chain.hidden = static_cast<int>(r.hidden);
-  steps << persistent_status(kr::persistent_backward(chain, ws + pl.barrier, backward_config(a.config), a.stream),
-                             "the backward chain");
+  steps << run_chain(chain, ws + pl.barrier);
   if (!steps.ok()) return steps.status();
 
   products_over_all_steps<Element>(a, r, t, l, d_input, d_hidden, h_prev, steps);
@@ -790,12 +807,15 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   p.workspace_bytes = persistent_workspace;
   const Half persistent_forward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
     return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
-      return persistent_forward<decltype(tag)>(a, out);
+      return persistent_forward<decltype(tag)>(a, out, static_cast<int>(cfg(a.config, "forward")));
     });
   };
   const Half persistent_backward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
     return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
-      return persistent_backward<decltype(tag)>(a, out);
+      return persistent_backward<decltype(tag)>(a, out, [&a](const auto& chain, void* barrier) {
+        return persistent_status(kr::persistent_backward(chain, barrier, backward_config(a.config), a.stream),
+                                 "the backward chain");
+      });
     });
   };
   p.launch = whole_launch(persistent_forward_half, persistent_backward_half);
@@ -812,7 +832,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
   h.default_config = Config({{"forward", kGridSplitForward}});
   h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
-    return forward_rung_supports(forward, problem, config, limits);
+    return forward_rung_supports(forward, problem, static_cast<int>(cfg(config, "forward")), config, limits);
   };
   h.workspace_bytes = persistent_workspace;  // stepwise's layout first, as stepwise's backward reads it
   h.launch = [launch = whole_launch(persistent_forward_half, stepwise_backward_half)](const LaunchArgs& a) {
@@ -820,6 +840,51 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   };
   set_halves(h, persistent_forward_half, stepwise_backward_half);
   cat.add(h);
+
+  Variant b;
+  b.primitive = primitive;
+  b.name = "persistent_block";
+  b.description = "forward as the forward's persistent_block rung keeping the activations; the backward's recurrent "
+                  "chain the same way: a block per batch rows holding W_hh's columns (registers and shared memory), "
+                  "no exchange, two block barriers a step; then dx, dW and db as stepwise";
+  b.params = ParamSpace(
+      {{"rows_per_block", {1, 2}, "batch rows a block of the chain runs (at most k_split)"},
+       {"k_split", {1, 2, 4}, "threads that split one unit's dot product over the G H gate rows"},
+       {"register_quads", {0, 16}, "16-byte chunks of a thread's slice of W_hh's column in registers"}});
+  b.default_config = Config({{"rows_per_block", 1}, {"k_split", 4}, {"register_quads", 16}});
+  b.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
+    const RnnProblem r = rnn_of(problem);
+    const kr::BlockConfig bc{cfg(config, "rows_per_block"), cfg(config, "k_split"), cfg(config, "register_quads")};
+    const kr::BlockPlan plan =
+        kr::block_backward_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
+    if (plan.blocks == 0)
+      return Support::no("not a chain this kernel is built for (H x k_split <= " +
+                         std::to_string(kr::kMaxBlockThreads) + " threads, rows_per_block <= k_split, " +
+                         "register_quads within a slice of G H / k_split rows)");
+    if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
+      return Support::no("W_hh's columns outside registers, the rows of d_hidden and the partial sums need " +
+                         std::to_string(plan.shared_bytes) + " bytes of shared memory; a block may have " +
+                         std::to_string(limits.shared_memory_per_block_optin));
+    return forward_rung_supports(forward, problem, kBlockForward, config, limits);
+  };
+  b.workspace_bytes = persistent_workspace;
+  const Half block_forward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+      return persistent_forward<decltype(tag)>(a, out, kBlockForward);
+    });
+  };
+  const Half block_backward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
+    return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
+      return persistent_backward<decltype(tag)>(a, out, [&a](const auto& chain, void*) {
+        const kr::BlockConfig bc{cfg(a.config, "rows_per_block"), cfg(a.config, "k_split"),
+                                 cfg(a.config, "register_quads")};
+        return launch_status(kr::block_backward(chain, bc, a.stream));
+      });
+    });
+  };
+  b.launch = whole_launch(block_forward_half, block_backward_half);
+  set_halves(b, block_forward_half, block_backward_half);
+  cat.add(b);
 
   Variant c;
   c.primitive = primitive;
@@ -855,12 +920,13 @@ void register_rnn_backward(Catalogue& cat) {
     const Variant* grid = cat.find_variant(forward_name, "persistent");
     const Variant* cluster = cat.find_variant(forward_name, "persistent_cluster");
     const Variant* registers = cat.find_variant(forward_name, "persistent_registers");
+    const Variant* block = cat.find_variant(forward_name, "persistent_block");
     if (!grid || !cluster)
       throw std::logic_error(std::string("register_rnn_backward needs ") + forward_name + "'s persistent rungs");
     Primitive p = backward_primitive(*forward, cell);
     const std::string name = p.name;
     cat.add(std::move(p));
-    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports, registers->supports});
+    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports, registers->supports, block->supports});
   }
 }
 

@@ -133,18 +133,24 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
         sum[g] = 0.f;
         for (int ks = 0; ks < KS; ++ks) sum[g] += part_s[(ks * kRows + r) * GH + g * H + j];
       }
-      float h;
+      float h, kept[kSavedGates];
       if constexpr (kCell == Cell::lstm) {
         const float pre[4] = {in[0] + sum[0] + b_in[0] + b_hid[0], in[1] + sum[1] + b_in[1] + b_hid[1],
                               in[2] + sum[2] + b_in[2] + b_hid[2], in[3] + sum[3] + b_in[3] + b_hid[3]};
-        h = lstm_update(pre, state);
+        h = lstm_update(pre, state, kept);
       } else {
         h = gru_update(in[0] + sum[0] + b_in[0] + b_hid[0], in[1] + sum[1] + b_in[1] + b_hid[1], in[2] + b_in[2],
-                       sum[2] + b_hid[2], state);
+                       sum[2] + b_hid[2], state, kept);
       }
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       p.y[t * plane + e0] = stored;
+      if (p.saved) {  // for the backward pass (a uniform branch: no second instantiation)
+        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n0 + r) * (kSavedGates * H) + j;
+#pragma unroll
+        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
+        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + e0] = state;
+      }
       h_s[r * width + j] = fed_back;
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 == p.steps) {
@@ -154,6 +160,163 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     }
     __syncthreads();
   }
+}
+
+// The backward chain the same way (rnn.cuh's BackwardChain): a block runs its batch rows alone.
+// Thread (unit j, slice s) of H x k_split threads keeps column j of W_hh over the s-th slice of the
+// G H gate rows (registers, then shared memory, as the forward). A step back: every thread forms
+// its slice's share of d_hidden_{t+1} W_hh for the block's rows (d_hidden_{t+1} in shared memory,
+// written by this block the step before: no exchange); a barrier; thread (row r, unit j) adds the
+// shares, dy and the carries, applies the cell backward (persistent_backward.cu's formulas) and
+// writes d_input_t and d_hidden_t, to global memory for the products over all steps and to shared
+// memory for the next step back; a barrier. After step 0 one more product gives dh0.
+template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
+    block_backward_kernel(BackwardChain<T> p, Geometry geo) {
+  grid_dependency_sync();
+  constexpr int G = gate_count(kCell);
+  const int H = p.hidden, N = p.batch, GH = G * H, KS = geo.k_split, quads = geo.quads;
+  const int slice = 4 * quads, width = KS * slice;  // a shared row of d_hidden: every slice, zero past G H
+  const int threads = H * KS;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int col = tid % H, s = tid / H;  // this thread's column of W_hh and its slice of the gate rows
+  const int n0 = static_cast<int>(blockIdx.x) * kRows;
+  const int rows = min(kRows, N - n0);
+
+  extern __shared__ __align__(16) float shared[];
+  float4* w_s = reinterpret_cast<float4*>(shared);               // [quads - kRegisterQuads][threads]
+  float* d_s = shared + 4 * (quads - kRegisterQuads) * threads;  // [kRows][width]
+  float* part_s = d_s + kRows * width;                           // [k_split][kRows][H]
+
+  // Consecutive threads read consecutive columns of one row of W_hh.
+  const auto w_quad = [&](int q) {
+    float e[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = s * slice + 4 * q + i;
+      e[i] = row < GH ? to_float(p.w_hh[static_cast<std::int64_t>(row) * H + col]) : 0.f;
+    }
+    return make_float4(e[0], e[1], e[2], e[3]);
+  };
+  float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
+#pragma unroll
+  for (int q = 0; q < kRegisterQuads; ++q) w_r[q] = w_quad(q);
+  for (int q = kRegisterQuads; q < quads; ++q) w_s[(q - kRegisterQuads) * threads + tid] = w_quad(q);
+  for (int idx = tid; idx < kRows * width; idx += blockDim.x) d_s[idx] = 0.f;
+
+  // The cell threads: unit j of row r, for tid < kRows H.
+  const int j = tid % H, r = tid / H;
+  const bool live = tid < kRows * H && r < rows;
+  const std::int64_t cell_index = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + j;
+  float incoming_last = 0.f, carry_c = 0.f, carry_h = 0.f;
+  if (live) {
+    incoming_last = to_float(p.dh_t[cell_index]);
+    if constexpr (kCell == Cell::lstm) carry_c = to_float(p.dc_t[cell_index]);
+  }
+  __syncthreads();
+
+  const std::int64_t plane = static_cast<std::int64_t>(N) * H;
+  for (int t = p.steps - 1; t >= -1; --t) {
+    // The cell's own inputs, none of which depends on the chain: loaded before the product.
+    float dy = 0.f, kept[kSavedGates] = {0.f, 0.f, 0.f, 0.f}, c = 0.f, c_prev = 0.f, h_prev = 0.f;
+    if (live && t >= 0) {
+      const std::int64_t e = t * plane + cell_index;
+      dy = to_float(p.dy[e]);
+      const float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n0 + r) * (kSavedGates * H) + j;
+#pragma unroll
+      for (int g = 0; g < kSavedGates; ++g) kept[g] = keep[g * H];
+      if constexpr (kCell == Cell::lstm) {
+        c_prev = p.cells[e];
+        c = p.cells[e + plane];
+      } else {
+        h_prev = p.h_prev[e];
+      }
+    }
+    float incoming = incoming_last;
+    if (t < p.steps - 1) {
+      float4 acc[kRows];
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
+      const auto add = [](float4& a, const float4& d, const float4& w) {
+        a.x = fmaf(d.x, w.x, a.x), a.y = fmaf(d.y, w.y, a.y), a.z = fmaf(d.z, w.z, a.z), a.w = fmaf(d.w, w.w, a.w);
+      };
+      const float* d_slice = d_s + s * slice;
+#pragma unroll
+      for (int q = 0; q < kRegisterQuads; ++q)
+#pragma unroll
+        for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(d_slice + rr * width + 4 * q), w_r[q]);
+#pragma unroll 4
+      for (int q = kRegisterQuads; q < quads; ++q) {
+        const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
+#pragma unroll
+        for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(d_slice + rr * width + 4 * q), w);
+      }
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr)
+        part_s[(s * kRows + rr) * H + col] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
+      __syncthreads();
+      if (live) {
+        incoming = 0.f;
+        for (int ks = 0; ks < KS; ++ks) incoming += part_s[(ks * kRows + r) * H + j];
+      }
+    }
+    if constexpr (kCell == Cell::gru) incoming += carry_h;
+    if (live && t < 0) {  // past step 0: what reaches h0 and c0
+      p.dh0[cell_index] = from_float<T>(incoming);
+      if constexpr (kCell == Cell::lstm) p.dc0[cell_index] = from_float<T>(carry_c);
+    }
+    if (live && t >= 0) {
+      const float dh_total = dy + incoming;
+      const std::int64_t slot = (static_cast<std::int64_t>(t) * N + n0 + r) * GH + j;
+      float* d_in = p.d_input + slot;
+      float* d_next = d_s + r * width + j;  // this row's d_hidden_t, for the step before
+      if constexpr (kCell == Cell::lstm) {
+        const float i = kept[0], f = kept[1], g = kept[2], o = kept[3];
+        const float tanh_c = tanhf(c);
+        const float dc_total = fmaf(dh_total * o, 1.f - tanh_c * tanh_c, carry_c);
+        const float d[4] = {dc_total * g * i * (1.f - i), dc_total * c_prev * f * (1.f - f),
+                            dc_total * i * (1.f - g * g), dh_total * tanh_c * o * (1.f - o)};
+#pragma unroll
+        for (int gg = 0; gg < 4; ++gg) d_in[gg * H] = d_next[gg * H] = d[gg];
+        carry_c = dc_total * f;
+      } else {
+        const float rg = kept[0], z = kept[1], candidate = kept[2], hidden_n = kept[3];
+        const float dn = dh_total * (1.f - z) * (1.f - candidate * candidate);
+        const float dr = dn * hidden_n * rg * (1.f - rg);
+        const float dz = dh_total * (h_prev - candidate) * z * (1.f - z);
+        float* d_hid = p.d_hidden + slot;
+        d_in[0] = d_hid[0] = d_next[0] = dr;
+        d_in[H] = d_hid[H] = d_next[H] = dz;
+        d_in[2 * H] = dn;
+        d_hid[2 * H] = d_next[2 * H] = rg * dn;
+        carry_h = dh_total * z;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+cudaError_t launch_backward(const BackwardChain<T>& p, const BlockPlan& plan, const BlockConfig& c,
+                            cudaStream_t stream) {
+  auto kernel = block_backward_kernel<T, kCell, kRows, kRegisterQuads>;
+  if (plan.shared_bytes > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(plan.shared_bytes));
+        e != cudaSuccess)
+      return e;
+  kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, Geometry{c.k_split, plan.quads});
+  return cudaGetLastError();
+}
+
+template <typename T, Cell kCell>
+cudaError_t launch_backward_chain(const BackwardChain<T>& p, const BlockPlan& plan, const BlockConfig& c,
+                                  cudaStream_t stream) {
+  if (c.rows_per_block == 1 && c.register_quads == 0) return launch_backward<T, kCell, 1, 0>(p, plan, c, stream);
+  if (c.rows_per_block == 1 && c.register_quads == 16) return launch_backward<T, kCell, 1, 16>(p, plan, c, stream);
+  if (c.rows_per_block == 2 && c.register_quads == 0) return launch_backward<T, kCell, 2, 0>(p, plan, c, stream);
+  if (c.rows_per_block == 2 && c.register_quads == 16) return launch_backward<T, kCell, 2, 16>(p, plan, c, stream);
+  return cudaErrorInvalidValue;
 }
 
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
@@ -213,6 +376,34 @@ BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   return plan;
 }
 
+BlockPlan block_backward_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
+  BlockPlan plan;
+  const int G = gate_count(cell);
+  const bool rows_ok = c.rows_per_block == 1 || c.rows_per_block == 2;
+  const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
+  const bool quads_ok = c.register_quads == 0 || c.register_quads == 16;
+  if (!rows_ok || !split_ok || !quads_ok || batch < 1 || hidden < 1) return plan;
+  const int threads = hidden * c.k_split;
+  const int quads = (G * hidden + 4 * c.k_split - 1) / (4 * c.k_split);
+  if (threads > kMaxBlockThreads || c.register_quads > quads || c.rows_per_block > c.k_split) return plan;
+  plan.threads = threads;
+  plan.quads = quads;
+  plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
+  const std::size_t floats = 4 * static_cast<std::size_t>(quads - c.register_quads) * threads +
+                             static_cast<std::size_t>(c.rows_per_block) * c.k_split * 4 * quads +
+                             static_cast<std::size_t>(c.k_split) * c.rows_per_block * hidden;
+  plan.shared_bytes = floats * sizeof(float);
+  return plan;
+}
+
+template <typename T>
+cudaError_t block_backward(const BackwardChain<T>& p, const BlockConfig& c, cudaStream_t stream) {
+  const BlockPlan plan = block_backward_plan(p.cell, p.batch, p.hidden, c);
+  if (plan.blocks == 0 || p.steps < 1) return cudaErrorInvalidValue;
+  return p.cell == Cell::lstm ? launch_backward_chain<T, Cell::lstm>(p, plan, c, stream)
+                              : launch_backward_chain<T, Cell::gru>(p, plan, c, stream);
+}
+
 template <typename T>
 cudaError_t block_forward(const Layer<T>& p, const float* input_gates, const BlockConfig& c, cudaStream_t stream) {
   const BlockPlan plan = block_plan(p.cell, p.batch, p.hidden, c);
@@ -221,6 +412,10 @@ cudaError_t block_forward(const Layer<T>& p, const float* input_gates, const Blo
                               : launch_rows<T, Cell::gru>(p, input_gates, plan, c, stream);
 }
 
+template cudaError_t block_backward<float>(const BackwardChain<float>&, const BlockConfig&, cudaStream_t);
+template cudaError_t block_backward<__half>(const BackwardChain<__half>&, const BlockConfig&, cudaStream_t);
+template cudaError_t block_backward<__nv_bfloat16>(const BackwardChain<__nv_bfloat16>&, const BlockConfig&,
+                                                   cudaStream_t);
 template cudaError_t block_forward<float>(const Layer<float>&, const float*, const BlockConfig&, cudaStream_t);
 template cudaError_t block_forward<__half>(const Layer<__half>&, const float*, const BlockConfig&, cudaStream_t);
 template cudaError_t block_forward<__nv_bfloat16>(const Layer<__nv_bfloat16>&, const float*, const BlockConfig&,

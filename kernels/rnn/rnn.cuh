@@ -207,8 +207,18 @@ struct BlockPlan {
 BlockPlan block_plan(Cell, int batch, int hidden, const BlockConfig&);
 
 // The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias). An ordinary launch.
+// Keeps the activations (Layer::saved, Layer::cells) where they are set.
 template <typename T>
 cudaError_t block_forward(const Layer<T>&, const float* input_gates, const BlockConfig&, cudaStream_t);
+
+// The backward chain (BackwardChain, below) the same way: a block runs its batch rows alone,
+// H x k_split threads, thread (unit, slice) keeping column `unit` of W_hh over a slice of the G H
+// gate rows. Built for rows_per_block 1 or 2 (at most k_split) and register_quads 0 or 16.
+template <typename T>
+struct BackwardChain;
+BlockPlan block_backward_plan(Cell, int batch, int hidden, const BlockConfig&);
+template <typename T>
+cudaError_t block_backward(const BackwardChain<T>&, const BlockConfig&, cudaStream_t);
 
 // ---- persistent backward ------------------------------------------------------------------------
 

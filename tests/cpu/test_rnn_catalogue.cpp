@@ -88,7 +88,8 @@ TEST(RnnCatalogue, BackwardPrimitivesTensorsCostAndTolerance) {
     const Primitive* p = catalogue().find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->default_variant, "stepwise");
-    EXPECT_EQ(catalogue().variant_names(name), "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
+    EXPECT_EQ(catalogue().variant_names(name),
+              "stepwise, stepwise_graph, persistent, persistent_stepwise, persistent_block, cudnn");
     EXPECT_TRUE(catalogue().find_variant(name, "cudnn")->baseline);
   }
   const Shape shape({{"T", 64}, {"N", 32}, {"D", 128}, {"H", 256}});
@@ -297,6 +298,38 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
   EXPECT_FALSE(shared.ok);
   EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
+}
+
+// The block rung's backward chain: H x k_split threads, each a slice of ceil(G H / k_split) gate
+// rows of one column of W_hh in 16-byte chunks; at most k_split rows a block (a cell thread each).
+// Its variant refuses what its fixed forward refuses.
+TEST(RnnCatalogue, PersistentBlockBackwardPlanAndRefusals) {
+  namespace kr = kernels::rnn;
+  const kr::BlockPlan p = kr::block_backward_plan(kr::Cell::lstm, 64, 128, {1, 4, 16});
+  EXPECT_EQ(p.blocks, 64);
+  EXPECT_EQ(p.threads, 512);
+  EXPECT_EQ(p.quads, 32);
+  EXPECT_EQ(p.shared_bytes, (4 * 16 * 512 + 1 * 4 * 4 * 32 + 4 * 1 * 128) * sizeof(float));
+  EXPECT_EQ(kr::block_backward_plan(kr::Cell::gru, 7, 17, {2, 2, 0}).quads, 7);  // 51 rows in slices of 28
+  EXPECT_EQ(kr::block_backward_plan(kr::Cell::lstm, 64, 128, {2, 1, 0}).blocks, 0) << "2 rows, 1 thread a unit";
+  EXPECT_EQ(kr::block_backward_plan(kr::Cell::lstm, 64, 256, {1, 4, 16}).blocks, 0) << "1024 threads";
+  EXPECT_EQ(kr::block_backward_plan(kr::Cell::lstm, 64, 128, {1, 4, 8}).blocks, 0) << "built for 0 or 16 chunks";
+
+  const Variant& v = *catalogue().find_variant("lstm.backward", "persistent_block");
+  const DeviceLimits h200 = nominal_device_limits();
+  const auto shape = [](std::int64_t h) { return Shape({{"T", 8}, {"N", 64}, {"D", 8}, {"H", h}}); };
+  EXPECT_TRUE(v.supports({"lstm.backward", DType::f32, shape(128)}, v.default_config, h200).ok);
+  // One thread a unit at H 128 with no chunk in registers: 128 chunks of a column in shared
+  // memory, 256 KiB. With 16 in registers it just fits (226.5 KiB).
+  const Config none({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 0}});
+  const Support shared = v.supports({"lstm.backward", DType::f32, shape(128)}, none, h200);
+  EXPECT_FALSE(shared.ok);
+  EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
+  const Config some({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 16}});
+  EXPECT_TRUE(v.supports({"lstm.backward", DType::f32, shape(128)}, some, h200).ok);
+  // 2 rows a block need 2 cell threads a unit.
+  const Config rows({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}});
+  EXPECT_FALSE(v.supports({"lstm.backward", DType::f32, shape(64)}, rows, h200).ok);
 }
 
 // The lane groups of k_split: the rows a lane group takes follow from the threads left per unit,
@@ -533,7 +566,7 @@ TEST(RnnCatalogue, StepwiseGraphSitsBesideStepwise) {
   EXPECT_EQ(catalogue().variant_names("lstm.forward"),
             "stepwise, stepwise_graph, persistent, persistent_registers, persistent_block, persistent_cluster, cudnn");
   EXPECT_EQ(catalogue().variant_names("gru.backward"),
-            "stepwise, stepwise_graph, persistent, persistent_stepwise, cudnn");
+            "stepwise, stepwise_graph, persistent, persistent_stepwise, persistent_block, cudnn");
   const Problem p{"lstm.backward", DType::f16, Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
   // The same workspace as stepwise: the graph replays stepwise's launches on it.
   EXPECT_EQ(catalogue().find_variant(p.primitive, "stepwise_graph")->workspace_bytes(p, {}),

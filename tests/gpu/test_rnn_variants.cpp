@@ -127,6 +127,25 @@ TEST_P(RnnVariants, PersistentBlockRunsEveryConfig) {
   }
 }
 
+// The block rung's backward runs, not only refuses: at H 100 and 7 rows (10 configs each cell: a
+// last block short of rows at 2 a block; slices of 100, 50 and 25 chunks, 16 or none in
+// registers), at H 17 (the forward without register chunks; G H = 68 or 51 rows in slices of 4-17
+// chunks, zero past G H) and at H 128 with 64 rows, where it was built to win.
+TEST_P(RnnVariants, PersistentBlockBackwardRunsEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"lstm.backward", "gru.backward"}) {
+    const Problem awkward{primitive, GetParam(), Shape({{"T", 6}, {"N", 7}, {"D", 33}, {"H", 100}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, awkward, seed++, {}, {}, "persistent_block"), 10)
+        << awkward.key();
+    const Problem narrow{primitive, GetParam(), Shape({{"T", 9}, {"N", 5}, {"D", 24}, {"H", 17}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, narrow, seed++, {}, {}, "persistent_block"), 5)
+        << narrow.key();
+    const Problem target{primitive, GetParam(), Shape({{"T", 5}, {"N", 64}, {"D", 16}, {"H", 128}})};
+    EXPECT_GE(test_support::verify_every_config(*measurer_, device_, target, seed++, {}, {}, "persistent_block"), 4)
+        << target.key();
+  }
+}
+
 // The persistent backward runs, not only refuses, on any GPU: at a shape where its configs split
 // the units and the batch unevenly (100 units, 7 rows; G H = 400 or 300 columns, the GRU's no
 // multiple of 8), every config it supports launches and matches, with either forward on Hopper.
