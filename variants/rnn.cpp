@@ -493,7 +493,8 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pr.description = "persistent with W_hh in registers: a warp a hidden unit, its G gate rows across the lanes, h "
                    "copied into shared memory (cp.async) each step, a grid barrier a step (H <= 512)";
   pr.params = ParamSpace({{"units_per_block", {2, 4, 8}, "warps a block, one hidden unit each"},
-                          {"batch_groups", {1, 2, 4, 8}, "the batch split over groups of blocks (at most 64 rows each)"}});
+                          {"batch_groups", {1, 2, 4, 8},
+                           "the batch split over groups of blocks (at most 64 rows each)"}});
   pr.default_config = Config({{"units_per_block", 8}, {"batch_groups", 2}});
   pr.supports = register_supports;
   pr.workspace_bytes = persistent_workspace;
@@ -508,7 +509,8 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pb.params = ParamSpace(
       {{"rows_per_block", {1, 2, 4}, "batch rows a block runs (blocks = N / this)"},
        {"k_split", {1, 2, 4}, "threads that split one gate row's dot products"},
-       {"register_quads", {0, 8, 16}, "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory)"}});
+       {"register_quads", {0, 8, 16},
+        "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory)"}});
   pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}});
   pb.supports = block_supports;
   pb.workspace_bytes = cluster_workspace;

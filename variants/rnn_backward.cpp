@@ -499,6 +499,11 @@ kr::PersistentConfig grid_config_of(const Config& c, const RnnProblem& r) {
   return cfg(c, "forward") == kGridSplitForward ? grid_split_forward_config(r) : grid_forward_config(r);
 }
 
+// persistent_block's chain: its variant's own axes.
+kr::BlockConfig chain_config(const Config& c) {
+  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads")};
+}
+
 kr::BackwardConfig backward_config(const Config& c) {
   return {cfg(c, "units_per_block"), cfg(c, "batch_groups"), cfg(c, "k_split")};
 }
@@ -854,9 +859,8 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   b.default_config = Config({{"rows_per_block", 1}, {"k_split", 4}, {"register_quads", 16}});
   b.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
     const RnnProblem r = rnn_of(problem);
-    const kr::BlockConfig bc{cfg(config, "rows_per_block"), cfg(config, "k_split"), cfg(config, "register_quads")};
     const kr::BlockPlan plan =
-        kr::block_backward_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
+        kr::block_backward_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), chain_config(config));
     if (plan.blocks == 0)
       return Support::no("not a chain this kernel is built for (H x k_split <= " +
                          std::to_string(kr::kMaxBlockThreads) + " threads, rows_per_block <= k_split, " +
@@ -876,9 +880,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   const Half block_backward_half = [](const LaunchArgs& a, const LayerOutputs& out) {
     return with_storage_type(storage_of(a.problem.dtype), "the recurrent family", [&](auto tag) {
       return persistent_backward<decltype(tag)>(a, out, [&a](const auto& chain, void*) {
-        const kr::BlockConfig bc{cfg(a.config, "rows_per_block"), cfg(a.config, "k_split"),
-                                 cfg(a.config, "register_quads")};
-        return launch_status(kr::block_backward(chain, bc, a.stream));
+        return launch_status(kr::block_backward(chain, chain_config(a.config), a.stream));
       });
     });
   };
@@ -926,7 +928,8 @@ void register_rnn_backward(Catalogue& cat) {
     Primitive p = backward_primitive(*forward, cell);
     const std::string name = p.name;
     cat.add(std::move(p));
-    add_variants(cat, name, ForwardRungs{forward_name, grid->supports, cluster->supports, registers->supports, block->supports});
+    add_variants(cat, name,
+                 ForwardRungs{forward_name, grid->supports, cluster->supports, registers->supports, block->supports});
   }
 }
 

@@ -69,26 +69,20 @@ __global__ void __launch_bounds__(kThreads)
   const float* keep = saved + n * kSavedGates * hidden;
   const float dh_total = to_float(dy[e]) + dh[e];
   float* di = d_input + n * G * hidden;
+  const float kept[kSavedGates] = {keep[j], keep[hidden + j], keep[2 * hidden + j], keep[3 * hidden + j]};
   if constexpr (kCell == Cell::lstm) {
-    const float i = keep[j], f = keep[hidden + j], g = keep[2 * hidden + j], o = keep[3 * hidden + j];
-    const float tanh_c = tanhf(c[e]);
-    const float dc_total = fmaf(dh_total * o, 1.f - tanh_c * tanh_c, dc[e]);
-    di[j] = dc_total * g * i * (1.f - i);
-    di[hidden + j] = dc_total * c_prev[e] * f * (1.f - f);
-    di[2 * hidden + j] = dc_total * i * (1.f - g * g);
-    di[3 * hidden + j] = dh_total * tanh_c * o * (1.f - o);
-    dc[e] = dc_total * f;
+    float d[4];
+    dc[e] = lstm_backward(kept, c_prev[e], c[e], dh_total, dc[e], d);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) di[g * hidden + j] = d[g];
   } else {
-    const float r = keep[j], z = keep[hidden + j], candidate = keep[2 * hidden + j], hidden_n = keep[3 * hidden + j];
-    const float dn = dh_total * (1.f - z) * (1.f - candidate * candidate);
-    const float dr = dn * hidden_n * r * (1.f - r);
-    const float dz = dh_total * (h_prev[e] - candidate) * z * (1.f - z);
+    float d[3];
+    dh[e] = gru_backward(kept, h_prev[e], dh_total, d);
     float* dhid = d_hidden + n * G * hidden;
-    di[j] = dhid[j] = dr;
-    di[hidden + j] = dhid[hidden + j] = dz;
-    di[2 * hidden + j] = dn;
-    dhid[2 * hidden + j] = r * dn;
-    dh[e] = dh_total * z;
+    di[j] = dhid[j] = d[0];
+    di[hidden + j] = dhid[hidden + j] = d[1];
+    di[2 * hidden + j] = d[2];
+    dhid[2 * hidden + j] = kept[0] * d[2];
   }
 }
 

@@ -1,4 +1,5 @@
-// What the recurrent family's cooperative launches share: whether a grid can be resident at once.
+// What the recurrent family's persistent launches share: their shared memory allowed, and whether a
+// cooperative grid can be resident at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,15 +20,18 @@ cudaError_t fits_at_once(Kernel kernel, int blocks, int threads, std::size_t sha
   return resident >= blocks ? cudaSuccess : cudaErrorCooperativeLaunchTooLarge;
 }
 
-// A cooperative kernel's set-up: the dynamic shared memory it asks for allowed past 48 KiB, then
-// whether its grid can be resident at once (cudaErrorCooperativeLaunchTooLarge if not).
+// The dynamic shared memory a kernel asks for, allowed past the default 48 KiB.
+template <typename Kernel>
+cudaError_t allow_dynamic_shared(Kernel kernel, std::size_t shared_bytes) {
+  if (shared_bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+}
+
+// A cooperative kernel's set-up: its shared memory allowed, then whether its grid can be resident
+// at once (cudaErrorCooperativeLaunchTooLarge if not).
 template <typename Kernel>
 cudaError_t prepare_cooperative(Kernel kernel, int blocks, int threads, std::size_t shared_bytes) {
-  if (shared_bytes > 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(shared_bytes));
-        e != cudaSuccess)
-      return e;
+  if (cudaError_t e = allow_dynamic_shared(kernel, shared_bytes); e != cudaSuccess) return e;
   return fits_at_once(kernel, blocks, threads, shared_bytes);
 }
 

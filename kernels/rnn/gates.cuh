@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "kernels/common/numeric.cuh"
+
 namespace shapetune::kernels::rnn {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + __expf(-v)); }
@@ -33,6 +37,57 @@ __device__ __forceinline__ float gru_update(float r_pre, float z_pre, float n_in
 __device__ __forceinline__ float gru_update(float r_pre, float z_pre, float n_input, float n_recurrent, float h_prev) {
   float kept[4];
   return gru_update(r_pre, z_pre, n_input, n_recurrent, h_prev, kept);
+}
+
+// One LSTM unit back: from its activated gates (i, f, g, o), the cell states c_prev and c, the
+// gradient reaching h (dh) and the one reaching c from the step after (dc): the gradients of the
+// four pre-activations into d; returns what reaches c_prev.
+__device__ __forceinline__ float lstm_backward(const float (&kept)[4], float c_prev, float c, float dh, float dc,
+                                               float (&d)[4]) {
+  const float i = kept[0], f = kept[1], g = kept[2], o = kept[3];
+  const float tanh_c = tanhf(c);
+  const float dc_total = fmaf(dh * o, 1.f - tanh_c * tanh_c, dc);
+  d[0] = dc_total * g * i * (1.f - i);
+  d[1] = dc_total * c_prev * f * (1.f - f);
+  d[2] = dc_total * i * (1.f - g * g);
+  d[3] = dh * tanh_c * o * (1.f - o);
+  return dc_total * f;
+}
+
+// One GRU unit back: from what gru_update kept (r, z, the candidate, W_hn h + b_hn), the h it read
+// and the gradient reaching h': the input side's gradients of r, z and the candidate into d (the
+// hidden side's are the same but the candidate's, r times it); returns dh' z, the part of the
+// gradient that reaches h_prev without passing W_hh.
+__device__ __forceinline__ float gru_backward(const float (&kept)[4], float h_prev, float dh, float (&d)[3]) {
+  const float r = kept[0], z = kept[1], candidate = kept[2], hidden_n = kept[3];
+  d[2] = dh * (1.f - z) * (1.f - candidate * candidate);
+  d[0] = d[2] * hidden_n * r * (1.f - r);
+  d[1] = dh * (h_prev - candidate) * z * (1.f - z);
+  return dh * z;
+}
+
+// What a chain's cell backward reads besides the chain at step t, batch row n, unit j (a
+// BackwardChain's saved activations, dy, and the LSTM's cell states or the GRU's h_prev): loaded
+// before the step's product, since none of it depends on the chain.
+struct CellBackwardInputs {
+  float dy = 0.f, kept[4] = {0.f, 0.f, 0.f, 0.f}, c = 0.f, c_prev = 0.f, h_prev = 0.f;
+};
+template <bool kLstm, typename Chain>
+__device__ __forceinline__ CellBackwardInputs cell_backward_inputs(const Chain& p, int t, std::int64_t n, int j) {
+  CellBackwardInputs in;
+  const int H = p.hidden;
+  const std::int64_t plane = static_cast<std::int64_t>(p.batch) * H, e = t * plane + n * H + j;
+  in.dy = to_float(p.dy[e]);
+  const float* keep = p.saved + (static_cast<std::int64_t>(t) * p.batch + n) * (4 * H) + j;
+#pragma unroll
+  for (int g = 0; g < 4; ++g) in.kept[g] = keep[g * H];
+  if constexpr (kLstm) {
+    in.c_prev = p.cells[e];
+    in.c = p.cells[e + plane];
+  } else {
+    in.h_prev = p.h_prev[e];
+  }
+  return in;
 }
 
 }  // namespace shapetune::kernels::rnn

@@ -33,6 +33,7 @@
 #include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/rnn/cooperative.cuh"
+#include "kernels/rnn/gates.cuh"
 #include "kernels/rnn/rnn.cuh"
 
 namespace shapetune::kernels::rnn {
@@ -97,24 +98,11 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, 1)
     if constexpr (kCell == Cell::lstm) carry_c = to_float(p.dc_t[cell_index]);
   }
 
-  const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   unsigned barriers_met = 0;
   for (int t = p.steps - 1; t >= -1; --t) {
     // 1. The cell's own inputs, none of which depends on the chain.
-    float dy = 0.f, kept[kSavedGates] = {0.f, 0.f, 0.f, 0.f}, c = 0.f, c_prev = 0.f, h_prev = 0.f;
-    if (owns_cell && t >= 0) {
-      const std::int64_t e = t * plane + cell_index;
-      dy = to_float(p.dy[e]);
-      const float* keep = p.saved + (static_cast<std::int64_t>(t) * N + my_n) * (kSavedGates * H) + k;
-#pragma unroll
-      for (int g = 0; g < kSavedGates; ++g) kept[g] = keep[g * H];
-      if constexpr (kCell == Cell::lstm) {
-        c_prev = p.cells[e];
-        c = p.cells[e + plane];
-      } else {
-        h_prev = p.h_prev[e];
-      }
-    }
+    const CellBackwardInputs in =
+        owns_cell && t >= 0 ? cell_backward_inputs<kCell == Cell::lstm>(p, t, my_n, k) : CellBackwardInputs{};
 
     float incoming = incoming_last;
     if (t < p.steps - 1) {
@@ -196,29 +184,22 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, 1)
       continue;
     }
     // 5. The cell backward (cell_backward_kernel's formulas), into step t's slots.
-    const float dh_total = dy + incoming;
+    const float dh_total = in.dy + incoming;
     const std::int64_t slot = (static_cast<std::int64_t>(t) * N + my_n) * GH + k;
     float* d_in = p.d_input + slot;
     if constexpr (kCell == Cell::lstm) {
-      const float i = kept[0], f = kept[1], g = kept[2], o = kept[3];
-      const float tanh_c = tanhf(c);
-      const float dc_total = fmaf(dh_total * o, 1.f - tanh_c * tanh_c, carry_c);
-      d_in[0] = dc_total * g * i * (1.f - i);
-      d_in[H] = dc_total * c_prev * f * (1.f - f);
-      d_in[2 * H] = dc_total * i * (1.f - g * g);
-      d_in[3 * H] = dh_total * tanh_c * o * (1.f - o);
-      carry_c = dc_total * f;
+      float d[4];
+      carry_c = lstm_backward(in.kept, in.c_prev, in.c, dh_total, carry_c, d);
+#pragma unroll
+      for (int g = 0; g < 4; ++g) d_in[g * H] = d[g];
     } else {
-      const float r = kept[0], z = kept[1], candidate = kept[2], hidden_n = kept[3];
-      const float dn = dh_total * (1.f - z) * (1.f - candidate * candidate);
-      const float dr = dn * hidden_n * r * (1.f - r);
-      const float dz = dh_total * (h_prev - candidate) * z * (1.f - z);
+      float d[3];
+      carry_h = gru_backward(in.kept, in.h_prev, dh_total, d);
       float* d_hid = p.d_hidden + slot;
-      d_in[0] = d_hid[0] = dr;
-      d_in[H] = d_hid[H] = dz;
-      d_in[2 * H] = dn;
-      d_hid[2 * H] = r * dn;
-      carry_h = dh_total * z;
+      d_in[0] = d_hid[0] = d[0];
+      d_in[H] = d_hid[H] = d[1];
+      d_in[2 * H] = d[2];
+      d_hid[2 * H] = in.kept[0] * d[2];
     }
   }
 }

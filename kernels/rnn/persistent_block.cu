@@ -24,6 +24,7 @@
 
 #include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
+#include "kernels/rnn/cooperative.cuh"
 #include "kernels/rnn/gates.cuh"
 
 namespace shapetune::kernels::rnn {
@@ -32,6 +33,44 @@ namespace {
 struct Geometry {
   int k_split, quads;  // quads: 16-byte chunks of a thread's slice (the slice is 4 quads floats, zero past H)
 };
+
+// A thread's slice of W_hh (`quad(q)`: its q-th 16-byte chunk): the first kRegisterQuads into
+// registers, the rest into shared memory, chunk q of every thread side by side (conflict-free).
+template <int kRegisterQuads, typename Quad>
+__device__ __forceinline__ void keep_slice(Quad quad, int quads, int threads, int tid,
+                                           float4 (&w_r)[kRegisterQuads > 0 ? kRegisterQuads : 1], float4* w_s) {
+#pragma unroll
+  for (int q = 0; q < kRegisterQuads; ++q) w_r[q] = quad(q);
+  for (int q = kRegisterQuads; q < quads; ++q) w_s[(q - kRegisterQuads) * threads + tid] = quad(q);
+}
+
+// The dot products of a thread's slice with kRows shared rows (`rows` at the slice's start, `width`
+// apart): four sums a row, one per lane of the 16-byte chunks, four chains a quarter as long as one
+// (a single sum made a step one chain of 4 x quads dependent FMAs: the "wait" stall on the H100).
+template <int kRows, int kRegisterQuads>
+__device__ __forceinline__ void slice_products(const float* rows, int width, int quads, int threads, int tid,
+                                               const float4 (&w_r)[kRegisterQuads > 0 ? kRegisterQuads : 1],
+                                               const float4* w_s, float (&out)[kRows]) {
+  float4 acc[kRows];
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const auto add = [](float4& a, const float4& v, const float4& w) {
+    a.x = fmaf(v.x, w.x, a.x), a.y = fmaf(v.y, w.y, a.y), a.z = fmaf(v.z, w.z, a.z), a.w = fmaf(v.w, w.w, a.w);
+  };
+#pragma unroll
+  for (int q = 0; q < kRegisterQuads; ++q)
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr)
+      add(acc[rr], *reinterpret_cast<const float4*>(rows + rr * width + 4 * q), w_r[q]);
+#pragma unroll 4
+  for (int q = kRegisterQuads; q < quads; ++q) {
+    const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(rows + rr * width + 4 * q), w);
+  }
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) out[rr] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
+}
 
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
@@ -64,9 +103,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     return make_float4(e[0], e[1], e[2], e[3]);
   };
   float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
-#pragma unroll
-  for (int q = 0; q < kRegisterQuads; ++q) w_r[q] = w_quad(q);
-  for (int q = kRegisterQuads; q < quads; ++q) w_s[(q - kRegisterQuads) * threads + tid] = w_quad(q);
+  keep_slice<kRegisterQuads>(w_quad, quads, threads, tid, w_r, w_s);
 
   // The cell threads: unit j of row r, for tid < kRows H.
   const bool cell = tid < kRows * H;
@@ -102,28 +139,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     for (int g = 0; g < G; ++g) in[g] = next_in[g];
     if (t + 1 < p.steps) load_inputs(t + 1);
 
-    // Four sums a row, one per lane of the 16-byte chunks: four chains a quarter as long as one
-    // (a single sum made each step one chain of 4 x quads dependent FMAs: the "wait" stall).
-    float4 acc[kRows];
+    float sums[kRows];
+    slice_products<kRows, kRegisterQuads>(h_s + s * slice, width, quads, threads, tid, w_r, w_s, sums);
 #pragma unroll
-    for (int rr = 0; rr < kRows; ++rr) acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
-    const auto add = [](float4& a, const float4& h, const float4& w) {
-      a.x = fmaf(h.x, w.x, a.x), a.y = fmaf(h.y, w.y, a.y), a.z = fmaf(h.z, w.z, a.z), a.w = fmaf(h.w, w.w, a.w);
-    };
-    const float* h_slice = h_s + s * slice;
-#pragma unroll
-    for (int q = 0; q < kRegisterQuads; ++q)
-#pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q), w_r[q]);
-#pragma unroll 4
-    for (int q = kRegisterQuads; q < quads; ++q) {
-      const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
-#pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(h_slice + rr * width + 4 * q), w);
-    }
-#pragma unroll
-    for (int rr = 0; rr < kRows; ++rr)
-      part_s[(s * kRows + rr) * GH + row_of_w] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
+    for (int rr = 0; rr < kRows; ++rr) part_s[(s * kRows + rr) * GH + row_of_w] = sums[rr];
     __syncthreads();
 
     if (live) {
@@ -199,9 +218,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     return make_float4(e[0], e[1], e[2], e[3]);
   };
   float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
-#pragma unroll
-  for (int q = 0; q < kRegisterQuads; ++q) w_r[q] = w_quad(q);
-  for (int q = kRegisterQuads; q < quads; ++q) w_s[(q - kRegisterQuads) * threads + tid] = w_quad(q);
+  keep_slice<kRegisterQuads>(w_quad, quads, threads, tid, w_r, w_s);
   for (int idx = tid; idx < kRows * width; idx += blockDim.x) d_s[idx] = 0.f;
 
   // The cell threads: unit j of row r, for tid < kRows H.
@@ -215,45 +232,16 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   }
   __syncthreads();
 
-  const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   for (int t = p.steps - 1; t >= -1; --t) {
     // The cell's own inputs, none of which depends on the chain: loaded before the product.
-    float dy = 0.f, kept[kSavedGates] = {0.f, 0.f, 0.f, 0.f}, c = 0.f, c_prev = 0.f, h_prev = 0.f;
-    if (live && t >= 0) {
-      const std::int64_t e = t * plane + cell_index;
-      dy = to_float(p.dy[e]);
-      const float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n0 + r) * (kSavedGates * H) + j;
-#pragma unroll
-      for (int g = 0; g < kSavedGates; ++g) kept[g] = keep[g * H];
-      if constexpr (kCell == Cell::lstm) {
-        c_prev = p.cells[e];
-        c = p.cells[e + plane];
-      } else {
-        h_prev = p.h_prev[e];
-      }
-    }
+    const CellBackwardInputs in =
+        live && t >= 0 ? cell_backward_inputs<kCell == Cell::lstm>(p, t, n0 + r, j) : CellBackwardInputs{};
     float incoming = incoming_last;
     if (t < p.steps - 1) {
-      float4 acc[kRows];
+      float sums[kRows];
+      slice_products<kRows, kRegisterQuads>(d_s + s * slice, width, quads, threads, tid, w_r, w_s, sums);
 #pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
-      const auto add = [](float4& a, const float4& d, const float4& w) {
-        a.x = fmaf(d.x, w.x, a.x), a.y = fmaf(d.y, w.y, a.y), a.z = fmaf(d.z, w.z, a.z), a.w = fmaf(d.w, w.w, a.w);
-      };
-      const float* d_slice = d_s + s * slice;
-#pragma unroll
-      for (int q = 0; q < kRegisterQuads; ++q)
-#pragma unroll
-        for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(d_slice + rr * width + 4 * q), w_r[q]);
-#pragma unroll 4
-      for (int q = kRegisterQuads; q < quads; ++q) {
-        const float4 w = w_s[(q - kRegisterQuads) * threads + tid];
-#pragma unroll
-        for (int rr = 0; rr < kRows; ++rr) add(acc[rr], *reinterpret_cast<const float4*>(d_slice + rr * width + 4 * q), w);
-      }
-#pragma unroll
-      for (int rr = 0; rr < kRows; ++rr)
-        part_s[(s * kRows + rr) * H + col] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
+      for (int rr = 0; rr < kRows; ++rr) part_s[(s * kRows + rr) * H + col] = sums[rr];
       __syncthreads();
       if (live) {
         incoming = 0.f;
@@ -266,30 +254,23 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
       if constexpr (kCell == Cell::lstm) p.dc0[cell_index] = from_float<T>(carry_c);
     }
     if (live && t >= 0) {
-      const float dh_total = dy + incoming;
+      const float dh_total = in.dy + incoming;
       const std::int64_t slot = (static_cast<std::int64_t>(t) * N + n0 + r) * GH + j;
       float* d_in = p.d_input + slot;
       float* d_next = d_s + r * width + j;  // this row's d_hidden_t, for the step before
       if constexpr (kCell == Cell::lstm) {
-        const float i = kept[0], f = kept[1], g = kept[2], o = kept[3];
-        const float tanh_c = tanhf(c);
-        const float dc_total = fmaf(dh_total * o, 1.f - tanh_c * tanh_c, carry_c);
-        const float d[4] = {dc_total * g * i * (1.f - i), dc_total * c_prev * f * (1.f - f),
-                            dc_total * i * (1.f - g * g), dh_total * tanh_c * o * (1.f - o)};
+        float d[4];
+        carry_c = lstm_backward(in.kept, in.c_prev, in.c, dh_total, carry_c, d);
 #pragma unroll
-        for (int gg = 0; gg < 4; ++gg) d_in[gg * H] = d_next[gg * H] = d[gg];
-        carry_c = dc_total * f;
+        for (int g = 0; g < 4; ++g) d_in[g * H] = d_next[g * H] = d[g];
       } else {
-        const float rg = kept[0], z = kept[1], candidate = kept[2], hidden_n = kept[3];
-        const float dn = dh_total * (1.f - z) * (1.f - candidate * candidate);
-        const float dr = dn * hidden_n * rg * (1.f - rg);
-        const float dz = dh_total * (h_prev - candidate) * z * (1.f - z);
+        float d[3];
+        carry_h = gru_backward(in.kept, in.h_prev, dh_total, d);
         float* d_hid = p.d_hidden + slot;
-        d_in[0] = d_hid[0] = d_next[0] = dr;
-        d_in[H] = d_hid[H] = d_next[H] = dz;
-        d_in[2 * H] = dn;
-        d_hid[2 * H] = d_next[2 * H] = rg * dn;
-        carry_h = dh_total * z;
+        d_in[0] = d_hid[0] = d_next[0] = d[0];
+        d_in[H] = d_hid[H] = d_next[H] = d[1];
+        d_in[2 * H] = d[2];
+        d_hid[2 * H] = d_next[2 * H] = in.kept[0] * d[2];
       }
     }
     __syncthreads();
@@ -300,11 +281,7 @@ template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 cudaError_t launch_backward(const BackwardChain<T>& p, const BlockPlan& plan, const BlockConfig& c,
                             cudaStream_t stream) {
   auto kernel = block_backward_kernel<T, kCell, kRows, kRegisterQuads>;
-  if (plan.shared_bytes > 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared_bytes));
-        e != cudaSuccess)
-      return e;
+  if (cudaError_t e = allow_dynamic_shared(kernel, plan.shared_bytes); e != cudaSuccess) return e;
   kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, Geometry{c.k_split, plan.quads});
   return cudaGetLastError();
 }
@@ -323,11 +300,7 @@ template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 cudaError_t launch(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
                    cudaStream_t stream) {
   auto kernel = block_kernel<T, kCell, kRows, kRegisterQuads>;
-  if (plan.shared_bytes > 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(plan.shared_bytes));
-        e != cudaSuccess)
-      return e;
+  if (cudaError_t e = allow_dynamic_shared(kernel, plan.shared_bytes); e != cudaSuccess) return e;
   kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, input_gates, Geometry{c.k_split, plan.quads});
   return cudaGetLastError();
 }
