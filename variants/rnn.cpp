@@ -335,9 +335,13 @@ Support block_supports(const Problem& p, const Config& c, const DeviceLimits& li
                        "smaller one for batch " + std::to_string(r.batch));
   const kr::BlockPlan plan = kr::block_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
   if (plan.blocks == 0) {
-    if (r.gates * r.hidden * bc.k_split > kr::kMaxBlockThreads)
+    const bool wide = bc.register_quads > 16;
+    const int most = wide ? kr::kMaxWideRegisterThreads : kr::kMaxBlockThreads;
+    if (r.gates * r.hidden * bc.k_split > most)
       return Support::no(std::to_string(r.gates * r.hidden * bc.k_split) + " threads (G H x k_split); the kernel is "
-                         "built for at most " + std::to_string(kr::kMaxBlockThreads));
+                         "built for at most " + std::to_string(most) + (wide ? " with over 16 register chunks" : ""));
+    if (wide && bc.rows_per_block > 2)
+      return Support::no("over 16 register chunks are built for at most 2 rows a block");
     if (bc.rows_per_block * r.hidden > r.gates * r.hidden * bc.k_split)
       return Support::no("the cell needs rows_per_block x H = " + std::to_string(bc.rows_per_block * r.hidden) +
                          " threads, more than the block's G H x k_split");
@@ -509,8 +513,9 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pb.params = ParamSpace(
       {{"rows_per_block", {1, 2, 4}, "batch rows a block runs (blocks = N / this)"},
        {"k_split", {1, 2, 4}, "threads that split one gate row's dot products"},
-       {"register_quads", {0, 8, 16},
-        "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory)"}});
+       {"register_quads", {0, 8, 16, 24, 32},
+        "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory); 24 and 32 "
+        "with at most 384 threads and 2 rows a block"}});
   pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}});
   pb.supports = block_supports;
   pb.workspace_bytes = cluster_workspace;

@@ -73,7 +73,7 @@ __device__ __forceinline__ void slice_products(const float* rows, int width, int
 }
 
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
-__global__ void __launch_bounds__(kMaxBlockThreads, 1)
+__global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads : kMaxBlockThreads, 1)
     block_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
   grid_dependency_sync();
   constexpr int G = gate_count(kCell);
@@ -312,8 +312,13 @@ cudaError_t launch_quads(const Layer<T>& p, const float* input_gates, const Bloc
     case 0: return launch<T, kCell, kRows, 0>(p, input_gates, plan, c, stream);
     case 8: return launch<T, kCell, kRows, 8>(p, input_gates, plan, c, stream);
     case 16: return launch<T, kCell, kRows, 16>(p, input_gates, plan, c, stream);
-    default: return cudaErrorInvalidValue;
+    default: break;
   }
+  if constexpr (kRows <= 2) {  // block_plan allows the wide register configs at 1 or 2 rows only
+    if (c.register_quads == 24) return launch<T, kCell, kRows, 24>(p, input_gates, plan, c, stream);
+    if (c.register_quads == 32) return launch<T, kCell, kRows, 32>(p, input_gates, plan, c, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <typename T, Cell kCell>
@@ -334,11 +339,14 @@ BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   const int G = gate_count(cell);
   const bool rows_ok = c.rows_per_block == 1 || c.rows_per_block == 2 || c.rows_per_block == 4;
   const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
-  const bool quads_ok = c.register_quads == 0 || c.register_quads == 8 || c.register_quads == 16;
+  const bool wide = c.register_quads == 24 || c.register_quads == 32;
+  const bool quads_ok = c.register_quads == 0 || c.register_quads == 8 || c.register_quads == 16 || wide;
   if (!rows_ok || !split_ok || !quads_ok || batch < 1 || hidden < 1) return plan;
   const int threads = G * hidden * c.k_split;
   const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
-  if (threads > kMaxBlockThreads || c.register_quads > quads || c.rows_per_block * hidden > threads) return plan;
+  if (threads > (wide ? kMaxWideRegisterThreads : kMaxBlockThreads) || (wide && c.rows_per_block > 2) ||
+      c.register_quads > quads || c.rows_per_block * hidden > threads)
+    return plan;
   plan.threads = threads;
   plan.quads = quads;
   plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;

@@ -190,11 +190,13 @@ cudaError_t register_forward(const Layer<T>&, const float* input_gates, void* wo
 struct BlockConfig {
   int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4): blocks = ceil(N / this)
   int k_split = 1;         // slices a gate row's dot products split into (1, 2 or 4), one thread each
-  int register_quads = 8;  // 16-byte chunks of a thread's slice held in registers (0, 8 or 16)
+  int register_quads = 8;  // 16-byte chunks of a thread's slice held in registers (0, 8, 16, 24 or 32)
 };
 // At most 512 threads, so that a thread may have 128 registers: at 1024 (64 registers) every
-// config spilled.
+// config spilled. 24 or 32 chunks (96 or 128 registers of W_hh) need at most 384 threads, 168
+// registers each, and at most 2 rows a block: the GRU at H 128 then holds all of W_hh in registers.
 inline constexpr int kMaxBlockThreads = 512;
+inline constexpr int kMaxWideRegisterThreads = 384;
 
 // blocks == 0: the config or the shape is outside what the kernel is built for (more than 512
 // threads, more register chunks than the slice has, ...).

@@ -285,6 +285,13 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 256, {2, 1, 16}).blocks, 0) << "1024 threads";
   EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 16, {2, 1, 8}).blocks, 0) << "8 chunks of a 4-chunk slice";
   EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {3, 1, 8}).blocks, 0) << "3 rows a block";
+  // All 32 chunks of the GRU's rows at H 128 in registers: 384 threads, no W_hh in shared memory.
+  const kr::BlockPlan all = kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 32});
+  EXPECT_EQ(all.threads, 384);
+  EXPECT_EQ(all.shared_bytes, (1 * 128 + 1 * 1 * 384) * sizeof(float));
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {4, 1, 24}).blocks, 0) << "24 chunks at 4 rows";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {1, 1, 24}).blocks, 0) << "24 chunks at 512 threads";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 12}).blocks, 0) << "12 chunks: not built";
 
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent_block");
   const DeviceLimits h200 = nominal_device_limits();
@@ -298,6 +305,16 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
   EXPECT_FALSE(shared.ok);
   EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
+  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}});
+  const Support lstm_wide = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, all_in_registers, h200);
+  EXPECT_FALSE(lstm_wide.ok);
+  EXPECT_NE(lstm_wide.reason.find("at most 384"), std::string::npos) << lstm_wide.reason;
+  const Variant& gru = *catalogue().find_variant("gru.forward", "persistent_block");
+  EXPECT_TRUE(gru.supports({"gru.forward", DType::f32, shape(64, 128)}, all_in_registers, h200).ok);
+  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}});
+  const Support gru_rows = gru.supports({"gru.forward", DType::f32, shape(64, 128)}, wide_rows, h200);
+  EXPECT_FALSE(gru_rows.ok);
+  EXPECT_NE(gru_rows.reason.find("2 rows"), std::string::npos) << gru_rows.reason;
 }
 
 // The block rung's backward chain: H x k_split threads, each a slice of ceil(G H / k_split) gate
