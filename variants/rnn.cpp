@@ -324,7 +324,7 @@ LaunchStatus persistent_registers(const LaunchArgs& a) {
 // ---- persistent_block ---------------------------------------------------------------------------
 
 kr::BlockConfig block_config(const Config& c) {
-  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads")};
+  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads"), cfg(c, "project")};
 }
 
 Support block_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
@@ -360,8 +360,24 @@ LaunchStatus persistent_block(const LaunchArgs& a) {
   const RnnProblem r = rnn_of(a.problem);
   const kr::Layer<T> l = layer_of<T>(a);
   auto* input_gates = static_cast<float*>(a.workspace);
-  if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) return s;
-  return launch_status(kr::block_forward(l, input_gates, block_config(a.config), a.stream));
+  const kr::BlockConfig c = block_config(a.config);
+  kr::BlockProjection<T> projection;
+  if (c.project) {
+    projection.w_ih = static_cast<const T*>(w_ih_of(a));
+    projection.ready = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + input_gates_bytes(r));
+  } else if (LaunchStatus s = project_inputs(a, r, l.x, input_gates); !s.ok) {
+    return s;
+  }
+  const cudaError_t e = kr::block_forward(l, input_gates, c, projection, a.stream);
+  if (e == cudaErrorCooperativeLaunchTooLarge)
+    return LaunchStatus::refused("the device holds no block beside the recurrence's to project the inputs");
+  return launch_status(e);
+}
+
+// The input gates, then (project = 1) a count a step of their finished tiles.
+std::size_t block_workspace(const Problem& p, const Config&) {
+  const RnnProblem r = rnn_of(p);
+  return input_gates_bytes(r) + align256(static_cast<std::size_t>(r.steps) * sizeof(int));
 }
 
 // ---- persistent_cluster -------------------------------------------------------------------------
@@ -515,10 +531,13 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
        {"k_split", {1, 2, 4}, "threads that split one gate row's dot products"},
        {"register_quads", {0, 8, 16, 24, 32},
         "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory); 24 and 32 "
-        "with at most 384 threads and 2 rows a block"}});
-  pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}});
+        "with at most 384 threads and 2 rows a block"},
+       {"project", {0, 1},
+        "0: the input projection (cuBLAS) before the launch; 1: the launch's spare blocks project a step at a "
+        "time ahead of the recurrence (a cooperative launch)"}});
+  pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}, {"project", 0}});
   pb.supports = block_supports;
-  pb.workspace_bytes = cluster_workspace;
+  pb.workspace_bytes = block_workspace;
   pb.launch = by_type<persistent_block<float>, persistent_block<__half>, persistent_block<__nv_bfloat16>>;
   cat.add(pb);
 

@@ -458,7 +458,11 @@ kr::RegisterConfig register_forward_config(const RnnProblem& r) {
 // The block forward: a row a block, a thread a gate row, 16 of its 16-byte chunks in registers
 // (the H 128 winner on the H100, reports/h100/2026-12-06-pingpong-embedding-register-rnn), none
 // where a row has fewer (H < 64).
-kr::BlockConfig block_forward_config(const RnnProblem& r) { return {1, 1, (r.hidden + 3) / 4 >= 16 ? 16 : 0}; }
+kr::BlockConfig block_forward_config(const RnnProblem& r) {
+  const int quads = static_cast<int>((r.hidden + 3) / 4);
+  const bool wide = r.gates * r.hidden <= kr::kMaxWideRegisterThreads;  // the GRU at H 128: 24 won (12-06, H100)
+  return {1, 1, wide && quads >= 24 ? 24 : quads >= 16 ? 16 : 0};
+}
 
 kr::ClusterConfig cluster_forward_config(const RnnProblem& r) {
   int cluster_size = r.hidden >= 512 ? 16 : 8;
@@ -483,7 +487,10 @@ Config as_config(const kr::RegisterConfig& c) {
   return Config({{"units_per_block", c.units_per_block}, {"batch_groups", c.batch_groups}});
 }
 Config as_config(const kr::BlockConfig& c) {
-  return Config({{"rows_per_block", c.rows_per_block}, {"k_split", c.k_split}, {"register_quads", c.register_quads}});
+  return Config({{"rows_per_block", c.rows_per_block},
+                 {"k_split", c.k_split},
+                 {"register_quads", c.register_quads},
+                 {"project", c.project}});
 }
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},
@@ -648,7 +655,7 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out, in
     return persistent_status(kr::cluster_forward(layer, gates, cluster_forward_config(r), a.stream),
                              "the forward (persistent_cluster)");
   if (rung == kBlockForward)
-    return persistent_status(kr::block_forward(layer, gates, block_forward_config(r), a.stream),
+    return persistent_status(kr::block_forward(layer, gates, block_forward_config(r), {}, a.stream),
                              "the forward (persistent_block)");
   if (rung == kRegisterForward)
     return persistent_status(kr::register_forward(layer, gates, ws + pl.forward, register_forward_config(r), a.stream),

@@ -20,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "kernels/common/grid.cuh"
@@ -32,7 +34,83 @@ namespace {
 
 struct Geometry {
   int k_split, quads;  // quads: 16-byte chunks of a thread's slice (the slice is 4 quads floats, zero past H)
+  int recurrent_blocks = 0;  // the blocks that run the recurrence; any after them project (BlockConfig::project)
 };
+
+// The projection's tiles (BlockConfig::project): kProjectRows batch rows of one step by kProjectCols
+// gate columns, over D in chunks of kProjectDepth held in shared memory depth-major (a thread's
+// 4 x 4 outputs read a 16-byte chunk of each). A row of the x chunk is padded to 68 floats, so the
+// transposing stores fall on 8 banks, not one.
+constexpr int kProjectRows = 64, kProjectCols = 96, kProjectDepth = 64, kProjectPitch = kProjectRows + 4;
+constexpr int kProjectFloats = kProjectDepth * (kProjectPitch + kProjectCols);
+
+// The tiles a step's count reaches.
+__host__ __device__ inline int projection_tiles(int batch, int gate_rows) {
+  return (batch + kProjectRows - 1) / kProjectRows * ((gate_rows + kProjectCols - 1) / kProjectCols);
+}
+
+// input_gates = x W_ih^T for every step, a tile at a time in step order, by the launch's blocks past
+// the recurrence's (`first` of `blocks`): after each tile, ready[t] counts it. The counter's release
+// (the fence after the block barrier) is cumulative: it orders every thread's stores of the tile.
+template <typename T>
+__device__ void project_ahead(const Layer<T>& p, const T* __restrict__ w_ih, float* input_gates, int* ready,
+                              float* shared, int first, int blocks) {
+  const int N = p.batch, D = p.input, GH = gate_count(p.cell) * p.hidden;
+  const int col_tiles = (GH + kProjectCols - 1) / kProjectCols, per_step = projection_tiles(N, GH);
+  float* x_s = shared;                              // [kProjectDepth][kProjectPitch]
+  float* w_s = shared + kProjectDepth * kProjectPitch;  // [kProjectDepth][kProjectCols]
+  const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  constexpr int kColGroups = kProjectCols / 4, kGroups = kProjectRows / 4 * kColGroups;
+  for (int item = first; item < p.steps * per_step; item += blocks) {
+    const int t = item / per_step, n0 = item % per_step / col_tiles * kProjectRows;
+    const int c0 = item % col_tiles * kProjectCols;
+    for (int group = tid; group < ((kGroups + threads - 1) / threads) * threads; group += threads) {
+      // Every thread takes part in the loads and barriers; a thread past the last group computes nothing.
+      const bool computes = group < kGroups;
+      const int r4 = group / kColGroups * 4, c4 = group % kColGroups * 4;
+      float acc[4][4] = {};
+      for (int k0 = 0; k0 < D; k0 += kProjectDepth) {
+        __syncthreads();  // the chunk before is read
+        for (int idx = tid; idx < kProjectRows * kProjectDepth; idx += threads) {
+          const int r = idx / kProjectDepth, k = idx % kProjectDepth, n = n0 + r;
+          x_s[k * kProjectPitch + r] =
+              n < N && k0 + k < D ? to_float(p.x[(static_cast<std::int64_t>(t) * N + n) * D + k0 + k]) : 0.f;
+        }
+        for (int idx = tid; idx < kProjectCols * kProjectDepth; idx += threads) {
+          const int c = idx / kProjectDepth, k = idx % kProjectDepth;
+          w_s[k * kProjectCols + c] = c0 + c < GH && k0 + k < D ? to_float(w_ih[static_cast<std::int64_t>(c0 + c) * D + k0 + k]) : 0.f;
+        }
+        __syncthreads();
+        if (computes) {
+#pragma unroll 4
+          for (int k = 0; k < kProjectDepth; ++k) {
+            const float4 xv = *reinterpret_cast<const float4*>(x_s + k * kProjectPitch + r4);
+            const float4 wv = *reinterpret_cast<const float4*>(w_s + k * kProjectCols + c4);
+            const float xr[4] = {xv.x, xv.y, xv.z, xv.w}, wc[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(xr[i], wc[j], acc[i][j]);
+          }
+        }
+      }
+      if (computes) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int n = n0 + r4 + i, c = c0 + c4 + j;
+            if (n < N && c < GH) input_gates[(static_cast<std::int64_t>(t) * N + n) * GH + c] = acc[i][j];
+          }
+      }
+    }
+    __syncthreads();  // every store of the tile issued
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(ready + t, 1);
+    }
+  }
+}
 
 // A thread's slice of W_hh (`quad(q)`: its q-th 16-byte chunk): the first kRegisterQuads into
 // registers, the rest into shared memory, chunk q of every thread side by side (conflict-free).
@@ -72,10 +150,21 @@ __device__ __forceinline__ void slice_products(const float* rows, int width, int
   for (int rr = 0; rr < kRows; ++rr) out[rr] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
 }
 
+// projection.ready == nullptr: input_gates were written before the launch. Otherwise the blocks past
+// geo.recurrent_blocks write them (project_ahead), and a cell thread waits for a step's count
+// before loading its gates: it reads the counters ahead while they are complete, so that once the
+// projection is ahead (it soon is: spare SMs, a tile in a few us) a step pays no wait and no fence.
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads : kMaxBlockThreads, 1)
-    block_kernel(Layer<T> p, const float* __restrict__ input_gates, Geometry geo) {
+    block_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
   grid_dependency_sync();
+  extern __shared__ __align__(16) float shared[];
+  if (static_cast<int>(blockIdx.x) >= geo.recurrent_blocks) {
+    project_ahead(p, projection.w_ih, input_gates, projection.ready, shared,
+                  static_cast<int>(blockIdx.x) - geo.recurrent_blocks,
+                  static_cast<int>(gridDim.x) - geo.recurrent_blocks);
+    return;
+  }
   constexpr int G = gate_count(kCell);
   const int H = p.hidden, N = p.batch, GH = G * H, KS = geo.k_split, quads = geo.quads;
   const int slice = 4 * quads, width = KS * slice;  // a shared h row: every slice, zero past H
@@ -85,7 +174,6 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
   const int n0 = static_cast<int>(blockIdx.x) * kRows;
   const int rows = min(kRows, N - n0);
 
-  extern __shared__ __align__(16) float shared[];
   float4* w_s = reinterpret_cast<float4*>(shared);                         // [quads - kRegisterQuads][threads]
   float* h_s = shared + 4 * (quads - kRegisterQuads) * threads;            // [kRows][width]
   float* part_s = h_s + kRows * width;                                     // [k_split][kRows][G H]
@@ -124,10 +212,25 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
   }
   // The input gates of this thread's (row, unit), a step ahead (their load off the step's chain).
   float next_in[G];
+  const int tiles_per_step = projection.ready ? projection_tiles(N, GH) : 0;
+  int ready_through = projection.ready ? -1 : p.steps - 1;  // the last step whose gates are known written
   const auto load_inputs = [&](int step) {
+    if (!live) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) next_in[g] = 0.f;
+      return;
+    }
+    if (step > ready_through) {
+      const volatile int* counts = projection.ready;
+      while (counts[step] < tiles_per_step) __nanosleep(64);
+      int s = step + 1;
+      while (s < p.steps && counts[s] >= tiles_per_step) ++s;
+      ready_through = s - 1;
+      __threadfence();  // the counts read before the gates (written by other SMs: read past L1)
+    }
 #pragma unroll
     for (int g = 0; g < G; ++g)
-      next_in[g] = live ? input_gates[(static_cast<std::int64_t>(step) * N + n0 + r) * GH + g * H + j] : 0.f;
+      next_in[g] = __ldcg(input_gates + (static_cast<std::int64_t>(step) * N + n0 + r) * GH + g * H + j);
   };
   load_inputs(0);
   __syncthreads();
@@ -296,38 +399,56 @@ cudaError_t launch_backward_chain(const BackwardChain<T>& p, const BlockPlan& pl
   return cudaErrorInvalidValue;
 }
 
+// With a projection: a cooperative launch (the recurrence waits on the projecting blocks, so all must
+// be resident), as many projecting blocks as the device holds beside the recurrence's, at most a
+// tile each; its counters zeroed first.
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
-cudaError_t launch(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
-                   cudaStream_t stream) {
+cudaError_t launch(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                   const BlockProjection<T>& projection, cudaStream_t stream) {
   auto kernel = block_kernel<T, kCell, kRows, kRegisterQuads>;
   if (cudaError_t e = allow_dynamic_shared(kernel, plan.shared_bytes); e != cudaSuccess) return e;
-  kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, input_gates, Geometry{c.k_split, plan.quads});
-  return cudaGetLastError();
+  Geometry geo{c.k_split, plan.quads, plan.blocks};
+  if (!projection.ready) {
+    kernel<<<plan.blocks, plan.threads, plan.shared_bytes, stream>>>(p, input_gates, geo, projection);
+    return cudaGetLastError();
+  }
+  std::int64_t resident = 0;
+  if (cudaError_t e = resident_blocks(kernel, plan.threads, plan.shared_bytes, &resident); e != cudaSuccess) return e;
+  const std::int64_t tiles = static_cast<std::int64_t>(p.steps) * projection_tiles(p.batch, gate_count(kCell) * p.hidden);
+  const std::int64_t projecting = std::min(resident - plan.blocks, tiles);
+  if (projecting < 1) return cudaErrorCooperativeLaunchTooLarge;
+  if (cudaError_t e = cudaMemsetAsync(projection.ready, 0, sizeof(int) * static_cast<std::size_t>(p.steps), stream);
+      e != cudaSuccess)
+    return e;
+  void* args[] = {const_cast<Layer<T>*>(&p), &input_gates, &geo, const_cast<BlockProjection<T>*>(&projection)};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
+                                     dim3(static_cast<unsigned>(plan.blocks + projecting)), dim3(plan.threads), args,
+                                     plan.shared_bytes, stream);
 }
 
 template <typename T, Cell kCell, int kRows>
-cudaError_t launch_quads(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
-                         cudaStream_t stream) {
+cudaError_t launch_quads(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                         const BlockProjection<T>& projection, cudaStream_t stream) {
   switch (c.register_quads) {
-    case 0: return launch<T, kCell, kRows, 0>(p, input_gates, plan, c, stream);
-    case 8: return launch<T, kCell, kRows, 8>(p, input_gates, plan, c, stream);
-    case 16: return launch<T, kCell, kRows, 16>(p, input_gates, plan, c, stream);
+    case 0: return launch<T, kCell, kRows, 0>(p, input_gates, plan, c, projection, stream);
+    case 8: return launch<T, kCell, kRows, 8>(p, input_gates, plan, c, projection, stream);
+    case 16: return launch<T, kCell, kRows, 16>(p, input_gates, plan, c, projection, stream);
     default: break;
   }
   if constexpr (kRows <= 2) {  // block_plan allows the wide register configs at 1 or 2 rows only
-    if (c.register_quads == 24) return launch<T, kCell, kRows, 24>(p, input_gates, plan, c, stream);
-    if (c.register_quads == 32) return launch<T, kCell, kRows, 32>(p, input_gates, plan, c, stream);
+    if (c.register_quads == 24) return launch<T, kCell, kRows, 24>(p, input_gates, plan, c, projection, stream);
+    if (c.register_quads == 32) return launch<T, kCell, kRows, 32>(p, input_gates, plan, c, projection, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T, Cell kCell>
-cudaError_t launch_rows(const Layer<T>& p, const float* input_gates, const BlockPlan& plan, const BlockConfig& c,
-                        cudaStream_t stream) {
+cudaError_t launch_rows(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+                        const BlockProjection<T>& projection, cudaStream_t stream) {
   switch (c.rows_per_block) {
-    case 1: return launch_quads<T, kCell, 1>(p, input_gates, plan, c, stream);
-    case 2: return launch_quads<T, kCell, 2>(p, input_gates, plan, c, stream);
-    case 4: return launch_quads<T, kCell, 4>(p, input_gates, plan, c, stream);
+    case 1: return launch_quads<T, kCell, 1>(p, input_gates, plan, c, projection, stream);
+    case 2: return launch_quads<T, kCell, 2>(p, input_gates, plan, c, projection, stream);
+    case 4: return launch_quads<T, kCell, 4>(p, input_gates, plan, c, projection, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -341,7 +462,8 @@ BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
   const bool wide = c.register_quads == 24 || c.register_quads == 32;
   const bool quads_ok = c.register_quads == 0 || c.register_quads == 8 || c.register_quads == 16 || wide;
-  if (!rows_ok || !split_ok || !quads_ok || batch < 1 || hidden < 1) return plan;
+  const bool project_ok = c.project == 0 || c.project == 1;
+  if (!rows_ok || !split_ok || !quads_ok || !project_ok || batch < 1 || hidden < 1) return plan;
   const int threads = G * hidden * c.k_split;
   const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
   if (threads > (wide ? kMaxWideRegisterThreads : kMaxBlockThreads) || (wide && c.rows_per_block > 2) ||
@@ -353,7 +475,8 @@ BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   const std::size_t floats = 4 * static_cast<std::size_t>(quads - c.register_quads) * threads +
                              static_cast<std::size_t>(c.rows_per_block) * c.k_split * 4 * quads +
                              static_cast<std::size_t>(c.k_split) * c.rows_per_block * G * hidden;
-  plan.shared_bytes = floats * sizeof(float);
+  // The projecting blocks share the launch's shared memory for their tiles.
+  plan.shared_bytes = std::max<std::size_t>(floats, c.project ? kProjectFloats : 0) * sizeof(float);
   return plan;
 }
 
@@ -386,20 +509,23 @@ cudaError_t block_backward(const BackwardChain<T>& p, const BlockConfig& c, cuda
 }
 
 template <typename T>
-cudaError_t block_forward(const Layer<T>& p, const float* input_gates, const BlockConfig& c, cudaStream_t stream) {
+cudaError_t block_forward(const Layer<T>& p, float* input_gates, const BlockConfig& c,
+                          const BlockProjection<T>& projection, cudaStream_t stream) {
   const BlockPlan plan = block_plan(p.cell, p.batch, p.hidden, c);
-  if (plan.blocks == 0 || p.steps < 1) return cudaErrorInvalidValue;
-  return p.cell == Cell::lstm ? launch_rows<T, Cell::lstm>(p, input_gates, plan, c, stream)
-                              : launch_rows<T, Cell::gru>(p, input_gates, plan, c, stream);
+  if (plan.blocks == 0 || p.steps < 1 || (c.project == 1) != (projection.ready != nullptr)) return cudaErrorInvalidValue;
+  return p.cell == Cell::lstm ? launch_rows<T, Cell::lstm>(p, input_gates, plan, c, projection, stream)
+                              : launch_rows<T, Cell::gru>(p, input_gates, plan, c, projection, stream);
 }
 
 template cudaError_t block_backward<float>(const BackwardChain<float>&, const BlockConfig&, cudaStream_t);
 template cudaError_t block_backward<__half>(const BackwardChain<__half>&, const BlockConfig&, cudaStream_t);
 template cudaError_t block_backward<__nv_bfloat16>(const BackwardChain<__nv_bfloat16>&, const BlockConfig&,
                                                    cudaStream_t);
-template cudaError_t block_forward<float>(const Layer<float>&, const float*, const BlockConfig&, cudaStream_t);
-template cudaError_t block_forward<__half>(const Layer<__half>&, const float*, const BlockConfig&, cudaStream_t);
-template cudaError_t block_forward<__nv_bfloat16>(const Layer<__nv_bfloat16>&, const float*, const BlockConfig&,
-                                                  cudaStream_t);
+template cudaError_t block_forward<float>(const Layer<float>&, float*, const BlockConfig&,
+                                          const BlockProjection<float>&, cudaStream_t);
+template cudaError_t block_forward<__half>(const Layer<__half>&, float*, const BlockConfig&,
+                                           const BlockProjection<__half>&, cudaStream_t);
+template cudaError_t block_forward<__nv_bfloat16>(const Layer<__nv_bfloat16>&, float*, const BlockConfig&,
+                                                  const BlockProjection<__nv_bfloat16>&, cudaStream_t);
 
 }  // namespace shapetune::kernels::rnn

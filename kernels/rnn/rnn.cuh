@@ -191,6 +191,9 @@ struct BlockConfig {
   int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4): blocks = ceil(N / this)
   int k_split = 1;         // slices a gate row's dot products split into (1, 2 or 4), one thread each
   int register_quads = 8;  // 16-byte chunks of a thread's slice held in registers (0, 8, 16, 24 or 32)
+  // 0: input_gates are written before the launch. 1: the launch's spare blocks write them, a step
+  // at a time ahead of the recurrence (BlockProjection; a cooperative launch).
+  int project = 0;
 };
 // At most 512 threads, so that a thread may have 128 registers: at 1024 (64 registers) every
 // config spilled. 24 or 32 chunks (96 or 128 registers of W_hh) need at most 384 threads, 168
@@ -208,10 +211,21 @@ struct BlockPlan {
 };
 BlockPlan block_plan(Cell, int batch, int hidden, const BlockConfig&);
 
-// The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias). An ordinary launch.
+// What BlockConfig::project = 1 needs: W_ih [G H, D] and T ints of workspace (zeroed by the launch),
+// each step's count of finished projection tiles.
+template <typename T>
+struct BlockProjection {
+  const T* w_ih = nullptr;
+  int* ready = nullptr;
+};
+
+// The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias): an ordinary launch
+// that reads them, or with BlockConfig::project a cooperative one that also writes them
+// (cudaErrorCooperativeLaunchTooLarge where the device holds no block beside the recurrence's).
 // Keeps the activations (Layer::saved, Layer::cells) where they are set.
 template <typename T>
-cudaError_t block_forward(const Layer<T>&, const float* input_gates, const BlockConfig&, cudaStream_t);
+cudaError_t block_forward(const Layer<T>&, float* input_gates, const BlockConfig&, const BlockProjection<T>&,
+                          cudaStream_t);
 
 // The backward chain (BackwardChain, below) the same way: a block runs its batch rows alone,
 // H x k_split threads, thread (unit, slice) keeping column `unit` of W_hh over a slice of the G H

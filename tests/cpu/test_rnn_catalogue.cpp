@@ -292,6 +292,11 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {4, 1, 24}).blocks, 0) << "24 chunks at 4 rows";
   EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {1, 1, 24}).blocks, 0) << "24 chunks at 512 threads";
   EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 12}).blocks, 0) << "12 chunks: not built";
+  // Projecting blocks share the launch's shared memory: their tile (64 depths of 68 x floats and
+  // 96 W_ih columns, 41 KiB) where the recurrence needs less.
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 32, 1}).shared_bytes, 64 * (68 + 96) * sizeof(float));
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {2, 1, 16, 1}).shared_bytes, p.shared_bytes);
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {2, 1, 16, 2}).blocks, 0) << "project is 0 or 1";
 
   const Variant& v = *catalogue().find_variant("lstm.forward", "persistent_block");
   const DeviceLimits h200 = nominal_device_limits();
@@ -301,17 +306,17 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   EXPECT_FALSE(wide.ok);
   EXPECT_NE(wide.reason.find("1024 threads"), std::string::npos) << wide.reason;
   // 8 of 32 chunks in registers at H 128: the other 24 take 192 KiB, with h and the sums past 227.
-  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}});
+  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}, {"project", 0}});
   const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
   EXPECT_FALSE(shared.ok);
   EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
-  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}});
+  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}, {"project", 1}});
   const Support lstm_wide = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, all_in_registers, h200);
   EXPECT_FALSE(lstm_wide.ok);
   EXPECT_NE(lstm_wide.reason.find("at most 384"), std::string::npos) << lstm_wide.reason;
   const Variant& gru = *catalogue().find_variant("gru.forward", "persistent_block");
   EXPECT_TRUE(gru.supports({"gru.forward", DType::f32, shape(64, 128)}, all_in_registers, h200).ok);
-  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}});
+  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}, {"project", 0}});
   const Support gru_rows = gru.supports({"gru.forward", DType::f32, shape(64, 128)}, wide_rows, h200);
   EXPECT_FALSE(gru_rows.ok);
   EXPECT_NE(gru_rows.reason.find("2 rows"), std::string::npos) << gru_rows.reason;
