@@ -111,7 +111,7 @@ TEST_P(RnnVariants, PersistentRegistersRunsEveryConfig) {
 // configs and the GRU 6 (4 rows of 100 cells outnumber its 300 threads); at H 17 with k_split 2
 // and 4 (slices of 12 and 8 columns, zero past 17; 9 LSTM and 8 GRU configs, every one with its
 // whole slice in shared memory); and at H 128 with 64 rows, where it was built
-// to win.
+// to win. Every config runs with project 0 and 1.
 TEST_P(RnnVariants, PersistentBlockRunsEveryConfig) {
   std::uint64_t seed = std::random_device{}();
   for (const char* primitive : {"lstm.forward", "gru.forward"}) {
@@ -124,6 +124,13 @@ TEST_P(RnnVariants, PersistentBlockRunsEveryConfig) {
     const Problem target{primitive, GetParam(), Shape({{"T", 5}, {"N", 64}, {"D", 16}, {"H", 128}})};
     EXPECT_GE(test_support::verify_every_config(*measurer_, device_, target, seed++, {}, {}, "persistent_block"), 4)
         << target.key();
+    // The projecting blocks (project = 1) over more than one tile of rows (70 > 64) and of gate
+    // columns (120 or 160 > 96), and D past two chunks of 64 with a tail; one step and two.
+    for (const std::int64_t steps : {1, 2}) {
+      const Problem tiles{primitive, GetParam(), Shape({{"T", steps}, {"N", 70}, {"D", 130}, {"H", 40}})};
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, tiles, seed++, {}, {}, "persistent_block"), 8)
+          << tiles.key();
+    }
   }
 }
 
