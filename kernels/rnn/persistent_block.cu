@@ -39,10 +39,16 @@ struct Geometry {
 
 // The projection's tiles (BlockConfig::project): kProjectRows batch rows of one step by kProjectCols
 // gate columns, over D in chunks of kProjectDepth held in shared memory depth-major (a thread's
-// 4 x 4 outputs read a 16-byte chunk of each). A row of the x chunk is padded to 68 floats, so the
-// transposing stores fall on 8 banks, not one.
-constexpr int kProjectRows = 64, kProjectCols = 96, kProjectDepth = 64, kProjectPitch = kProjectRows + 4;
-constexpr int kProjectFloats = kProjectDepth * (kProjectPitch + kProjectCols);
+// 4 x 4 outputs read a 16-byte chunk of each). A thread stages 4 depths of one row or column, so
+// a warp's stores are 32 consecutive floats of a depth (conflict-free) and its loads 16 bytes a lane.
+constexpr int kProjectRows = 64, kProjectCols = 96, kProjectDepth = 64;
+constexpr int kProjectFloats = kProjectDepth * (kProjectRows + kProjectCols);
+
+__device__ __forceinline__ int load_acquire(const int* at) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
+  return v;
+}
 
 // The tiles a step's count reaches.
 __host__ __device__ inline int projection_tiles(int batch, int gate_rows) {
@@ -57,8 +63,20 @@ __device__ void project_ahead(const Layer<T>& p, const T* __restrict__ w_ih, flo
                               float* shared, int first, int blocks) {
   const int N = p.batch, D = p.input, GH = gate_count(p.cell) * p.hidden;
   const int col_tiles = (GH + kProjectCols - 1) / kProjectCols, per_step = projection_tiles(N, GH);
-  float* x_s = shared;                              // [kProjectDepth][kProjectPitch]
-  float* w_s = shared + kProjectDepth * kProjectPitch;  // [kProjectDepth][kProjectCols]
+  float* x_s = shared;                                 // [kProjectDepth][kProjectRows]
+  float* w_s = shared + kProjectDepth * kProjectRows;  // [kProjectDepth][kProjectCols]
+  // 4 depths from k of a row of `m` ([rows][D]), zero past D or past the last row.
+  const bool vector_rows = std::is_same_v<T, float> && D % 4 == 0;
+  const auto four = [&](const T* m, std::int64_t row, bool inside, int k, float* out) {
+    const T* at = m + row * D + k;
+    if (inside && vector_rows && k + 4 <= D) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(at));
+      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = inside && k + i < D ? to_float(at[i]) : 0.f;
+  };
   const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
   constexpr int kColGroups = kProjectCols / 4, kGroups = kProjectRows / 4 * kColGroups;
   for (int item = first; item < p.steps * per_step; item += blocks) {
@@ -71,20 +89,25 @@ __device__ void project_ahead(const Layer<T>& p, const T* __restrict__ w_ih, flo
       float acc[4][4] = {};
       for (int k0 = 0; k0 < D; k0 += kProjectDepth) {
         __syncthreads();  // the chunk before is read
-        for (int idx = tid; idx < kProjectRows * kProjectDepth; idx += threads) {
-          const int r = idx / kProjectDepth, k = idx % kProjectDepth, n = n0 + r;
-          x_s[k * kProjectPitch + r] =
-              n < N && k0 + k < D ? to_float(p.x[(static_cast<std::int64_t>(t) * N + n) * D + k0 + k]) : 0.f;
+        for (int idx = tid; idx < kProjectRows * kProjectDepth / 4; idx += threads) {
+          const int r = idx % kProjectRows, k = idx / kProjectRows * 4;
+          float v[4];
+          four(p.x, static_cast<std::int64_t>(t) * N + n0 + r, n0 + r < N, k0 + k, v);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x_s[(k + i) * kProjectRows + r] = v[i];
         }
-        for (int idx = tid; idx < kProjectCols * kProjectDepth; idx += threads) {
-          const int c = idx / kProjectDepth, k = idx % kProjectDepth;
-          w_s[k * kProjectCols + c] = c0 + c < GH && k0 + k < D ? to_float(w_ih[static_cast<std::int64_t>(c0 + c) * D + k0 + k]) : 0.f;
+        for (int idx = tid; idx < kProjectCols * kProjectDepth / 4; idx += threads) {
+          const int c = idx % kProjectCols, k = idx / kProjectCols * 4;
+          float v[4];
+          four(w_ih, c0 + c, c0 + c < GH, k0 + k, v);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) w_s[(k + i) * kProjectCols + c] = v[i];
         }
         __syncthreads();
         if (computes) {
 #pragma unroll 4
           for (int k = 0; k < kProjectDepth; ++k) {
-            const float4 xv = *reinterpret_cast<const float4*>(x_s + k * kProjectPitch + r4);
+            const float4 xv = *reinterpret_cast<const float4*>(x_s + k * kProjectRows + r4);
             const float4 wv = *reinterpret_cast<const float4*>(w_s + k * kProjectCols + c4);
             const float xr[4] = {xv.x, xv.y, xv.z, xv.w}, wc[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
@@ -220,13 +243,11 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
       for (int g = 0; g < G; ++g) next_in[g] = 0.f;
       return;
     }
-    if (step > ready_through) {
-      const volatile int* counts = projection.ready;
-      while (counts[step] < tiles_per_step) __nanosleep(64);
+    if (step > ready_through) {  // acquire loads: the gates are read after the counts that announce them
+      while (load_acquire(projection.ready + step) < tiles_per_step) __nanosleep(64);
       int s = step + 1;
-      while (s < p.steps && counts[s] >= tiles_per_step) ++s;
+      while (s < p.steps && load_acquire(projection.ready + s) >= tiles_per_step) ++s;
       ready_through = s - 1;
-      __threadfence();  // the counts read before the gates (written by other SMs: read past L1)
     }
 #pragma unroll
     for (int g = 0; g < G; ++g)
