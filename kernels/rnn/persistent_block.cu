@@ -435,7 +435,8 @@ cudaError_t launch(const Layer<T>& p, float* input_gates, const BlockPlan& plan,
   }
   std::int64_t resident = 0;
   if (cudaError_t e = resident_blocks(kernel, plan.threads, plan.shared_bytes, &resident); e != cudaSuccess) return e;
-  const std::int64_t tiles = static_cast<std::int64_t>(p.steps) * projection_tiles(p.batch, gate_count(kCell) * p.hidden);
+  const std::int64_t tiles =
+      static_cast<std::int64_t>(p.steps) * projection_tiles(p.batch, gate_count(kCell) * p.hidden);
   const std::int64_t projecting = std::min(resident - plan.blocks, tiles);
   if (projecting < 1) return cudaErrorCooperativeLaunchTooLarge;
   if (cudaError_t e = cudaMemsetAsync(projection.ready, 0, sizeof(int) * static_cast<std::size_t>(p.steps), stream);
@@ -533,7 +534,8 @@ template <typename T>
 cudaError_t block_forward(const Layer<T>& p, float* input_gates, const BlockConfig& c,
                           const BlockProjection<T>& projection, cudaStream_t stream) {
   const BlockPlan plan = block_plan(p.cell, p.batch, p.hidden, c);
-  if (plan.blocks == 0 || p.steps < 1 || (c.project == 1) != (projection.ready != nullptr)) return cudaErrorInvalidValue;
+  if (plan.blocks == 0 || p.steps < 1 || (c.project == 1) != (projection.ready != nullptr))
+    return cudaErrorInvalidValue;
   return p.cell == Cell::lstm ? launch_rows<T, Cell::lstm>(p, input_gates, plan, c, projection, stream)
                               : launch_rows<T, Cell::gru>(p, input_gates, plan, c, projection, stream);
 }
