@@ -456,11 +456,12 @@ kr::RegisterConfig register_forward_config(const RnnProblem& r) {
 }
 
 // The block forward: a row a block, a thread a gate row, 16 of its 16-byte chunks in registers
-// (the H 128 winner on the H100, reports/h100/2026-12-06-pingpong-embedding-register-rnn), none
-// where a row has fewer (H < 64).
+// (the LSTM's H 128 winner on the H100), 24 where the block has at most 384 threads (the GRU's
+// H 128 winner, reports/h100/2026-12-06-block-backward-wide-registers-at-ca64eab), none where a
+// row has fewer than 16 (H < 64).
 kr::BlockConfig block_forward_config(const RnnProblem& r) {
   const int quads = static_cast<int>((r.hidden + 3) / 4);
-  const bool wide = r.gates * r.hidden <= kr::kMaxWideRegisterThreads;  // the GRU at H 128: 24 won (12-06, H100)
+  const bool wide = r.gates * r.hidden <= kr::kMaxWideRegisterThreads;
   return {1, 1, wide && quads >= 24 ? 24 : quads >= 16 ? 16 : 0};
 }
 

@@ -44,6 +44,18 @@ struct Geometry {
 constexpr int kProjectRows = 64, kProjectCols = 96, kProjectDepth = 64;
 constexpr int kProjectFloats = kProjectDepth * (kProjectRows + kProjectCols);
 
+// Four elements of a row from k as fp32, zero past `width` and where !inside: one 16-byte load
+// where the row allows (fp32, width a multiple of 4), else four scalar loads.
+template <typename T>
+__device__ __forceinline__ float4 load_four(const T* row, int k, int width, bool inside) {
+  if (inside && std::is_same_v<T, float> && width % 4 == 0 && k + 4 <= width)
+    return __ldg(reinterpret_cast<const float4*>(row + k));
+  float e[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) e[i] = inside && k + i < width ? to_float(row[k + i]) : 0.f;
+  return make_float4(e[0], e[1], e[2], e[3]);
+}
+
 __device__ __forceinline__ int load_acquire(const int* at) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(at) : "memory");
@@ -65,18 +77,6 @@ __device__ void project_ahead(const Layer<T>& p, const T* __restrict__ w_ih, flo
   const int col_tiles = (GH + kProjectCols - 1) / kProjectCols, per_step = projection_tiles(N, GH);
   float* x_s = shared;                                 // [kProjectDepth][kProjectRows]
   float* w_s = shared + kProjectDepth * kProjectRows;  // [kProjectDepth][kProjectCols]
-  // 4 depths from k of a row of `m` ([rows][D]), zero past D or past the last row.
-  const bool vector_rows = std::is_same_v<T, float> && D % 4 == 0;
-  const auto four = [&](const T* m, std::int64_t row, bool inside, int k, float* out) {
-    const T* at = m + row * D + k;
-    if (inside && vector_rows && k + 4 <= D) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(at));
-      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-      return;
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = inside && k + i < D ? to_float(at[i]) : 0.f;
-  };
   const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
   constexpr int kColGroups = kProjectCols / 4, kGroups = kProjectRows / 4 * kColGroups;
   for (int item = first; item < p.steps * per_step; item += blocks) {
@@ -91,17 +91,15 @@ __device__ void project_ahead(const Layer<T>& p, const T* __restrict__ w_ih, flo
         __syncthreads();  // the chunk before is read
         for (int idx = tid; idx < kProjectRows * kProjectDepth / 4; idx += threads) {
           const int r = idx % kProjectRows, k = idx / kProjectRows * 4;
-          float v[4];
-          four(p.x, static_cast<std::int64_t>(t) * N + n0 + r, n0 + r < N, k0 + k, v);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) x_s[(k + i) * kProjectRows + r] = v[i];
+          const float4 v = load_four(p.x + (static_cast<std::int64_t>(t) * N + n0 + r) * D, k0 + k, D, n0 + r < N);
+          x_s[k * kProjectRows + r] = v.x, x_s[(k + 1) * kProjectRows + r] = v.y;
+          x_s[(k + 2) * kProjectRows + r] = v.z, x_s[(k + 3) * kProjectRows + r] = v.w;
         }
         for (int idx = tid; idx < kProjectCols * kProjectDepth / 4; idx += threads) {
           const int c = idx % kProjectCols, k = idx / kProjectCols * 4;
-          float v[4];
-          four(w_ih, c0 + c, c0 + c < GH, k0 + k, v);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) w_s[(k + i) * kProjectCols + c] = v[i];
+          const float4 v = load_four(w_ih + static_cast<std::int64_t>(c0 + c) * D, k0 + k, D, c0 + c < GH);
+          w_s[k * kProjectCols + c] = v.x, w_s[(k + 1) * kProjectCols + c] = v.y;
+          w_s[(k + 2) * kProjectCols + c] = v.z, w_s[(k + 3) * kProjectCols + c] = v.w;
         }
         __syncthreads();
         if (computes) {
@@ -176,7 +174,7 @@ __device__ __forceinline__ void slice_products(const float* rows, int width, int
 // projection.ready == nullptr: input_gates were written before the launch. Otherwise the blocks past
 // geo.recurrent_blocks write them (project_ahead), and a cell thread waits for a step's count
 // before loading its gates: it reads the counters ahead while they are complete, so that once the
-// projection is ahead (it soon is: spare SMs, a tile in a few us) a step pays no wait and no fence.
+// projection is ahead a step reads no counter at all.
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads : kMaxBlockThreads, 1)
     block_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
@@ -203,15 +201,8 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
 
   // A warp's threads read 32 rows, H apart: 16-byte loads where the rows allow (a sector each,
   // half used), not a scalar load per sector.
-  const bool vector_rows = std::is_same_v<T, float> && H % 4 == 0;
   const auto w_quad = [&](int q) {
-    const int k0 = s * slice + 4 * q;
-    const T* row = p.w_hh + static_cast<std::int64_t>(row_of_w) * H;
-    if (vector_rows && k0 + 4 <= H) return __ldg(reinterpret_cast<const float4*>(row + k0));
-    float e[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) e[i] = k0 + i < H ? to_float(row[k0 + i]) : 0.f;
-    return make_float4(e[0], e[1], e[2], e[3]);
+    return load_four(p.w_hh + static_cast<std::int64_t>(row_of_w) * H, s * slice + 4 * q, H, true);
   };
   float4 w_r[kRegisterQuads > 0 ? kRegisterQuads : 1];
   keep_slice<kRegisterQuads>(w_quad, quads, threads, tid, w_r, w_s);
