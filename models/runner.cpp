@@ -250,7 +250,9 @@ std::size_t overlap_kernel_launches(cudaGraph_t graph) {
   return changed;
 }
 
-GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }
+GraphExec::GraphExec(const Graph& graph) {
+  SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), kGraphInstantiateFlags));
+}
 
 StepGraph::StepGraph(Graph body, CaptureUpdate capture_update)
     : capture_update_(std::move(capture_update)), graph_(std::move(body)) {
