@@ -4,10 +4,6 @@ namespace shapetune {
 
 LibraryHandles::~LibraryHandles() {
   caches_.clear();
-  urgent_libraries_.reset();
-  if (urgent_join_) cudaEventDestroy(urgent_join_);
-  if (urgent_fork_) cudaEventDestroy(urgent_fork_);
-  if (urgent_stream_) cudaStreamDestroy(urgent_stream_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_lt_) cublasLtDestroy(cublas_lt_);
@@ -45,22 +41,6 @@ cublasLtHandle_t LibraryHandles::cublas_lt() {
     }
   }
   return cublas_lt_;
-}
-
-LibraryHandles::Branch LibraryHandles::urgent() {
-  const auto check = [](cudaError_t e, const char* what) {
-    if (e != cudaSuccess) throw LibraryError(std::string(what) + " failed: " + cudaGetErrorString(e));
-  };
-  if (!urgent_stream_) {
-    int least = 0, greatest = 0;
-    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-    check(cudaStreamCreateWithPriority(&urgent_stream_, cudaStreamNonBlocking, greatest),
-          "cudaStreamCreateWithPriority");
-  }
-  if (!urgent_fork_) check(cudaEventCreateWithFlags(&urgent_fork_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  if (!urgent_join_) check(cudaEventCreateWithFlags(&urgent_join_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  if (!urgent_libraries_) urgent_libraries_ = std::make_unique<LibraryHandles>();
-  return {urgent_stream_, *urgent_libraries_, urgent_fork_, urgent_join_};
 }
 
 std::string cudnn_status_text(cudnnStatus_t s) { return cudnnGetErrorString(s); }

@@ -19,11 +19,6 @@ class LibraryError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Every graph shapetune instantiates runs each kernel at the priority of the stream it was captured
-// from (the default runs them all at the launch stream's): work issued on LibraryHandles::urgent's
-// stream keeps its precedence when replayed.
-inline constexpr unsigned long long kGraphInstantiateFlags = cudaGraphInstantiateFlagUseNodePriority;
-
 class LibraryHandles {
  public:
   LibraryHandles() = default;
@@ -36,19 +31,6 @@ class LibraryHandles {
   cublasHandle_t cublas(cudaStream_t stream);
   // cuBLASLt takes its stream with each cublasLtMatmul call, so its handle is bound to none.
   cublasLtHandle_t cublas_lt();
-
-  // A second stream for a chain of work that the caller's stream waits on while it does other work
-  // (a fork: record `fork` on the caller's stream and wait for it on this one; a join the other way
-  // with `join`). It has the device's highest priority, so where both streams have blocks waiting
-  // the SMs take this one's first; the caller's streams have the lowest (the default). Its library
-  // calls go through `libraries`, handles of their own, so two streams running at once never share
-  // a cuBLAS workspace. Created on first use; throws LibraryError when it cannot be.
-  struct Branch {
-    cudaStream_t stream;
-    LibraryHandles& libraries;
-    cudaEvent_t fork, join;
-  };
-  Branch urgent();
 
   // State a library wrapper keeps between calls (cuDNN execution plans with their workspace,
   // cuBLASLt descriptors with the heuristic's answers), under a name of the wrapper's own, created
@@ -64,9 +46,6 @@ class LibraryHandles {
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublas_lt_ = nullptr;
-  std::unique_ptr<LibraryHandles> urgent_libraries_;
-  cudaStream_t urgent_stream_ = nullptr;
-  cudaEvent_t urgent_fork_ = nullptr, urgent_join_ = nullptr;
   std::map<std::string, std::shared_ptr<void>> caches_;
 };
 

@@ -163,7 +163,7 @@ std::optional<TimingStats> Measurer::time_graph_batch(const Launch& launch, Prob
   for (int i = 0; captured && i < launches; ++i) captured = launch(i % sets).ok;
   const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
   captured = captured && end == cudaSuccess && graph &&
-             cudaGraphInstantiate(&exec, graph, kGraphInstantiateFlags) == cudaSuccess;
+             cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
   if (graph) cudaGraphDestroy(graph);
   if (!captured) {
     cudaGetLastError();  // capture failures are not sticky; clear them

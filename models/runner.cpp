@@ -250,9 +250,7 @@ std::size_t overlap_kernel_launches(cudaGraph_t graph) {
   return changed;
 }
 
-GraphExec::GraphExec(const Graph& graph) {
-  SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), kGraphInstantiateFlags));
-}
+GraphExec::GraphExec(const Graph& graph) { SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0)); }
 
 StepGraph::StepGraph(Graph body, CaptureUpdate capture_update)
     : capture_update_(std::move(capture_update)), graph_(std::move(body)) {

@@ -32,14 +32,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "baselines/cublas.hpp"
 #include "baselines/cudnn.hpp"
-#include "baselines/library_handles.hpp"
 #include "baselines/reference.hpp"
 #include "core/primitive_name.hpp"
 #include "kernels/rnn/rnn.cuh"
@@ -268,65 +266,31 @@ struct Fp32Views {
   }
 };
 
-// The non-recurrent products of the backward, fp32: x and W_ih as read (widened for 16-bit
-// storage), a ones vector over T N rows, and where dx, dW and db are summed.
-struct ProductOperands {
-  const float *x, *w_ih, *ones;
-  float *dx, *dw_ih, *dw_hh, *db_ih, *db_hh;
-};
-
-template <typename Element>
-ProductOperands product_operands(const LaunchArgs& a, const RnnProblem& r, const Tensors& t, const StepwiseLayout& l,
-                                 Steps& steps) {
-  const Fp32Views<Element> v{static_cast<char*>(a.workspace), a.stream};
-  const std::int64_t rows = r.steps * r.batch, GH = r.gates * r.hidden;
-  steps << launch_status(kr::fill(v.f32(l.ones), rows, 1.f, a.stream));
-  return {v.widened(t.x, l.x, rows * r.input, steps),   v.widened(t.w_ih, l.w_ih, GH * r.input, steps),
-          v.f32(l.ones),
-          v.accumulator(t.dx, l.dx),                    v.accumulator(t.dw_ih, l.dw_ih),
-          v.accumulator(t.dw_hh, l.dw_hh),              v.accumulator(t.db_ih, l.db_ih),
-          v.accumulator(t.db_hh, l.db_hh)};
-}
-
-// The products of steps [first, end), on a.stream: their rows of dx = d_input W_ih, and their terms
-// of dW_ih = d_input^T x, dW_hh = d_hidden^T h_prev and the biases' gradients (products with the
-// ones vector), added to the terms summed before unless `first_terms`.
-void step_products(const LaunchArgs& a, const RnnProblem& r, const ProductOperands& o, const float* d_input,
-                   const float* d_hidden, const float* h_prev, std::int64_t first, std::int64_t end, bool first_terms,
-                   Steps& steps) {
-  const std::int64_t rows = (end - first) * r.batch, D = r.input, GH = r.gates * r.hidden;
-  const std::int64_t row = first * r.batch;
-  const float beta = first_terms ? 0.f : 1.f;
-  const DType dtype = a.problem.dtype;
-  LibraryHandles& libraries = a.libraries;
-  const float* d_in = d_input + row * GH;
-  const float* d_hid = d_hidden + row * GH;
-  steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_in, false, o.w_ih, o.dx + row * D));
-  steps << library_status(
-      rnn_product(libraries, a.stream, dtype, GH, D, rows, d_in, true, o.x + row * D, o.dw_ih, beta));
-  steps << library_status(
-      rnn_product(libraries, a.stream, dtype, GH, r.hidden, rows, d_hid, true, h_prev + row * r.hidden, o.dw_hh, beta));
-  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_in, true, o.ones, o.db_ih, beta));
-  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_hid, true, o.ones, o.db_hh, beta));
-}
-
-// The sums narrowed into the gradients of 16-bit storage.
-template <typename Element>
-void store_products(const LaunchArgs& a, const RnnProblem& r, const Tensors& t, const ProductOperands& o,
-                    Steps& steps) {
-  const Fp32Views<Element> v{static_cast<char*>(a.workspace), a.stream};
-  const std::int64_t GH = r.gates * r.hidden;
-  steps << v.store(o.dx, t.dx, r.steps * r.batch * r.input) << v.store(o.dw_ih, t.dw_ih, GH * r.input)
-        << v.store(o.dw_hh, t.dw_hh, GH * r.hidden) << v.store(o.db_ih, t.db_ih, GH) << v.store(o.db_hh, t.db_hh, GH);
-}
-
-// What the persistent rungs finish with: the products over every step at once (T N rows).
+// What both rungs finish with, the non-recurrent products over every step at once (T N rows):
+// dx = d_input W_ih, dW_ih = d_input^T x, dW_hh = d_hidden^T h_prev, and the biases' gradients as
+// products with a ones vector.
 template <typename Element>
 void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Tensors& t, const StepwiseLayout& l,
                              const float* d_input, const float* d_hidden, const float* h_prev, Steps& steps) {
-  const ProductOperands o = product_operands<Element>(a, r, t, l, steps);
-  step_products(a, r, o, d_input, d_hidden, h_prev, 0, r.steps, true, steps);
-  store_products<Element>(a, r, t, o, steps);
+  const Fp32Views<Element> v{static_cast<char*>(a.workspace), a.stream};
+  const std::int64_t rows = r.steps * r.batch, D = r.input, GH = r.gates * r.hidden;
+  const DType dtype = a.problem.dtype;
+  LibraryHandles& libraries = a.libraries;
+  const float* x = v.widened(t.x, l.x, rows * D, steps);
+  const float* w_ih = v.widened(t.w_ih, l.w_ih, GH * D, steps);
+  float* dx = v.accumulator(t.dx, l.dx);
+  float* dw_ih = v.accumulator(t.dw_ih, l.dw_ih);
+  float* dw_hh = v.accumulator(t.dw_hh, l.dw_hh);
+  float* db_ih = v.accumulator(t.db_ih, l.db_ih);
+  float* db_hh = v.accumulator(t.db_hh, l.db_hh);
+  steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
+  steps << launch_status(kr::fill(v.f32(l.ones), rows, 1.f, a.stream));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_input, true, v.f32(l.ones), db_ih));
+  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_hidden, true, v.f32(l.ones), db_hh));
+  steps << v.store(dx, t.dx, rows * D) << v.store(dw_ih, t.dw_ih, GH * D) << v.store(dw_hh, t.dw_hh, GH * r.hidden)
+        << v.store(db_ih, t.db_ih, GH) << v.store(db_hh, t.db_hh, GH);
 }
 
 // The h each step read, widened to fp32 for dW_hh's product (and the GRU's cell backward): h0,
@@ -407,20 +371,8 @@ LaunchStatus stepwise_forward(const LaunchArgs& a, const LayerOutputs& out) {
   return steps.status();
 }
 
-// The number of chunks of steps whose products run beside the chain: the config's
-// `product_chunks` (1 where it has none), at most T.
-std::int64_t product_chunks(const Config& c, std::int64_t steps) {
-  return std::clamp<std::int64_t>(c.find("product_chunks").value_or(1), 1, steps);
-}
-
 // stepwise's backward from what its forward left: per step in reverse the fused cell-backward
-// kernel and the product dh W_hh, and the products of dx, dW and db.
-//
-// With one chunk the products follow the chain over all steps at once. With more, the chain runs
-// on the urgent branch (LibraryHandles::urgent) and each chunk's products start on the caller's
-// stream as soon as the chain has passed the chunk: the chain's product keeps a few SMs busy per
-// step (N x H outputs), so the others take the products of the steps done, and the chain's blocks
-// go first wherever both wait. Only the last chunk's products are left after the chain.
+// kernel and the product dh W_hh, then the products over all steps.
 template <typename Element>
 LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
@@ -431,7 +383,8 @@ LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   const bool lstm = r.cell == kr::Cell::lstm;
   const int N = static_cast<int>(r.batch), H = static_cast<int>(r.hidden);
   const std::int64_t T = r.steps, GH = r.gates * r.hidden, NH = r.batch * r.hidden, NGH = r.batch * GH;
-  const Fp32Views<Element> views{ws, a.stream};
+  cudaStream_t stream = a.stream;
+  const Fp32Views<Element> views{ws, stream};
   const auto* dy = static_cast<const Element*>(t.dy);
   float* d_input = f32(l.gates);  // x W_ih^T is spent once the forward is done
   float* d_hidden = lstm ? d_input : f32(l.d_hidden);
@@ -442,51 +395,23 @@ LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   float* dc = f32(l.dc);
 
   Steps steps;
-  widen_h_prev(r, t.h0, static_cast<const Element*>(out.y), h_prev, a.stream, steps);
+  widen_h_prev(r, t.h0, static_cast<const Element*>(out.y), h_prev, stream, steps);
   const float* w_hh = views.widened(t.w_hh, l.w_hh, GH * r.hidden, steps);
   // The GRU's cell kernel leaves dh z in dh, which the product adds to.
-  steps << launch_status(kr::widen(static_cast<const Element*>(t.dh_t), dh, NH, a.stream));
-  if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.dc_t), dc, NH, a.stream));
-  const ProductOperands products = product_operands<Element>(a, r, t, l, steps);
-  if (!steps.ok()) return steps.status();
-
-  const std::int64_t chunks = product_chunks(a.config, T), chunk_steps = (T + chunks - 1) / chunks;
-  std::optional<LibraryHandles::Branch> branch;
-  if (chunks > 1) {
-    try {
-      branch.emplace(a.libraries.urgent());
-    } catch (const LibraryError& e) {
-      return LaunchStatus::failure(e.what());
-    }
-    steps << launch_status(cudaEventRecord(branch->fork, a.stream));
-    steps << launch_status(cudaStreamWaitEvent(branch->stream, branch->fork));
-  }
-  cudaStream_t chain = branch ? branch->stream : a.stream;
-  LibraryHandles& chain_libraries = branch ? branch->libraries : a.libraries;
-  // The products of the steps from `first` to the last one not yet taken, once the chain has done them.
-  std::int64_t untaken = T;
-  const auto take_products = [&](std::int64_t first) {
-    if (branch) {
-      steps << launch_status(cudaEventRecord(branch->join, chain));
-      steps << launch_status(cudaStreamWaitEvent(a.stream, branch->join));
-    }
-    step_products(a, r, products, d_input, d_hidden, h_prev, first, untaken, untaken == T, steps);
-    untaken = first;
-  };
+  steps << launch_status(kr::widen(static_cast<const Element*>(t.dh_t), dh, NH, stream));
+  if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.dc_t), dc, NH, stream));
   for (std::int64_t s = T - 1; s >= 0 && steps.ok(); --s) {
     steps << launch_status(kr::cell_backward_step(r.cell, saved + s * r.batch * kr::kSavedGates * H,
                                                   lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
                                                   h_prev + s * NH, dy + s * NH, dh, dc, d_input + s * NGH,
-                                                  lstm ? nullptr : d_hidden + s * NGH, N, H, chain));
-    steps << library_status(rnn_product(chain_libraries, chain, a.problem.dtype, r.batch, r.hidden, GH,
+                                                  lstm ? nullptr : d_hidden + s * NGH, N, H, stream));
+    steps << library_status(rnn_product(a.libraries, stream, a.problem.dtype, r.batch, r.hidden, GH,
                                         d_hidden + s * NGH, false, w_hh, dh, lstm ? 0.f : 1.f));
-    if (s > 0 && (T - s) % chunk_steps == 0 && branch) take_products(s);
   }
-  steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, chain));
-  if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, chain));
-  // The last chunk's products also join the branch back (a capture must end on one stream).
-  take_products(0);
-  store_products<Element>(a, r, t, products, steps);
+  steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, stream));
+  if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, stream));
+
+  products_over_all_steps<Element>(a, r, t, l, d_input, d_hidden, h_prev, steps);
   return steps.status();
 }
 
@@ -916,13 +841,9 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   h.description = "persistent's forward keeping the activations, then stepwise's backward (per step a fused "
                   "cell-backward kernel and dh W_hh, then dx, dW and db over all steps), captured once into a CUDA "
                   "graph and replayed: the faster half of each rung where the persistent chain loses to cuBLAS";
-  h.params = ParamSpace(
-      {forward_axis,
-       {"product_chunks", {1, 4, 8},
-        "chunks of steps whose dx, dW and db products run beside the chain, each once the chain has passed it "
-        "(1: all after the chain)"}});
+  h.params = ParamSpace({forward_axis});
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
-  h.default_config = Config({{"forward", kGridSplitForward}, {"product_chunks", 1}});
+  h.default_config = Config({{"forward", kGridSplitForward}});
   h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
     return forward_rung_supports(forward, problem, static_cast<int>(cfg(config, "forward")), config, limits);
   };

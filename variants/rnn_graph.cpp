@@ -36,7 +36,7 @@ LaunchStatus capture(cudaStream_t stream, const std::function<LaunchStatus()>& i
                                    cudaGetErrorName(ended) + (issued.ok ? "" : ": " + issued.message) + ")");
     return issued;
   }
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, kGraphInstantiateFlags);
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (instantiated != cudaSuccess) {
     exec = nullptr;

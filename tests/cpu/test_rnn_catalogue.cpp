@@ -397,9 +397,8 @@ TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
   EXPECT_EQ(complete_config(v, stored).at("k_split"), 1);
 }
 
-// persistent_stepwise: persistent's forward (its `forward` axis), stepwise's backward (with its
-// products in chunks beside the chain, `product_chunks`, 1 by default: after it, as stepwise) on
-// persistent's workspace (stepwise's layout first, which the stepwise backward reads), both
+// persistent_stepwise: persistent's forward (its `forward` axis, the only one), stepwise's backward
+// on persistent's workspace (stepwise's layout first, which the stepwise backward reads), both
 // halves for a trainer. It refuses what the forward it runs refuses (the cluster forward off
 // Hopper), not what the persistent chain would (it runs no chain).
 TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
@@ -409,15 +408,10 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
   for (const char* name : {"lstm.backward", "gru.backward"}) {
     const Variant& v = *catalogue().find_variant(name, "persistent_stepwise");
     const Variant& persistent = *catalogue().find_variant(name, "persistent");
-    ASSERT_EQ(v.params.axes().size(), 2u) << name;
+    ASSERT_EQ(v.params.axes().size(), 1u) << name;
     EXPECT_EQ(v.params.axes()[0].name, "forward");
     EXPECT_EQ(v.params.axes()[0].values, persistent.params.axes()[0].values);
-    EXPECT_EQ(v.params.axes()[1].name, "product_chunks");
-    EXPECT_EQ(v.params.axes()[1].values, (std::vector<std::int64_t>{1, 4, 8}));
     EXPECT_EQ(v.default_config.at("forward"), 2) << "the k_split forward that won at H 512";
-    EXPECT_EQ(v.default_config.at("product_chunks"), 1);
-    // A winner stored before the axis existed ran its products after the chain.
-    EXPECT_EQ(complete_config(v, Config({{"forward", 3}})).at("product_chunks"), 1);
     EXPECT_TRUE(v.forward_half && v.backward_half) << name;
     const Problem p{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
     EXPECT_EQ(v.workspace_bytes(p, v.default_config), persistent.workspace_bytes(p, persistent.default_config));
