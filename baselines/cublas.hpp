@@ -56,9 +56,10 @@ LibraryCallResult cublas_product_f32(LibraryHandles&, cudaStream_t, std::int64_t
 
 // For each of `count` batches at fixed element strides, row-major C_i [m, n] = A_i [m, k] op(B_i),
 // op(B) = B [k, n], or B^T where B is stored [n, k] (b_transposed); each operand at its own row
-// stride (ld). A and B in dtype (f16, bf16; f32 storage for tf32, whose products are TF32); C in
-// fp32 (c_fp32) or in dtype; fp32 accumulation. Attention's naive rung: scores = Q K^T per head,
-// then O = P V. Extents beyond 2^31-1 are refused (the 32-bit API).
+// stride (ld). A and B in dtype (f32, f16, bf16; f32 storage for tf32, whose products are TF32); C
+// in fp32 (c_fp32) or in dtype; fp32 accumulation. Attention's naive rung: scores = Q K^T per head,
+// then O = P V; the recurrent backward's step product in slices of its depth. Extents beyond
+// 2^31-1 are refused (the 32-bit API).
 struct StridedBatchedGemm {
   std::int64_t m = 0, n = 0, k = 0, count = 1;
   const void* a = nullptr;

@@ -191,7 +191,7 @@ LibraryCallResult cublas_product_f32(LibraryHandles& libraries, cudaStream_t str
 
 LibraryCallResult cublas_strided_batched(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
                                          const StridedBatchedGemm& g) {
-  if (dtype != DType::tf32 && dtype != DType::f16 && dtype != DType::bf16)
+  if (!is_gemm_dtype(dtype))
     return refusal("no strided batched product of " + std::string(dtype_name(dtype)) + " operands");
   if (std::max({g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.count}) > INT_MAX)
     return refusal("cuBLAS's 32-bit API takes extents up to 2^31-1");

@@ -174,6 +174,9 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
 // Byte offsets into the stepwise rung's workspace. fp32 unless said: every gradient stays fp32
 // until it is stored, so the 16-bit operands of the backward products are widened (cuBLAS has no
 // fp32 x 16-bit product); f32 problems read and write the tensors in place instead.
+// The most slices the stepwise chain takes a step's product in (its axis chain_splits).
+constexpr int kMaxChainSplits = 16;
+
 struct StepwiseLayout {
   std::size_t gates;      // [T N, G H]: x W_ih^T, then the input side's gate gradients
   std::size_t d_hidden;   // [T N, G H]: the GRU's hidden-side gate gradients (the LSTM's are `gates`)
@@ -183,6 +186,7 @@ struct StepwiseLayout {
   std::size_t h_stored;   // [T, N, H] in the storage type: a whole launch's y (each step's h as fed back)
   std::size_t h_prev;     // [T, N, H]: the h each step read (h0, then h_0 .. h_{T-2}), widened
   std::size_t dh, dc;     // [N, H]: the gradients carried back to the previous step
+  std::size_t partials;   // [kMaxChainSplits, N, H]: a step's product in slices of its depth (chain_splits)
   std::size_t ones;       // [T N]: the bias gradients are d^T ones
   std::size_t x, w_ih, w_hh;                        // widened inputs (16-bit only)
   std::size_t dx, dw_ih, dw_hh, db_ih, db_hh;       // fp32 gradients before rounding (16-bit only)
@@ -208,6 +212,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
   l.h_prev = take(T * N * H);
   l.dh = take(N * H);
   l.dc = take(lstm ? N * H : 0);
+  l.partials = take(kMaxChainSplits * N * H);
   l.ones = take(T * N);
   l.x = take(narrow ? T * N * D : 0);
   l.w_ih = take(narrow ? GH * D : 0);
@@ -371,8 +376,17 @@ LaunchStatus stepwise_forward(const LaunchArgs& a, const LayerOutputs& out) {
   return steps.status();
 }
 
+// The slices a step's product dh W_hh is taken in: the config's chain_splits (0, cuBLAS's own
+// single product, where it has none).
+int chain_splits(const Config& c) { return static_cast<int>(c.find("chain_splits").value_or(0)); }
+
 // stepwise's backward from what its forward left: per step in reverse the fused cell-backward
 // kernel and the product dh W_hh, then the products over all steps.
+//
+// cuBLAS takes the step's product (N x H outputs over G H) as a split-K GEMM and a reduction
+// kernel (two launches; at the char layer's N 64, H 512, 128 blocks and 64). With chain_splits,
+// one batched launch leaves the slices' partial sums and the next step's cell kernel adds them
+// up: two launches a step instead of three. The last step's product (into dh0) stays cuBLAS's.
 template <typename Element>
 LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
@@ -400,13 +414,20 @@ LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   // The GRU's cell kernel leaves dh z in dh, which the product adds to.
   steps << launch_status(kr::widen(static_cast<const Element*>(t.dh_t), dh, NH, stream));
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.dc_t), dc, NH, stream));
+  const int splits = chain_splits(a.config);
+  float* partials = f32(l.partials);
   for (std::int64_t s = T - 1; s >= 0 && steps.ok(); --s) {
-    steps << launch_status(kr::cell_backward_step(r.cell, saved + s * r.batch * kr::kSavedGates * H,
-                                                  lstm ? cells + s * NH : nullptr, lstm ? cells + (s + 1) * NH : nullptr,
-                                                  h_prev + s * NH, dy + s * NH, dh, dc, d_input + s * NGH,
-                                                  lstm ? nullptr : d_hidden + s * NGH, N, H, stream));
-    steps << library_status(rnn_product(a.libraries, stream, a.problem.dtype, r.batch, r.hidden, GH,
-                                        d_hidden + s * NGH, false, w_hh, dh, lstm ? 0.f : 1.f));
+    const bool summed_here = splits > 0 && s < T - 1;  // the step after left partial sums
+    steps << launch_status(kr::cell_backward_step(
+        r.cell, saved + s * r.batch * kr::kSavedGates * H, lstm ? cells + s * NH : nullptr,
+        lstm ? cells + (s + 1) * NH : nullptr, h_prev + s * NH, dy + s * NH, dh, dc, d_input + s * NGH,
+        lstm ? nullptr : d_hidden + s * NGH, N, H, stream, summed_here ? partials : nullptr, summed_here ? splits : 0));
+    if (splits > 0 && s > 0)
+      steps << library_status(rnn_split_product(a.libraries, stream, a.problem.dtype, r.batch, r.hidden, GH, splits,
+                                                d_hidden + s * NGH, w_hh, partials));
+    else
+      steps << library_status(rnn_product(a.libraries, stream, a.problem.dtype, r.batch, r.hidden, GH,
+                                          d_hidden + s * NGH, false, w_hh, dh, lstm ? 0.f : 1.f));
   }
   steps << launch_status(kr::narrow(dh, static_cast<Element*>(t.dh0), NH, stream));
   if (lstm) steps << launch_status(kr::narrow(dc, static_cast<Element*>(t.dc0), NH, stream));
@@ -841,10 +862,19 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
   h.description = "persistent's forward keeping the activations, then stepwise's backward (per step a fused "
                   "cell-backward kernel and dh W_hh, then dx, dW and db over all steps), captured once into a CUDA "
                   "graph and replayed: the faster half of each rung where the persistent chain loses to cuBLAS";
-  h.params = ParamSpace({forward_axis});
+  h.params = ParamSpace(
+      {forward_axis,
+       {"chain_splits", {0, 4, 8, 16},
+        "slices of G H a step's product dh W_hh is taken in by one batched launch, summed by the next step's cell "
+        "kernel (0: cuBLAS's one product, its split-K reduction a launch of its own)"}});
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
-  h.default_config = Config({{"forward", kGridSplitForward}});
+  h.default_config = Config({{"forward", kGridSplitForward}, {"chain_splits", 0}});
   h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
+    const RnnProblem r = rnn_of(problem);
+    const int splits = chain_splits(config);
+    if (splits > 0 && (r.gates * r.hidden) % splits != 0)
+      return Support::no("the G H = " + std::to_string(r.gates * r.hidden) + " gate rows do not split into " +
+                         std::to_string(splits) + " equal slices");
     return forward_rung_supports(forward, problem, static_cast<int>(cfg(config, "forward")), config, limits);
   };
   h.workspace_bytes = persistent_workspace;  // stepwise's layout first, as stepwise's backward reads it

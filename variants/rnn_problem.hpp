@@ -63,4 +63,20 @@ inline LibraryCallResult rnn_product(LibraryHandles& libraries, cudaStream_t str
   return cublas_gemm(libraries, stream, DType::tf32, g);
 }
 
+// partials [splits, rows, cols] fp32 = A [rows, depth slice s] B [depth slice s, cols] for each of
+// `splits` equal slices of the depth (depth % splits == 0) in one batched launch: rnn_product's
+// product (A not transposed), left as partial sums for the kernel that reads it to add up.
+inline LibraryCallResult rnn_split_product(LibraryHandles& libraries, cudaStream_t stream, DType dtype,
+                                           std::int64_t rows, std::int64_t cols, std::int64_t depth, int splits,
+                                           const float* a, const float* b, float* partials) {
+  const std::int64_t slice = depth / splits;
+  StridedBatchedGemm g;
+  g.m = rows, g.n = cols, g.k = slice, g.count = splits;
+  g.a = a, g.lda = depth, g.stride_a = slice;
+  g.b = b, g.ldb = cols, g.stride_b = slice * cols;
+  g.c = partials, g.ldc = cols, g.stride_c = rows * cols;
+  g.c_fp32 = true;
+  return cublas_strided_batched(libraries, stream, dtype == DType::tf32 ? DType::tf32 : DType::f32, g);
+}
+
 }  // namespace shapetune

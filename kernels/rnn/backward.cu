@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kThreads)
     cell_backward_kernel(const float* __restrict__ saved, const float* __restrict__ c_prev,
                          const float* __restrict__ c, const float* __restrict__ h_prev, const T* __restrict__ dy,
                          float* __restrict__ dh, float* __restrict__ dc, float* __restrict__ d_input,
-                         float* __restrict__ d_hidden, int batch, int hidden) {
+                         float* __restrict__ d_hidden, int batch, int hidden, const float* __restrict__ partials,
+                         int splits) {
   grid_dependency_sync();
   const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (e >= static_cast<std::int64_t>(batch) * hidden) return;
@@ -67,7 +68,10 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t n = e / hidden;
   constexpr int G = gate_count(kCell);
   const float* keep = saved + n * kSavedGates * hidden;
-  const float dh_total = to_float(dy[e]) + dh[e];
+  float carried = kCell == Cell::gru || splits == 0 ? dh[e] : 0.f;
+  const std::int64_t plane = static_cast<std::int64_t>(batch) * hidden;
+  for (int k = 0; k < splits; ++k) carried += partials[k * plane + e];
+  const float dh_total = to_float(dy[e]) + carried;
   float* di = d_input + n * G * hidden;
   const float kept[kSavedGates] = {keep[j], keep[hidden + j], keep[2 * hidden + j], keep[3 * hidden + j]};
   if constexpr (kCell == Cell::lstm) {
@@ -112,14 +116,15 @@ cudaError_t cell_step_saving(Cell cell, const float* input_gates, const float* r
 template <typename T>
 cudaError_t cell_backward_step(Cell cell, const float* saved, const float* c_prev, const float* c,
                                const float* h_prev, const T* dy, float* dh, float* dc, float* d_input,
-                               float* d_hidden, int batch, int hidden, cudaStream_t stream) {
+                               float* d_hidden, int batch, int hidden, cudaStream_t stream, const float* partials,
+                               int splits) {
   const unsigned blocks = blocks_for(batch, hidden);
   if (cell == Cell::lstm)
-    cell_backward_kernel<T, Cell::lstm><<<blocks, kThreads, 0, stream>>>(saved, c_prev, c, h_prev, dy, dh, dc,
-                                                                         d_input, d_hidden, batch, hidden);
+    cell_backward_kernel<T, Cell::lstm><<<blocks, kThreads, 0, stream>>>(
+        saved, c_prev, c, h_prev, dy, dh, dc, d_input, d_hidden, batch, hidden, partials, splits);
   else
-    cell_backward_kernel<T, Cell::gru><<<blocks, kThreads, 0, stream>>>(saved, c_prev, c, h_prev, dy, dh, dc,
-                                                                        d_input, d_hidden, batch, hidden);
+    cell_backward_kernel<T, Cell::gru><<<blocks, kThreads, 0, stream>>>(
+        saved, c_prev, c, h_prev, dy, dh, dc, d_input, d_hidden, batch, hidden, partials, splits);
   return cudaGetLastError();
 }
 
@@ -132,7 +137,8 @@ cudaError_t fill(float* out, std::int64_t n, float value, cudaStream_t stream) {
   template cudaError_t cell_step_saving<T>(Cell, const float*, const float*, const T*, const T*, const T*,          \
                                            const float*, float*, float*, T*, int, int, cudaStream_t);               \
   template cudaError_t cell_backward_step<T>(Cell, const float*, const float*, const float*, const float*, const T*, \
-                                             float*, float*, float*, float*, int, int, cudaStream_t);
+                                             float*, float*, float*, float*, int, int, cudaStream_t, const float*,    \
+                                             int);
 SHAPETUNE_RNN_BACKWARD(float)
 SHAPETUNE_RNN_BACKWARD(__half)
 SHAPETUNE_RNN_BACKWARD(__nv_bfloat16)

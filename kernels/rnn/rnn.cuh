@@ -101,10 +101,15 @@ cudaError_t cell_step_saving(Cell, const float* input_gates, const float* recurr
 // c are the step's cell states (LSTM), h_prev [N, H] fp32 the h it read (GRU). Updates dc to what
 // reaches c_prev (LSTM) and dh to what reaches h_prev past W_hh (GRU: dh z; the LSTM leaves dh for
 // the caller's product d_input W_hh to overwrite).
+//
+// With `splits` > 0 the product of the step after arrives as that many partial sums [splits, N, H]
+// (`partials`: the product taken in slices of its G H depth, one batched launch), which the step
+// adds up itself in place of a reduction kernel: the gradient reaching h is then dy + the partials
+// (+ dh, the GRU's dh z from the step after; the LSTM's dh is not read).
 template <typename T>
 cudaError_t cell_backward_step(Cell, const float* saved, const float* c_prev, const float* c, const float* h_prev,
                                const T* dy, float* dh, float* dc, float* d_input, float* d_hidden, int batch,
-                               int hidden, cudaStream_t);
+                               int hidden, cudaStream_t, const float* partials = nullptr, int splits = 0);
 
 // out[i] = value over n elements (a ones vector: bias gradients as products with it).
 cudaError_t fill(float* out, std::int64_t n, float value, cudaStream_t);

@@ -397,8 +397,9 @@ TEST(RnnCatalogue, PersistentPlanSplitsUnitsOverLaneGroups) {
   EXPECT_EQ(complete_config(v, stored).at("k_split"), 1);
 }
 
-// persistent_stepwise: persistent's forward (its `forward` axis, the only one), stepwise's backward
-// on persistent's workspace (stepwise's layout first, which the stepwise backward reads), both
+// persistent_stepwise: persistent's forward (its `forward` axis), stepwise's backward (its step
+// product in `chain_splits` slices, 0 by default: cuBLAS's one product, as stepwise) on
+// persistent's workspace (stepwise's layout first, which the stepwise backward reads), both
 // halves for a trainer. It refuses what the forward it runs refuses (the cluster forward off
 // Hopper), not what the persistent chain would (it runs no chain).
 TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
@@ -408,10 +409,14 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
   for (const char* name : {"lstm.backward", "gru.backward"}) {
     const Variant& v = *catalogue().find_variant(name, "persistent_stepwise");
     const Variant& persistent = *catalogue().find_variant(name, "persistent");
-    ASSERT_EQ(v.params.axes().size(), 1u) << name;
+    ASSERT_EQ(v.params.axes().size(), 2u) << name;
     EXPECT_EQ(v.params.axes()[0].name, "forward");
     EXPECT_EQ(v.params.axes()[0].values, persistent.params.axes()[0].values);
+    EXPECT_EQ(v.params.axes()[1].name, "chain_splits");
+    EXPECT_EQ(v.params.axes()[1].values, (std::vector<std::int64_t>{0, 4, 8, 16}));
     EXPECT_EQ(v.default_config.at("forward"), 2) << "the k_split forward that won at H 512";
+    // A winner stored before the axis existed ran cuBLAS's single product.
+    EXPECT_EQ(complete_config(v, Config({{"forward", 3}})).at("chain_splits"), 0);
     EXPECT_TRUE(v.forward_half && v.backward_half) << name;
     const Problem p{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
     EXPECT_EQ(v.workspace_bytes(p, v.default_config), persistent.workspace_bytes(p, persistent.default_config));
@@ -422,6 +427,14 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
       EXPECT_TRUE(v.supports(p, Config({{"forward", forward}}), h200).ok) << forward;
     const Problem small{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}})};
     EXPECT_TRUE(v.supports(small, Config({{"forward", 1}}), h200).ok);
+    // The slices must divide G H (384 or 512 at H 128; the GRU's 3 x 100 = 300 takes 4, not 8).
+    for (const std::int64_t splits : {4, 8, 16})
+      EXPECT_TRUE(v.supports(small, Config({{"forward", 0}, {"chain_splits", splits}}), h200).ok) << splits;
+    const Problem odd{name, DType::f32, Shape({{"T", 5}, {"N", 2}, {"D", 33}, {"H", 100}})};
+    EXPECT_TRUE(v.supports(odd, Config({{"forward", 0}, {"chain_splits", 4}}), h200).ok);
+    const Support uneven = v.supports(odd, Config({{"forward", 0}, {"chain_splits", 8}}), h200);
+    EXPECT_EQ(uneven.ok, std::string(name) == "lstm.backward") << uneven.reason;
+    if (!uneven.ok) EXPECT_NE(uneven.reason.find("do not split into 8 equal slices"), std::string::npos) << uneven.reason;
     const Support off_hopper = v.supports(small, Config({{"forward", 1}}), t4);
     EXPECT_FALSE(off_hopper.ok);
     EXPECT_NE(off_hopper.reason.find("the forward it runs first, persistent_cluster{"), std::string::npos)

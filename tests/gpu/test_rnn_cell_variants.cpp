@@ -42,37 +42,51 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RnnCellVariants, ::testing::Values(DType::f32, 
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // The layers' stepwise_graph rungs, in the layers' dtypes (tf32 too, which the cells have not:
-// they take no products).
+// they take no products); and the backward's persistent_stepwise with its step product in slices
+// (chain_splits), each step's partial sums added up by the next step's cell kernel.
 class RnnStepwiseGraph : public RnnCellVariants {};
 
 // Three launches with the same pointers: the first runs the launches and captures them, the next
-// two replay the cached graph (each on freshly poisoned outputs); then one launch captured inside an outer graph, which must not
-// touch the cache and must issue the launches into the outer capture.
+// two replay the cached graph (each on freshly poisoned outputs); then one launch captured inside
+// an outer graph, which must not touch the cache and must issue the launches into the outer capture.
 TEST_P(RnnStepwiseGraph, ReplaysAndNestsInAnOuterCapture) {
   std::uint64_t seed = std::random_device{}();
-  for (const char* primitive : {"lstm.forward", "gru.forward", "lstm.backward", "gru.backward"}) {
+  struct Rung {
+    const char* primitive;
+    const char* variant;
+    Config config;
+  };
+  const Config sliced({{"forward", 2}, {"chain_splits", 4}});
+  const Rung rungs[] = {{"lstm.forward", "stepwise_graph", {}},
+                        {"gru.forward", "stepwise_graph", {}},
+                        {"lstm.backward", "stepwise_graph", {}},
+                        {"gru.backward", "stepwise_graph", {}},
+                        {"lstm.backward", "persistent_stepwise", sliced},
+                        {"gru.backward", "persistent_stepwise", sliced}};
+  for (const auto& [primitive, variant, config] : rungs) {
     const Problem problem{primitive, GetParam(), Shape({{"T", 5}, {"N", 2}, {"D", 33}, {"H", 100}})};
+    const std::string what = problem.key() + " " + variant + "{" + config.key() + "}";
     const Primitive& p = *catalogue().find_primitive(primitive);
-    const Variant& v = *catalogue().find_variant(primitive, "stepwise_graph");
+    const Variant& v = *catalogue().find_variant(primitive, variant);
     ProblemData data(p, problem, seed++);
     const Tolerance tol = tolerance_for(p, problem);
-    const std::size_t workspace_bytes = v.workspace_bytes(problem, {});
+    const std::size_t workspace_bytes = v.workspace_bytes(problem, config);
     DeviceBuffer workspace(workspace_bytes);
     const std::vector<void*> pointers = data.pointers(0);
     cudaStream_t stream = measurer_->stream();
     LibraryHandles& libraries = measurer_->libraries();
-    const LaunchArgs args{problem, v.default_config, pointers, stream, libraries, workspace.get(), workspace_bytes,
+    const LaunchArgs args{problem, config, pointers, stream, libraries, workspace.get(), workspace_bytes,
                           data.scalars()};
     auto& cache = libraries.cache<StepwiseGraphCache>("rnn.stepwise_graph");
     const std::size_t before = cache.size();
     for (int round = 0; round < 3; ++round) {
       data.prepare(0, stream);
       const LaunchStatus s = v.launch(args);
-      ASSERT_TRUE(s.ok) << problem.key() << ": " << s.message;
+      ASSERT_TRUE(s.ok) << what << ": " << s.message;
       const AccuracyReport report = data.check(0, tol, stream);
-      EXPECT_EQ(report.mismatches, 0) << problem.key() << " round " << round << ": " << report.first_mismatch;
+      EXPECT_EQ(report.mismatches, 0) << what << " round " << round << ": " << report.first_mismatch;
     }
-    EXPECT_EQ(cache.size(), std::min(before + 1, StepwiseGraphCache::kCapacity)) << problem.key();
+    EXPECT_EQ(cache.size(), std::min(before + 1, StepwiseGraphCache::kCapacity)) << what;
 
     data.prepare(0, stream);
     SHAPETUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -80,15 +94,15 @@ TEST_P(RnnStepwiseGraph, ReplaysAndNestsInAnOuterCapture) {
     const LaunchStatus inner = v.launch(args);
     cudaGraph_t graph = nullptr;
     SHAPETUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    ASSERT_TRUE(inner.ok) << problem.key() << ": " << inner.message;
+    ASSERT_TRUE(inner.ok) << what << ": " << inner.message;
     cudaGraphExec_t exec = nullptr;
     SHAPETUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     SHAPETUNE_CUDA_CHECK(cudaGraphDestroy(graph));
     SHAPETUNE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     const AccuracyReport report = data.check(0, tol, stream);
     SHAPETUNE_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    EXPECT_EQ(report.mismatches, 0) << problem.key() << " in an outer capture: " << report.first_mismatch;
-    EXPECT_EQ(cache.size(), std::min(before + 1, StepwiseGraphCache::kCapacity)) << problem.key();
+    EXPECT_EQ(report.mismatches, 0) << what << " in an outer capture: " << report.first_mismatch;
+    EXPECT_EQ(cache.size(), std::min(before + 1, StepwiseGraphCache::kCapacity)) << what;
   }
 }
 
