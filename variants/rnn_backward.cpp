@@ -171,12 +171,12 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
 
 // ---- stepwise ---------------------------------------------------------------------------------
 
-// Byte offsets into the stepwise rung's workspace. fp32 unless said: every gradient stays fp32
-// until it is stored, so the 16-bit operands of the backward products are widened (cuBLAS has no
-// fp32 x 16-bit product); f32 problems read and write the tensors in place instead.
 // The most slices the stepwise chain takes a step's product in (its axis chain_splits).
 constexpr int kMaxChainSplits = 16;
 
+// Byte offsets into the stepwise rung's workspace. fp32 unless said: every gradient stays fp32
+// until it is stored, so the 16-bit operands of the backward products are widened (cuBLAS has no
+// fp32 x 16-bit product); f32 problems read and write the tensors in place instead.
 struct StepwiseLayout {
   std::size_t gates;      // [T N, G H]: x W_ih^T, then the input side's gate gradients
   std::size_t d_hidden;   // [T N, G H]: the GRU's hidden-side gate gradients (the LSTM's are `gates`)
@@ -864,7 +864,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
                   "graph and replayed: the faster half of each rung where the persistent chain loses to cuBLAS";
   h.params = ParamSpace(
       {forward_axis,
-       {"chain_splits", {0, 4, 8, 16},
+       {"chain_splits", {0, 4, 8, kMaxChainSplits},
         "slices of G H a step's product dh W_hh is taken in by one batched launch, summed by the next step's cell "
         "kernel (0: cuBLAS's one product, its split-K reduction a launch of its own)"}});
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
