@@ -431,9 +431,12 @@ Support flash_wgmma_supports(const Problem& problem, const Config& config, const
   if (!ka::flash_wgmma_head_dim_supported(a.head_dim))
     return Support::no("built for hd 64 and 128; not " + std::to_string(a.head_dim));
   if (Support s = grid_takes_heads_and_batch(a); !s.ok) return s;
-  if (cfg(config, "pipeline") != 0 && cfg(config, "warpgroups") != 2)
-    return Support::no("the warp-specialised pipelines run two consumer warpgroups beside their producer (the "
-                       "register split: 128 x 24 + 256 x 240)");
+  if (cfg(config, "pipeline") != 0 && cfg(config, "warpgroups") == 1)
+    return Support::no("the warp-specialised pipelines run two or three consumer warpgroups beside their producer "
+                       "(the register splits: 128 x 24 + 256 x 240, 128 x 24 + 384 x 160)");
+  if (cfg(config, "warpgroups") == 3 && a.head_dim != 64)
+    return Support::no("three consumer warpgroups have 160 registers a thread, which hold O, S and P at hd 64 only; "
+                       "not " + std::to_string(a.head_dim));
   if (cfg(config, "pipeline") == 3 && a.padded)
     return Support::no("pipeline 3's TMA boxes zero-fill past S but not past a batch row's length, whose keys must "
                        "arrive as zeros: pipelines 1 and 2 copy them with cp.async's zero fill");
@@ -532,26 +535,29 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                   "(P from registers), K/V double-buffered by cp.async, online softmax in registers; pipeline 1 adds "
                   "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products; "
                   "pipeline 2 runs that persistently, one block per SM; pipeline 3 loads with TMA instead; pingpong "
-                  "has the two consumer warpgroups take turns at the tensor cores";
-  w.params = ParamSpace({{"warpgroups", {1, 2}, "consumer warpgroups per block, 64 query rows each (block_q = 64 or 128)"},
+                  "has the consumer warpgroups take turns at the tensor cores";
+  w.params = ParamSpace({{"warpgroups", {1, 2, 3},
+                          "consumer warpgroups per block, 64 query rows each (block_q = 64, 128 or 192); 3 with "
+                          "pipelines 1-3 at hd 64 only"},
                          {"block_k", {64, 128}, "key rows per K/V tile (the n of Q K^T, the k of P V)"},
                          {"pipeline", {0, 1, 2, 3},
                           "0: every thread copies, block barriers, each product waited for; 1: warp-specialised "
-                          "(two warpgroups only); 2: 1 on one block per SM taking query tiles in turn, the next "
-                          "tile's loads under this one's math (two warpgroups only); 3: 2 whose producer is one "
-                          "thread issuing TMA boxes (problems without padding)"},
+                          "(two or three warpgroups); 2: 1 on one block per SM taking query tiles in turn, the "
+                          "next tile's loads under this one's math; 3: 2 whose producer is one thread issuing TMA "
+                          "boxes (problems without padding)"},
                          {"sections", {0, 1},
                           "pipelines 1-3: 0 takes every head's longest query tile first; 1 does so within "
                           "sections of heads whose K and V fit half the L2, so the blocks running together "
                           "share K and V tiles in L2 instead of each reading its own from DRAM"},
                          {"pingpong", {0, 1},
-                          "pipelines 1-3: 1 has the two consumer warpgroups take turns at issuing their products "
-                          "(named barriers), so one's softmax runs while the other's products do"}},
+                          "pipelines 1-3: 1 has the consumer warpgroups take turns at issuing their products "
+                          "(named barriers), so one's softmax runs while another's products do"}},
                         [](const Config& c) {
-                          return (c.at("sections") == 0 && c.at("pingpong") == 0) || c.at("pipeline") != 0;
+                          return (c.at("sections") == 0 && c.at("pingpong") == 0 && c.at("warpgroups") <= 2) ||
+                                 c.at("pipeline") != 0;
                         },
-                        "sections = 1 and pingpong = 1 only with pipelines 1-3 (pipeline 0 has no producer "
-                        "warpgroup; its grid already runs head by head)");
+                        "sections = 1, pingpong = 1 and warpgroups = 3 only with pipelines 1-3 (pipeline 0 has no "
+                        "producer warpgroup; its grid already runs head by head)");
   w.default_config =
       Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}});
   w.supports = flash_wgmma_supports;

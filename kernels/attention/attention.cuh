@@ -117,15 +117,15 @@ cudaError_t flash_mma_forward(const Params<T>&, const FlashMmaConfig&, cudaStrea
 // A block owns 64 * warpgroups query rows of one (batch, head); each warpgroup 64 of them, taking
 // S = Q K^T with wgmma from shared memory and O += P V with P from its registers. K and V tiles of
 // block_k rows are double-buffered in 128-byte-swizzled shared memory. pipeline 0: every thread
-// copies and the block meets at a barrier before each product; pipeline 1 (two warpgroups only): a
-// producer warpgroup fills a ring of mbarrier-guarded slots and each consumer warpgroup overlaps
+// copies and the block meets at a barrier before each product; pipeline 1 (two or three warpgroups):
+// a producer warpgroup fills a ring of mbarrier-guarded slots and each consumer warpgroup overlaps
 // one tile's softmax with the next products (kernels/attention/flash_wgmma_sm90a.cu).
 struct FlashWgmmaConfig {
-  int warpgroups = 2;  // 1 or 2: block_q = 64 or 128
+  int warpgroups = 2;  // 1 or 2: block_q = 64 or 128; 3 (block_q 192): pipelines 1-3 at hd 64 only
   int block_k = 64;    // 64 or 128 key rows per tile
   int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent, 3 = 2 with TMA
   int sections = 0;    // pipelines 1-3: 1 runs the heads in sections whose K and V fit half the L2
-  int pingpong = 0;    // pipelines 1-3: 1 has the two consumer warpgroups take turns at issuing products
+  int pingpong = 0;    // pipelines 1-3: 1 has the consumer warpgroups take turns at issuing products
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).

@@ -43,10 +43,10 @@
 //     copies, waits or fences by the other 127. TMA zero-fills past S but not past a batch row's
 //     length, so padded problems keep pipelines 1 and 2.
 // Pingpong (FlashWgmmaConfig::pingpong, pipelines 1-3; FlashAttention-3's "ping-pong" schedule,
-// written from its paper's description): the two consumer warpgroups take turns at issuing their
-// products, passing the turn through two named barriers, so that one warpgroup's products run on
-// the tensor cores while the other's softmax runs on the FMA and MUFU units, instead of both
-// issuing together and then both exponentiating together. A turn is one issue of products: S of
+// written from its paper's description): the consumer warpgroups take turns at issuing their
+// products, passing the turn round through one named barrier each, so that one warpgroup's products
+// run on the tensor cores while another's softmax runs on the FMA and MUFU units, instead of all
+// issuing together and then all exponentiating together. A turn is one issue of products: S of
 // the first tile; S of tile t with P V of tile t-1; the last P V. Both warpgroups take key_tiles
 // + 1 turns an item (a warpgroup whose causal rows see fewer tiles passes its spare turns as it
 // hands back those tiles), waiting for a tile's data before taking a turn, never while holding one.
@@ -109,9 +109,11 @@ constexpr unsigned kTurnBarrier = 1;
 constexpr int kRingBarrierBytes = (4 * kStages + 2 * kQSlots) * 8;
 // setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
 // the consumers hold O, the next tile's S and the current tile's packed P at once:
-// 128 x 24 + 256 x 240 <= 64 Ki registers of an SM with two consumer warpgroups.
+// 128 x 24 + 256 x 240 <= 64 Ki registers of an SM with two consumer warpgroups, and
+// 128 x 24 + 384 x 160 with three, which holds them at hd 64 only (O 32, S 64, P 32 at block_k 128).
 constexpr int kProducerRegisters = 24;
-constexpr int kConsumerRegisters = 240;
+constexpr int consumer_registers(int warpgroups) { return warpgroups == 2 ? 240 : 160; }
+static_assert(128 * kProducerRegisters + 384 * 160 <= 64 * 1024, "three consumer warpgroups' register split");
 
 constexpr std::size_t tile_bytes(int rows, int head_dim) {
   return static_cast<std::size_t>(rows) * head_dim * kElementBytes;
@@ -468,8 +470,10 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section
   return w;
 }
 
-// The warp-specialised schedule (top of the file), two consumer warpgroups. Warpgroup 0
-// produces; warpgroup 1 + c consumes query rows 64c..64c+63 of an item. A block takes items
+// The warp-specialised schedule (top of the file), two or three consumer warpgroups (three: a
+// 192-row query tile at hd 64, whose K and V tiles then serve half as many rows again, and whose
+// softmaxes have two warpgroups' products to hide under). Warpgroup 0 produces; warpgroup 1 + c
+// consumes query rows 64c..64c+63 of an item. A block takes items
 // blockIdx.x, blockIdx.x + gridDim.x, ...: one each when the grid has one block an item
 // (pipeline 1), as many as it takes when the grid has one block an SM (pipeline 2, persistent:
 // the producer loads the next item's Q and first K and V tiles while the consumers finish this
@@ -489,7 +493,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   grid_dependency_sync();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
-  static_assert(C::kWarpgroups == 2, "the register split below is for one producer and two consumer warpgroups");
+  static_assert(C::kWarpgroups == 2 || C::kWarpgroups == 3, "consumer_registers: two or three consumer warpgroups");
   extern __shared__ __align__(1024) unsigned char shared[];
   const unsigned q_smem = (shared_address(shared) + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
   const unsigned kv_smem = q_smem + kQSlots * C::kQBytes;
@@ -615,7 +619,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     return;
   }
 
-  registers_increase<kConsumerRegisters>();
+  registers_increase<consumer_registers(C::kWarpgroups)>();
   const int consumer = warpgroup - 1;
   const int warp_in_group = tid / kWarpSize, lane = tid % kWarpSize;
   const int group = lane / 4, thread_in_group = lane % 4;
@@ -623,15 +627,17 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   };
-  constexpr unsigned kBothConsumers = 2 * kWarpgroupThreads;
+  // A turn's barrier counts the warpgroup taking it and the one passing it.
+  constexpr unsigned kTurnThreads = 2 * kWarpgroupThreads;
   auto take_turn = [&] {
-    if constexpr (kPingpong) named_barrier_sync(kTurnBarrier + static_cast<unsigned>(consumer), kBothConsumers);
+    if constexpr (kPingpong) named_barrier_sync(kTurnBarrier + static_cast<unsigned>(consumer), kTurnThreads);
   };
   auto pass_turn = [&] {
-    if constexpr (kPingpong) named_barrier_arrive(kTurnBarrier + static_cast<unsigned>(1 - consumer), kBothConsumers);
+    if constexpr (kPingpong)
+      named_barrier_arrive(kTurnBarrier + static_cast<unsigned>((consumer + 1) % C::kWarpgroups), kTurnThreads);
   };
   if constexpr (kPingpong)
-    if (consumer == 1) pass_turn();  // warpgroup 0 takes the first turn
+    if (consumer == C::kWarpgroups - 1) pass_turn();  // warpgroup 0 takes the first turn
   unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
   int n = 0;
   for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
@@ -732,7 +738,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     store_output<C>(p, o, row_sum, p.o + w.batch * p.o_strides.batch + w.head * p.o_strides.head, lane_row,
                     thread_in_group, valid);
   }
-  // Warpgroup 1's opening pass is left over: warpgroup 0 takes it, so no bar.arrive outlives the block.
+  // The last warpgroup's opening pass is left over: warpgroup 0 takes it, so no bar.arrive outlives the block.
   if constexpr (kPingpong)
     if (consumer == 0) take_turn();
 #else
@@ -746,19 +752,23 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 template <class C>
 cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, bool pingpong, cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
-  auto kernel = flash_wgmma_kernel<C>;
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   const int q_tiles = (p.seq + C::kBlockQ - 1) / C::kBlockQ;
   if (pipeline == 0) {
-    if (cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        e != cudaSuccess)
-      return e;
-    const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-    kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e);
-    return cudaGetLastError();
+    if constexpr (C::kWarpgroups <= 2) {
+      auto kernel = flash_wgmma_kernel<C>;
+      if (cudaError_t e =
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+          e != cudaSuccess)
+        return e;
+      const dim3 grid(static_cast<unsigned>(q_tiles), static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+      kernel<<<grid, C::kThreads, smem, stream>>>(p, p.scale * kLog2e);
+      return cudaGetLastError();
+    } else {
+      return cudaErrorInvalidValue;  // valid_config: three warpgroups need the producer's schedules
+    }
   }
-  if constexpr (C::kWarpgroups == 2) {
+  if constexpr (C::kWarpgroups >= 2) {
     const bool tma = pipeline == 3;
     auto specialised = tma ? (pingpong ? flash_wgmma_specialised_kernel<C, true, true>
                                        : flash_wgmma_specialised_kernel<C, true, false>)
@@ -825,13 +835,18 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
   switch (config.warpgroups) {
     case 1: return launch_block_k<T, kHeadDim, 1>(p, config, stream);
     case 2: return launch_block_k<T, kHeadDim, 2>(p, config, stream);
+    case 3:
+      if constexpr (kHeadDim == 64)
+        return launch_block_k<T, kHeadDim, 3>(p, config, stream);
+      else
+        return cudaErrorNotSupported;  // consumer_registers: O, S and P fit 160 registers at hd 64 only
     default: return cudaErrorInvalidValue;
   }
 }
 
 bool valid_config(const FlashWgmmaConfig& c) {
-  return (c.warpgroups == 1 || c.warpgroups == 2) && (c.block_k == 64 || c.block_k == 128) &&
-         (c.pipeline == 0 || (c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups == 2)) &&
+  return c.warpgroups >= 1 && c.warpgroups <= 3 && (c.block_k == 64 || c.block_k == 128) &&
+         (c.pipeline == 0 ? c.warpgroups <= 2 : c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups >= 2) &&
          (c.sections == 0 || (c.sections == 1 && c.pipeline != 0)) &&
          (c.pingpong == 0 || (c.pingpong == 1 && c.pipeline != 0));
 }

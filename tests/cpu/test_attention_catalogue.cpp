@@ -316,13 +316,26 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0},
                    {"pingpong", pingpong}});
   };
+  const Problem hd64 = problem("attention.causal.split", 8, 16, 2048, 64);
   for (const int pipeline : {1, 2, 3}) {
     EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline), h200).ok);
     EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, pipeline, 1), h200).ok);  // the same shared memory
     const Support one_consumer = wgmma.supports(hd128, wgmma_config(1, pipeline), h200);
     EXPECT_FALSE(one_consumer.ok);
-    EXPECT_NE(one_consumer.reason.find("two consumer warpgroups"), std::string::npos) << one_consumer.reason;
+    EXPECT_NE(one_consumer.reason.find("two or three consumer warpgroups"), std::string::npos) << one_consumer.reason;
+    // Three consumers (block_q 192) hold O, S and P in 160 registers at hd 64, not at 128.
+    EXPECT_TRUE(wgmma.supports(hd64, wgmma_config(3, pipeline, 1), h200).ok);
+    const Support three_at_128 = wgmma.supports(hd128, wgmma_config(3, pipeline), h200);
+    EXPECT_FALSE(three_at_128.ok);
+    EXPECT_NE(three_at_128.reason.find("hd 64 only"), std::string::npos) << three_at_128.reason;
   }
+  // Three consumers at hd 64: two Q tiles of 192 x 64 and two K/V pairs of 128 x 64 halves, the
+  // barriers and the slack: 49,152 + 65,536 + 96 + 1,024 bytes.
+  DeviceLimits exactly_three = h200;
+  exactly_three.shared_memory_per_block_optin = 115808;
+  EXPECT_TRUE(wgmma.supports(hd64, wgmma_config(3, 2), exactly_three).ok);
+  exactly_three.shared_memory_per_block_optin -= 1;
+  EXPECT_FALSE(wgmma.supports(hd64, wgmma_config(3, 2), exactly_three).ok);
   // Q 128 x 128 and two K/V pairs of 128 x 128 halves, 1 KiB of alignment slack: 164,864 bytes;
   // the specialised pipelines' second Q tile takes 32,768 more, their twelve barriers 96.
   DeviceLimits exactly_synchronous = h200;
@@ -342,8 +355,10 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     pingpong_configs += c.at("pingpong") == 1;
     synchronous_pingpong += c.at("pingpong") == 1 && c.at("pipeline") == 0;
   }
-  EXPECT_EQ(pingpong_configs, 24);  // warpgroups 2 x block_k 2 x pipeline 3 x sections 2
+  EXPECT_EQ(pingpong_configs, 36);  // warpgroups 3 x block_k 2 x pipeline 3 x sections 2
   EXPECT_EQ(synchronous_pingpong, 0);
+  for (const Config& c : wgmma.params.enumerate())
+    EXPECT_FALSE(c.at("warpgroups") == 3 && c.at("pipeline") == 0) << c.key();  // no producer to feed three
   // Pipeline 3's TMA boxes cannot zero the keys past a batch row's length.
   const Support tma_padded =
       wgmma.supports(problem("attention.causal.split.padded", 4, 16, 8192, 128), wgmma_config(2, 3), h200);
