@@ -166,6 +166,29 @@ TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
     }
 }
 
+// Scores spread over tens of log2 units (Q and K from [-6, 6): a score's standard deviation about
+// 17 log2 units at hd 64), so that a later key tile often passes a row's running maximum by more
+// than the rescale threshold and O is rescaled mid-row, where the usual inputs (a few units) leave
+// every row on its first tile's maximum.
+TEST_P(AttentionVariants, FlashWgmmaRescalesWhereALaterTileRaisesTheMaximum) {
+  if (device_.limits.compute_capability != 90) GTEST_SKIP() << "flash_wgmma is sm_90a code";
+  if (GetParam() == DType::tf32) GTEST_SKIP() << "flash_wgmma takes f16 or bf16";
+  const auto wide_scores = [](std::vector<TensorSpec>& specs) {
+    for (TensorSpec& spec : specs)
+      if (spec.name == "q" || spec.name == "k" || spec.name == "qkv") spec.low = -6, spec.high = 6;
+  };
+  std::uint64_t seed = std::random_device{}();
+  for (const char* primitive : {"attention.causal.split", "attention.full.packed.padded"})
+    for (const Case& c : {Case{1, 2, 1000, 64}, Case{2, 1, 777, 128}}) {
+      const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
+      const bool padded = problem.primitive.find(".padded") != std::string::npos;
+      const int specialised = (padded ? 16 : 24) * (c.hd == 64 ? 2 : 1);
+      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, wide_scores, {}, "flash_wgmma"),
+                4 + specialised)
+          << problem.key();
+    }
+}
+
 // sections = 1 where the heads' K and V overflow half the L2 (H100 and H200: 50 and 60 MiB):
 // 48 heads of 1537 keys at hd 128 (787 KB each, 37.8 MB) fall into two sections, the second
 // short, each with tails of query and key tiles; and the packed layout's TMA boxes (strides of
