@@ -240,17 +240,9 @@ __device__ __forceinline__ void issue_pv(const unsigned (&a)[C::kKeySteps][4], f
   wgmma_commit();
 }
 
-// The running maximum a row's exponentials are taken against moves only when a tile's scores pass
-// it by more than this (log2 units, scale included). Against a stale maximum a probability is at
-// most 2^8, exact in fp32 and well inside f16's and bf16's range as P, and O and the row sum share
-// the base, so their quotient is unchanged; O's rescale (hd / 2 products a thread a tile) is then
-// skipped in almost every tile after a row's first (FlashAttention-4's conditional rescaling).
-constexpr float kRescaleThreshold = 8.f;
-
 // Turns the tile's scores into probabilities against the running row maxima and returns in
 // `correction` the factor, exp2(old max - new max), by which what was accumulated under the old
-// maxima must be rescaled (rescale_output): exactly 1 where the maximum stayed (kRescaleThreshold).
-// h = 0, 1: the lane's rows g and g + 8. `masked`: some
+// maxima must be rescaled (rescale_output). h = 0, 1: the lane's rows g and g + 8. `masked`: some
 // key of the tile lies past the valid keys or above the diagonal for some row of the warpgroup
 // (only then are keys compared one by one). The maxima are of the unscaled scores (scale > 0
 // keeps their order), so that each exponential takes one fma, s scale log2(e) - max scale log2(e),
@@ -275,12 +267,9 @@ __device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], f
     for (int j = 0; j < C::kBlockK / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    // Also true at a row's first unmasked key (-inf + threshold is -inf); the quad agrees, having
-    // the same maxima.
-    const bool raise = tile_max * scale_log2 > row_max[h] * scale_log2 + kRescaleThreshold;
-    const float new_max = raise ? tile_max : row_max[h];
+    const float new_max = fmaxf(row_max[h], tile_max);
     const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
-    correction[h] = raise ? fast_exp2(row_max[h] * scale_log2 - base) : 1.f;  // 0 while the row had nothing
+    correction[h] = fast_exp2(row_max[h] * scale_log2 - base);  // 0 while the row had nothing
     row_max[h] = new_max;
     float tile_sum = 0.f;
 #pragma unroll
@@ -298,7 +287,6 @@ __device__ __forceinline__ void softmax_scores(float (&s)[C::kScoreRegisters], f
 
 template <class C>
 __device__ __forceinline__ void rescale_output(float (&o)[C::kOutputRegisters], const float (&correction)[2]) {
-  if (!__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) return;  // the warp's maxima stayed
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
