@@ -47,7 +47,7 @@
 // products, passing the turn round through one named barrier each, so that one warpgroup's products
 // run on the tensor cores while another's softmax runs on the FMA and MUFU units, instead of all
 // issuing together and then all exponentiating together. A turn is one issue of products: S of
-// the first tile; S of tile t with P V of tile t-1; the last P V. Both warpgroups take key_tiles
+// the first tile; S of tile t with P V of tile t-1; the last P V. Every consumer takes key_tiles
 // + 1 turns an item (a warpgroup whose causal rows see fewer tiles passes its spare turns as it
 // hands back those tiles), waiting for a tile's data before taking a turn, never while holding one.
 //
