@@ -139,6 +139,16 @@ TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
     }
 }
 
+// The flash_wgmma configs that run a problem: warpgroups 1 and 2 with block_k 64 and 128
+// synchronous, and (64, 128) x sections 0 and 1 x pingpong 0 and 1 for each specialised pipeline:
+// 1 and 2, and 3 (TMA) where there is no padding; at hd 64 the specialised pipelines again with
+// three consumer warpgroups.
+int flash_wgmma_configs(const Problem& problem) {
+  const bool padded = problem.primitive.find(".padded") != std::string::npos;
+  const int specialised = padded ? 16 : 24;
+  return 4 + specialised * (problem.shape.at("hd") == 64 ? 2 : 1);
+}
+
 // flash_wgmma's schedules (sm_90 only) where the warp-specialised ring wraps many times and the
 // consumer warpgroups see different numbers of key tiles: sequences of 1, 130, 1000 and 2049
 // (tails of every size against block_k 64 and 128), both head dims, causal and full, with and
@@ -155,13 +165,8 @@ TEST_P(AttentionVariants, FlashWgmmaEveryPipelineAtLongerSequences) {
     for (const Case& c : {Case{1, 2, 1, 64}, Case{2, 1, 130, 128}, Case{1, 2, 1000, 64}, Case{1, 1, 2049, 128},
                           Case{8, 8, 300, 64}}) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
-      // warpgroups 1 and 2 with block_k 64 and 128 synchronous, and (64, 128) x sections 0 and 1 x
-      // pingpong 0 and 1 for each specialised pipeline: 1 and 2, and 3 (TMA) where there is no padding;
-      // at hd 64 the specialised pipelines again with three consumer warpgroups.
-      const bool padded = problem.primitive.find(".padded") != std::string::npos;
-      const int specialised = (padded ? 16 : 24) * (c.hd == 64 ? 2 : 1);
       EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"),
-                4 + specialised)
+                flash_wgmma_configs(problem))
           << problem.key();
     }
 }
@@ -182,10 +187,9 @@ TEST_P(AttentionVariants, FlashWgmmaRescalesWhereALaterTileRaisesTheMaximum) {
   for (const char* primitive : {"attention.causal.split", "attention.full.packed.padded"})
     for (const Case& c : {Case{1, 2, 1000, 64}, Case{2, 1, 777, 128}}) {
       const Problem problem{primitive, GetParam(), Shape({{"B", c.B}, {"H", c.H}, {"S", c.S}, {"hd", c.hd}})};
-      const bool padded = problem.primitive.find(".padded") != std::string::npos;
-      const int specialised = (padded ? 16 : 24) * (c.hd == 64 ? 2 : 1);
-      EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, wide_scores, {}, "flash_wgmma"),
-                4 + specialised)
+      EXPECT_EQ(
+          test_support::verify_every_config(*measurer_, device_, problem, seed++, wide_scores, {}, "flash_wgmma"),
+          flash_wgmma_configs(problem))
           << problem.key();
     }
 }
