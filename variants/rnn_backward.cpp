@@ -19,7 +19,9 @@
 //   persistent_stepwise: persistent's forward, then stepwise's backward, captured as one CUDA
 //             graph: at H 512 the persistent forward won (877 against 1085 us at T 64 on the H100)
 //             and the persistent chain lost (2935 against 2524 us for the whole backward), so the
-//             faster half of each (the activations they keep are laid out alike);
+//             faster half of each (the activations they keep are laid out alike); its axis products
+//             takes the products over all steps and an f32 input projection as three TF32 products
+//             of split operands (variants/rnn_problem.hpp) instead of fp32 FMAs;
 //   cudnn:    cudnnRNNForward in training mode, cudnnRNNBackwardData_v8 and
 //             cudnnRNNBackwardWeights_v8, with each algorithm cuDNN has (the baseline).
 // Each rung also launches as two halves, split where its forward ends (Variant::forward_half and
@@ -190,10 +192,18 @@ struct StepwiseLayout {
   std::size_t ones;       // [T N]: the bias gradients are d^T ones
   std::size_t x, w_ih, w_hh;                        // widened inputs (16-bit only)
   std::size_t dx, dw_ih, dw_hh, db_ih, db_hh;       // fp32 gradients before rounding (16-bit only)
+  // The operands of split_tf32 products (the axis `products`), each its high part then its low
+  // part: the gates' gradients, and x, W_ih and the h each step read where they are fp32 values
+  // (a widened 16-bit value is exact in TF32 and needs none).
+  std::size_t split_d_input, split_d_hidden, split_x, split_w_ih, split_h_prev;
   std::size_t total;
 };
 
-StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
+// Whether the config takes the products over all steps (and an f32 problem's input projection) as
+// split_tf32 products: the axis `products` of persistent_stepwise (1), fp32 FMAs elsewhere.
+bool split_products(const Config& c) { return c.find("products").value_or(0) == 1; }
+
+StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype, bool split) {
   std::size_t at = 0;
   const auto take = [&](std::int64_t elements, std::size_t element_bytes = sizeof(float)) {
     const std::size_t here = at;
@@ -222,11 +232,19 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype) {
   l.dw_hh = take(narrow ? GH * H : 0);
   l.db_ih = take(narrow ? GH : 0);
   l.db_hh = take(narrow ? GH : 0);
+  const bool split_inputs = split && !narrow;
+  l.split_d_input = take(split ? 2 * T * N * GH : 0);
+  l.split_d_hidden = take(split && !lstm ? 2 * T * N * GH : 0);
+  l.split_x = take(split_inputs ? 2 * T * N * D : 0);
+  l.split_w_ih = take(split_inputs ? 2 * GH * D : 0);
+  l.split_h_prev = take(split_inputs ? 2 * T * N * H : 0);
   l.total = at;
   return l;
 }
 
-std::size_t stepwise_workspace(const Problem& p, const Config&) { return stepwise_layout(rnn_of(p), p.dtype).total; }
+std::size_t stepwise_workspace(const Problem& p, const Config& c) {
+  return stepwise_layout(rnn_of(p), p.dtype, split_products(c)).total;
+}
 
 // The first failure of a sequence of calls. The loops over steps stop at it; the few calls after
 // it outside them still queue their work, which only touches the workspace and the outputs (a
@@ -271,6 +289,38 @@ struct Fp32Views {
   }
 };
 
+// An fp32 operand of n elements as split_tf32_product takes it: split into the workspace at
+// `offset` (high part, then low), or the operand itself where it is exact in TF32.
+SplitOperand split_operand(char* ws, std::size_t offset, const float* v, std::int64_t n, bool exact,
+                           cudaStream_t stream, Steps& steps) {
+  if (exact) return {v, nullptr};
+  auto* high = reinterpret_cast<float*>(ws + offset);
+  steps << launch_status(kr::split_tf32(v, high, high + n, n, stream));
+  return {high, high + n};
+}
+
+// The input projection of every step at once, gates [T N, G H] = x W_ih^T (fp32): an f32
+// problem's as split_tf32 products where the config asks (a 16-bit problem's is a 16-bit
+// tensor-core product already, exact; tf32's in TF32).
+void project_inputs(const LaunchArgs& a, const RnnProblem& r, const StepwiseLayout& l, const Tensors& t,
+                    float* gates, Steps& steps) {
+  const std::int64_t rows = r.steps * r.batch, D = r.input, GH = r.gates * r.hidden;
+  if (!split_products(a.config) || a.problem.dtype != DType::f32) {
+    steps << library_status(
+        rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, rows, GH, D, t.x, t.w_ih, gates));
+    return;
+  }
+  char* ws = static_cast<char*>(a.workspace);
+  const auto* x_f32 = static_cast<const float*>(t.x);
+  const auto* w_f32 = static_cast<const float*>(t.w_ih);
+  const SplitOperand x = split_operand(ws, l.split_x, x_f32, rows * D, false, a.stream, steps);
+  const SplitOperand w = split_operand(ws, l.split_w_ih, w_f32, GH * D, false, a.stream, steps);
+  GemmOperands g;
+  g.m = rows, g.n = GH, g.k = D;
+  g.layout = kernels::gemm::Layout::nt;
+  if (steps.ok()) steps << library_status(split_tf32_product(a.libraries, a.stream, g, x, w, gates));
+}
+
 // What both rungs finish with, the non-recurrent products over every step at once (T N rows):
 // dx = d_input W_ih, dW_ih = d_input^T x, dW_hh = d_hidden^T h_prev, and the biases' gradients as
 // products with a ones vector.
@@ -288,9 +338,31 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
   float* dw_hh = v.accumulator(t.dw_hh, l.dw_hh);
   float* db_ih = v.accumulator(t.db_ih, l.db_ih);
   float* db_hh = v.accumulator(t.db_hh, l.db_hh);
-  steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
-  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));
-  steps << library_status(rnn_product(libraries, a.stream, dtype, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
+  if (split_products(a.config)) {
+    // Split TF32: x, W_ih and h_prev are exact in TF32 where they are widened 16-bit values.
+    const bool exact = storage_of(dtype) != DType::f32;
+    char* ws = static_cast<char*>(a.workspace);
+    const auto split = [&](std::size_t offset, const float* operand, std::int64_t n, bool is_exact) {
+      return split_operand(ws, offset, operand, n, is_exact, a.stream, steps);
+    };
+    const SplitOperand d_in = split(l.split_d_input, d_input, rows * GH, false);
+    const SplitOperand d_hid = d_hidden == d_input ? d_in : split(l.split_d_hidden, d_hidden, rows * GH, false);
+    const SplitOperand x_parts = split(l.split_x, x, rows * D, exact);
+    const SplitOperand w_parts = split(l.split_w_ih, w_ih, GH * D, exact);
+    const SplitOperand h_parts = split(l.split_h_prev, h_prev, rows * r.hidden, exact);
+    GemmOperands g;
+    g.m = rows, g.n = D, g.k = GH, g.layout = kernels::gemm::Layout::nn;
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, w_parts, dx));
+    g.m = GH, g.n = D, g.k = rows, g.layout = kernels::gemm::Layout::tn;
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, x_parts, dw_ih));
+    g.n = r.hidden;
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_hid, h_parts, dw_hh));
+  } else {
+    steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
+    steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));
+    steps << library_status(
+        rnn_product(libraries, a.stream, dtype, GH, r.hidden, rows, d_hidden, true, h_prev, dw_hh));
+  }
   steps << launch_status(kr::fill(v.f32(l.ones), rows, 1.f, a.stream));
   steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_input, true, v.f32(l.ones), db_ih));
   steps << library_status(rnn_product(libraries, a.stream, dtype, GH, 1, rows, d_hidden, true, v.f32(l.ones), db_hh));
@@ -344,12 +416,12 @@ template <typename Element>
 LaunchStatus stepwise_forward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
-  const StepwiseLayout l = stepwise_layout(r, a.problem.dtype);
+  const StepwiseLayout l = stepwise_layout(r, a.problem.dtype, split_products(a.config));
   char* ws = static_cast<char*>(a.workspace);
   const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
   const bool lstm = r.cell == kr::Cell::lstm;
   const int N = static_cast<int>(r.batch), H = static_cast<int>(r.hidden);
-  const std::int64_t T = r.steps, D = r.input, GH = r.gates * r.hidden, NH = r.batch * r.hidden, NGH = r.batch * GH;
+  const std::int64_t T = r.steps, GH = r.gates * r.hidden, NH = r.batch * r.hidden, NGH = r.batch * GH;
   const DType dtype = a.problem.dtype;
   cudaStream_t stream = a.stream;
   const auto* h0 = static_cast<const Element*>(t.h0);
@@ -359,7 +431,7 @@ LaunchStatus stepwise_forward(const LaunchArgs& a, const LayerOutputs& out) {
   float* saved = f32(l.saved);
 
   Steps steps;
-  steps << library_status(rnn_times_transposed(a.libraries, stream, dtype, T * r.batch, GH, D, t.x, t.w_ih, gates));
+  project_inputs(a, r, l, t, gates, steps);
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), cells, NH, stream));
   for (std::int64_t s = 0; s < T && steps.ok(); ++s) {
     const Element* h_in = s == 0 ? h0 : y + (s - 1) * NH;
@@ -391,7 +463,7 @@ template <typename Element>
 LaunchStatus stepwise_backward(const LaunchArgs& a, const LayerOutputs& out) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
-  const StepwiseLayout l = stepwise_layout(r, a.problem.dtype);
+  const StepwiseLayout l = stepwise_layout(r, a.problem.dtype, split_products(a.config));
   char* ws = static_cast<char*>(a.workspace);
   const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
   const bool lstm = r.cell == kr::Cell::lstm;
@@ -609,8 +681,8 @@ struct PersistentLayout {
   std::size_t final_state, forward, barrier, total;
 };
 
-PersistentLayout persistent_layout(const RnnProblem& r, DType dtype) {
-  PersistentLayout l{stepwise_layout(r, dtype), 0, 0, 0, 0};
+PersistentLayout persistent_layout(const RnnProblem& r, DType dtype, bool split) {
+  PersistentLayout l{stepwise_layout(r, dtype, split), 0, 0, 0, 0};
   std::size_t at = l.steps.total;
   const auto take = [&](std::size_t bytes) {
     const std::size_t here = at;
@@ -624,8 +696,8 @@ PersistentLayout persistent_layout(const RnnProblem& r, DType dtype) {
   return l;
 }
 
-std::size_t persistent_workspace(const Problem& p, const Config&) {
-  return persistent_layout(rnn_of(p), p.dtype).total;
+std::size_t persistent_workspace(const Problem& p, const Config& c) {
+  return persistent_layout(rnn_of(p), p.dtype, split_products(c)).total;
 }
 
 // A cooperative launch the device cannot hold, or a cluster it cannot place, is a refusal.
@@ -642,7 +714,7 @@ template <typename Element>
 LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out, int rung) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
-  const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
+  const PersistentLayout pl = persistent_layout(r, a.problem.dtype, split_products(a.config));
   const StepwiseLayout& l = pl.steps;
   char* ws = static_cast<char*>(a.workspace);
   const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
@@ -652,8 +724,7 @@ LaunchStatus persistent_forward(const LaunchArgs& a, const LayerOutputs& out, in
   float* gates = f32(l.gates);
 
   Steps steps;
-  steps << library_status(rnn_times_transposed(a.libraries, a.stream, a.problem.dtype, r.steps * r.batch,
-                                               r.gates * r.hidden, r.input, t.x, t.w_ih, gates));
+  project_inputs(a, r, l, t, gates, steps);
   if (lstm) steps << launch_status(kr::widen(static_cast<const Element*>(t.c0), f32(l.cells), NH, a.stream));
   kr::Layer<Element> layer;
   layer.cell = r.cell;
@@ -692,7 +763,7 @@ template <typename Element, typename Chain>
 LaunchStatus persistent_backward(const LaunchArgs& a, const LayerOutputs& out, Chain run_chain) {
   const RnnProblem r = rnn_of(a.problem);
   const Tensors t = tensors_of(a);
-  const PersistentLayout pl = persistent_layout(r, a.problem.dtype);
+  const PersistentLayout pl = persistent_layout(r, a.problem.dtype, split_products(a.config));
   const StepwiseLayout& l = pl.steps;
   char* ws = static_cast<char*>(a.workspace);
   const auto f32 = [&](std::size_t offset) { return reinterpret_cast<float*>(ws + offset); };
@@ -772,8 +843,8 @@ void set_halves(Variant& v, const Half& forward, const Half& backward) {
 // with stepwise's), the final states not wanted.
 std::function<LaunchStatus(const LaunchArgs&)> whole_launch(const Half& forward, const Half& backward) {
   return [forward, backward](const LaunchArgs& a) {
-    const LayerOutputs out{static_cast<char*>(a.workspace) + stepwise_layout(rnn_of(a.problem), a.problem.dtype).h_stored,
-                           nullptr, nullptr};
+    const StepwiseLayout l = stepwise_layout(rnn_of(a.problem), a.problem.dtype, split_products(a.config));
+    const LayerOutputs out{static_cast<char*>(a.workspace) + l.h_stored, nullptr, nullptr};
     if (LaunchStatus s = forward(a, out); !s.ok) return s;
     return backward(a, out);
   };
@@ -866,11 +937,19 @@ void add_variants(Catalogue& cat, const std::string& primitive, const ForwardRun
       {forward_axis,
        {"chain_splits", {0, 4, 8, kMaxChainSplits},
         "slices of G H a step's product dh W_hh is taken in by one batched launch, summed by the next step's cell "
-        "kernel (0: cuBLAS's one product, its split-K reduction a launch of its own)"}});
+        "kernel (0: cuBLAS's one product, its split-K reduction a launch of its own)"},
+       {"products", {0, 1},
+        "the products over all steps (x W_ih^T, dx, dW_ih, dW_hh): 0 fp32 FMAs (cuBLAS SGEMM); 1 three TF32 "
+        "tensor-core products of operands split into TF32 high and low parts (a term off by about 2^-21 of itself; "
+        "not tf32 problems, whose products are TF32 already)"}});
   // k_split 8: the forward that won at H 512 (13.7 us a step on the H100 against 41 with k_split 1).
-  h.default_config = Config({{"forward", kGridSplitForward}, {"chain_splits", 0}});
+  h.default_config = Config({{"forward", kGridSplitForward}, {"chain_splits", 0}, {"products", 0}});
   h.supports = [forward](const Problem& problem, const Config& config, const DeviceLimits& limits) {
     const RnnProblem r = rnn_of(problem);
+    if (split_products(config) && problem.dtype == DType::tf32)
+      return Support::no("a tf32 problem takes its products in TF32 already (products 1 is for fp32 products)");
+    if (split_products(config) && limits.compute_capability < 80)
+      return Support::no("split TF32 products need TF32 tensor cores (compute capability 8.0)");
     const int splits = chain_splits(config);
     if (splits > 0 && (r.gates * r.hidden) % splits != 0)
       return Support::no("the G H = " + std::to_string(r.gates * r.hidden) + " gate rows do not split into " +

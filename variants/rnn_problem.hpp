@@ -79,4 +79,32 @@ inline LibraryCallResult rnn_split_product(LibraryHandles& libraries, cudaStream
   return cublas_strided_batched(libraries, stream, dtype == DType::tf32 ? DType::tf32 : DType::f32, g);
 }
 
+// An fp32 operand of split_tf32_product: `high` its TF32 rounding and `low` the rest
+// (kernels::rnn::split_tf32), or low null where the operand is exact in TF32 (a widened 16-bit
+// value: f16's and bf16's mantissas fit TF32's 10 bits) and high is the operand itself.
+struct SplitOperand {
+  const float* high;
+  const float* low;
+};
+
+// C [m, n] = beta C + op(A) op(B) (g's layout, m, n, k; fp32, row-major) as three TF32
+// tensor-core products of split operands: A_low B_high + A_high B_low + A_high B_high, the small
+// terms first. The dropped A_low B_low and the rounding of each low part to TF32 leave a term off
+// by about 2^-21 of |A B| (fp32 FMAs: 2^-24), at a third of the tensor cores' TF32 rate.
+inline LibraryCallResult split_tf32_product(LibraryHandles& libraries, cudaStream_t stream, GemmOperands g,
+                                            SplitOperand a, SplitOperand b, float* c) {
+  g.c = c;
+  const auto product = [&](const float* a_part, const float* b_part) {
+    g.a = a_part, g.b = b_part;
+    LibraryCallResult r = cublas_gemm(libraries, stream, DType::tf32, g);
+    g.beta = 1.f;
+    return r;
+  };
+  if (a.low)
+    if (LibraryCallResult r = product(a.low, b.high); !r.ok) return r;
+  if (b.low)
+    if (LibraryCallResult r = product(a.high, b.low); !r.ok) return r;
+  return product(a.high, b.high);
+}
+
 }  // namespace shapetune

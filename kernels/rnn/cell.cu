@@ -109,6 +109,31 @@ cudaError_t narrow(const float* in, T* out, std::int64_t n, cudaStream_t stream)
   return cudaGetLastError();
 }
 
+// TF32's rounding of v (round to nearest, ties away: cvt.rna.tf32.f32), by integer arithmetic so
+// that sm_75 builds it too. Infinities and NaNs stay as they are.
+__device__ __forceinline__ float tf32_rounded(float v) {
+  const unsigned bits = __float_as_uint(v);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return v;
+  return __uint_as_float((bits + 0x1000u) & 0xffffe000u);
+}
+
+__global__ void split_tf32_kernel(const float* __restrict__ in, float* __restrict__ high, float* __restrict__ low,
+                                  std::int64_t n) {
+  grid_dependency_sync();
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = in[i], h = tf32_rounded(v);
+    high[i] = h;
+    low[i] = isfinite(v) ? v - h : 0.f;  // exact: v and h share their exponent or h is the next power of 2
+  }
+}
+
+cudaError_t split_tf32(const float* in, float* high, float* low, std::int64_t n, cudaStream_t stream) {
+  split_tf32_kernel<<<grid_stride_blocks(static_cast<std::size_t>(n), kThreads, 1024), kThreads, 0, stream>>>(
+      in, high, low, n);
+  return cudaGetLastError();
+}
+
 #define SHAPETUNE_RNN_CELL(T)                                                                                      \
   template cudaError_t cell_step<T>(Cell, const float*, const float*, const T*, const T*, const T*, float*, T*, int, \
                                     int, cudaStream_t);                                                             \

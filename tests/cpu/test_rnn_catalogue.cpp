@@ -409,14 +409,17 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
   for (const char* name : {"lstm.backward", "gru.backward"}) {
     const Variant& v = *catalogue().find_variant(name, "persistent_stepwise");
     const Variant& persistent = *catalogue().find_variant(name, "persistent");
-    ASSERT_EQ(v.params.axes().size(), 2u) << name;
+    ASSERT_EQ(v.params.axes().size(), 3u) << name;
     EXPECT_EQ(v.params.axes()[0].name, "forward");
     EXPECT_EQ(v.params.axes()[0].values, persistent.params.axes()[0].values);
     EXPECT_EQ(v.params.axes()[1].name, "chain_splits");
     EXPECT_EQ(v.params.axes()[1].values, (std::vector<std::int64_t>{0, 4, 8, 16}));
+    EXPECT_EQ(v.params.axes()[2].name, "products");
+    EXPECT_EQ(v.params.axes()[2].values, (std::vector<std::int64_t>{0, 1}));
     EXPECT_EQ(v.default_config.at("forward"), 2) << "the k_split forward that won at H 512";
-    // A winner stored before the axis existed ran cuBLAS's single product.
+    // A winner stored before the axes existed ran cuBLAS's single product and fp32 products.
     EXPECT_EQ(complete_config(v, Config({{"forward", 3}})).at("chain_splits"), 0);
+    EXPECT_EQ(complete_config(v, Config({{"forward", 3}})).at("products"), 0);
     EXPECT_TRUE(v.forward_half && v.backward_half) << name;
     const Problem p{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 512}, {"H", 512}})};
     EXPECT_EQ(v.workspace_bytes(p, v.default_config), persistent.workspace_bytes(p, persistent.default_config));
@@ -425,6 +428,29 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
     // The grid forwards at the character model's H 512; the cluster one where a cluster holds W_hh.
     for (const std::int64_t forward : {0, 2})
       EXPECT_TRUE(v.supports(p, Config({{"forward", forward}}), h200).ok) << forward;
+    // Split TF32 products: the split operands' room (the gates' gradients, x, W_ih, h: each twice)
+    // on top of the fp32 products' workspace; refused for tf32 problems and without TF32 tensor cores.
+    {
+      const std::int64_t T = 64, N = 64, D = 512, H = 512, GH = (std::string(name) == "lstm.backward" ? 4 : 3) * H;
+      const std::int64_t gradients = std::string(name) == "lstm.backward" ? 1 : 2;
+      const Config split({{"forward", 3}, {"chain_splits", 8}, {"products", 1}});
+      const Config fp32({{"forward", 3}, {"chain_splits", 8}, {"products", 0}});
+      EXPECT_GE(v.workspace_bytes(p, split) - v.workspace_bytes(p, fp32),
+                static_cast<std::size_t>(4 * 2 * (gradients * T * N * GH + T * N * D + GH * D + T * N * H)));
+      EXPECT_TRUE(v.supports(p, split, h200).ok);
+      const Problem tf32{name, DType::tf32, p.shape};
+      const Support refused = v.supports(tf32, split, h200);
+      EXPECT_FALSE(refused.ok);
+      EXPECT_NE(refused.reason.find("TF32 already"), std::string::npos) << refused.reason;
+      EXPECT_TRUE(v.supports(tf32, fp32, h200).ok);
+      const Support on_t4 = v.supports(p, Config({{"forward", 0}, {"products", 1}}), t4);
+      EXPECT_FALSE(on_t4.ok);
+      EXPECT_NE(on_t4.reason.find("TF32 tensor cores"), std::string::npos) << on_t4.reason;
+      // A 16-bit problem splits only the gates' gradients: its x, W_ih and h are exact in TF32.
+      const Problem half{name, DType::f16, p.shape};
+      EXPECT_LT(v.workspace_bytes(half, split) - v.workspace_bytes(half, fp32),
+                v.workspace_bytes(p, split) - v.workspace_bytes(p, fp32));
+    }
     const Problem small{name, DType::f32, Shape({{"T", 64}, {"N", 64}, {"D", 128}, {"H", 128}})};
     EXPECT_TRUE(v.supports(small, Config({{"forward", 1}}), h200).ok);
     // The slices must divide G H (384 or 512 at H 128; the GRU's 3 x 100 = 300 takes 4, not 8).

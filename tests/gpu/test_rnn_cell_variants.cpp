@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "baselines/library_handles.hpp"
 #include "harness/cuda_check.hpp"
@@ -43,7 +44,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RnnCellVariants, ::testing::Values(DType::f32, 
 
 // The layers' stepwise_graph rungs, in the layers' dtypes (tf32 too, which the cells have not:
 // they take no products); and the backward's persistent_stepwise with its step product in slices
-// (chain_splits), each step's partial sums added up by the next step's cell kernel.
+// (chain_splits), each step's partial sums added up by the next step's cell kernel, and with its
+// products over all steps split into TF32 parts (products 1).
 class RnnStepwiseGraph : public RnnCellVariants {};
 
 // Three launches with the same pointers: the first runs the launches and captures them, the next
@@ -57,12 +59,18 @@ TEST_P(RnnStepwiseGraph, ReplaysAndNestsInAnOuterCapture) {
     Config config;
   };
   const Config sliced({{"forward", 2}, {"chain_splits", 4}});
-  const Rung rungs[] = {{"lstm.forward", "stepwise_graph", {}},
-                        {"gru.forward", "stepwise_graph", {}},
-                        {"lstm.backward", "stepwise_graph", {}},
-                        {"gru.backward", "stepwise_graph", {}},
-                        {"lstm.backward", "persistent_stepwise", sliced},
-                        {"gru.backward", "persistent_stepwise", sliced}};
+  std::vector<Rung> rungs = {{"lstm.forward", "stepwise_graph", {}},
+                             {"gru.forward", "stepwise_graph", {}},
+                             {"lstm.backward", "stepwise_graph", {}},
+                             {"gru.backward", "stepwise_graph", {}},
+                             {"lstm.backward", "persistent_stepwise", sliced},
+                             {"gru.backward", "persistent_stepwise", sliced}};
+  // Split TF32 products (their split kernels and three cuBLAS products each) captured too; tf32
+  // problems refuse them.
+  const Config split({{"forward", 2}, {"chain_splits", 4}, {"products", 1}});
+  if (GetParam() != DType::tf32)
+    for (const char* primitive : {"lstm.backward", "gru.backward"})
+      rungs.push_back({primitive, "persistent_stepwise", split});
   for (const auto& [primitive, variant, config] : rungs) {
     const Problem problem{primitive, GetParam(), Shape({{"T", 5}, {"N", 2}, {"D", 33}, {"H", 100}})};
     const std::string what = problem.key() + " " + variant + "{" + config.key() + "}";
