@@ -110,11 +110,13 @@ cudaError_t narrow(const float* in, T* out, std::int64_t n, cudaStream_t stream)
 }
 
 // TF32's rounding of v (round to nearest, ties away: cvt.rna.tf32.f32), by integer arithmetic so
-// that sm_75 builds it too. Infinities and NaNs stay as they are.
+// that sm_75 builds it too. Infinities and NaNs stay as they are; a finite v that would round up
+// to infinity is truncated instead, so that v - high stays finite.
 __device__ __forceinline__ float tf32_rounded(float v) {
   const unsigned bits = __float_as_uint(v);
   if ((bits & 0x7f800000u) == 0x7f800000u) return v;
-  return __uint_as_float((bits + 0x1000u) & 0xffffe000u);
+  const unsigned rounded = (bits + 0x1000u) & 0xffffe000u;
+  return __uint_as_float((rounded & 0x7f800000u) == 0x7f800000u ? bits & 0xffffe000u : rounded);
 }
 
 __global__ void split_tf32_kernel(const float* __restrict__ in, float* __restrict__ high, float* __restrict__ low,
