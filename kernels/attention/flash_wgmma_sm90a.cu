@@ -192,32 +192,42 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const typename C::T* src
 // A K-major operand of kRows rows in the swizzled layout: its k16 step `step` starts 32 bytes
 // further along the rows, the next 64 of hd one column block on. The leading offset is unused
 // with swizzling (encoded as 1); 8-row groups are 1024 bytes apart.
+__device__ __forceinline__ DescriptorBase k_major_base(unsigned tile) {
+  return descriptor_base(tile, 16, kSwizzleAtomBytes);
+}
 template <int kRows>
-__device__ __forceinline__ std::uint64_t k_major_descriptor(unsigned tile, int step) {
+constexpr unsigned k_major_offset(int step) {
   constexpr int kStepsPerRow = kSwizzleRowElements / kMmaK;
-  return matrix_descriptor(tile + static_cast<unsigned>(step / kStepsPerRow) * kRows * kSwizzleRowBytes +
-                               static_cast<unsigned>(step % kStepsPerRow) * kMmaK * kElementBytes,
-                           16, kSwizzleAtomBytes);
+  return static_cast<unsigned>(step / kStepsPerRow) * kRows * kSwizzleRowBytes +
+         static_cast<unsigned>(step % kStepsPerRow) * kMmaK * kElementBytes;
+}
+
+// This thread's warpgroup, broadcast from lane 0 so that the compiler knows it is warp-uniform:
+// what derives from it (the warpgroup's Q rows, its descriptors) can then live in uniform
+// registers, which wgmma reads its descriptors from, instead of being moved there before each one.
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / kWarpgroupThreads, 0);
 }
 
 // The V tile as P V's N-major B: k16 step `step` (16 keys) starts 16 rows in; the leading offset
 // is the next 64 of hd (one column block of kBlockK rows), the stride the next 8 keys.
 template <class C>
-__device__ __forceinline__ std::uint64_t v_descriptor(unsigned tile, int step) {
-  return matrix_descriptor(tile + static_cast<unsigned>(step) * kMmaK * kSwizzleRowBytes,
-                           static_cast<unsigned>(C::kBlockK) * kSwizzleRowBytes, kSwizzleAtomBytes);
+__device__ __forceinline__ DescriptorBase v_base(unsigned tile) {
+  return descriptor_base(tile, static_cast<unsigned>(C::kBlockK) * kSwizzleRowBytes, kSwizzleAtomBytes);
 }
+constexpr unsigned v_offset(int step) { return static_cast<unsigned>(step) * kMmaK * kSwizzleRowBytes; }
 
 // Issues S = Q K^T for the warpgroup's 64 rows and the tile's block_k keys as one wgmma group,
 // not waited for. The fence orders every register write before it (the softmax's of s, the
 // packing of P, O's rescaling) before the products that follow.
 template <class C>
 __device__ __forceinline__ void issue_qk(float (&s)[C::kScoreRegisters], unsigned q_rows, unsigned k_tile) {
+  const DescriptorBase q = k_major_base(q_rows), k = k_major_base(k_tile);
   wgmma_fence();
 #pragma unroll
   for (int step = 0; step < C::kDimSteps; ++step)
-    wgmma_m64k16<typename C::T, C::kBlockK, 0, 0>(s, k_major_descriptor<C::kBlockQ>(q_rows, step),
-                                                  k_major_descriptor<C::kBlockK>(k_tile, step), step > 0);
+    wgmma_m64k16<typename C::T, C::kBlockK, 0, 0>(s, descriptor_at(q, k_major_offset<C::kBlockQ>(step)),
+                                                  descriptor_at(k, k_major_offset<C::kBlockK>(step)), step > 0);
   wgmma_commit();
 }
 
@@ -234,9 +244,10 @@ __device__ __forceinline__ void multiply_qk(float (&s)[C::kScoreRegisters], unsi
 template <class C>
 __device__ __forceinline__ void issue_pv(const unsigned (&a)[C::kKeySteps][4], float (&o)[C::kOutputRegisters],
                                          unsigned v_tile) {
+  const DescriptorBase v = v_base<C>(v_tile);
 #pragma unroll
   for (int kk = 0; kk < C::kKeySteps; ++kk)
-    wgmma_m64k16_register_a<typename C::T, C::kHeadDim, 1>(o, a[kk], v_descriptor<C>(v_tile, kk), 1);
+    wgmma_m64k16_register_a<typename C::T, C::kHeadDim, 1>(o, a[kk], descriptor_at(v, v_offset(kk)), 1);
   wgmma_commit();
 }
 
@@ -366,7 +377,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // The last query tiles see the most keys under a causal mask: they go first.
   const int q_tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
-  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const int warpgroup = warpgroup_index();
   const int warp_in_group = static_cast<int>(threadIdx.x) % kWarpgroupThreads / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4, thread_in_group = lane % 4;
@@ -507,7 +518,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   auto full_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + slot); };
   auto empty_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + kQSlots + slot); };
 
-  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  const int warpgroup = warpgroup_index();
   const int tid = static_cast<int>(threadIdx.x) % kWarpgroupThreads;  // within the warpgroup
   const bool causal = p.mask == Mask::causal;
   constexpr unsigned kConsumerWarps = C::kWarpgroups * kWarpgroupThreads / kWarpSize;
