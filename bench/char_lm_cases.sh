@@ -8,7 +8,6 @@
 #
 #   bench/char_lm_cases.sh OUTDIR [--cells "lstm gru"] [--layers "1 2"] [--hiddens "128 256 512"]
 #                          [--seq-lens "64 128"] [--db FILE] [--data FILE] [--modes LIST] [--no-peer]
-#                          [--launch-overlap]
 #
 # Defaults: every configuration of shapes/char_lm.yaml (24; more than one 10-minute device call
 # holds: pass a few per call), no database (every op its default variant; tune first with
@@ -17,14 +16,13 @@
 # CPU machine and carry data/: the GPU box may lack the package), else Debian's, the peer's four
 # modes. Per configuration OUTDIR/<cell>-L<layers>-H<hidden>-T<seq-len>/ holds tuned.json,
 # library.json, torch.json and the logs; the verdicts go to OUTDIR/targets.md. Exit 1 when a
-# step fails or a target is missed. --launch-overlap passes the runner's flag of that name (programmatic
-# dependent launch inside its step graphs, sm_90) to every runner call.
+# step fails or a target is missed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$1; shift
 cells="lstm gru" layers="1 2" hiddens="128 256 512" seq_lens="64 128" db=() modes=eager,eager_fused,compile,cuda_graph
-peer=1 data=/usr/share/doc/jargon-text/jargon.txt.gz overlap=()
+peer=1 data=/usr/share/doc/jargon-text/jargon.txt.gz
 [ -f data/jargon.txt.gz ] && data=$PWD/data/jargon.txt.gz
 while [ $# -gt 0 ]; do
   case $1 in
@@ -36,7 +34,6 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift ;;
     --modes) modes=$2; shift ;;
     --no-peer) peer=0 ;;
-    --launch-overlap) overlap=(--launch-overlap) ;;
     *) echo "char_lm_cases.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,7 +57,7 @@ for cell in $cells; do
         dir=$out/$cell-L$l-H$h-T$t
         mkdir -p "$dir"
         model=(train "$cell" --layers "$l" --hidden "$h" --seq-len "$t" --batch 64 --data "$data" --seed 1 --sample 0
-               "${db[@]}" "${overlap[@]}")
+               "${db[@]}")
         echo "== $cell, $l layer(s), hidden $h, seq-len $t"
         run tuned --steps 100 --timing-suite --op-times --save-weights "$dir/weights.st" --save-batches "$dir/batches.st" \
           --save-trained "$dir/after100.st" --results "$dir/tuned.json" || continue

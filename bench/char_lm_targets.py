@@ -91,8 +91,6 @@ def judge(name, directory):
     if recurrent:
         rows.append("| (tuned recurrent layers) | " + "; ".join(
             f"{r['op']}: {r['variant']}{{{r['config']}}} ({r['source']})" for r in recurrent) + " | shown |")
-    if (tuned or {}).get("launch_overlap"):
-        rows.append("| (launch overlap) | programmatic dependent launch inside the step graphs | shown |")
     lib = suite(library)
     if lib:
         rows.append(f"| (library dispatch: cuDNN RNN, cuBLAS) | {spread(lib)}"

@@ -284,7 +284,6 @@ CharLmRun char_lm_run(const ParsedArgs& a) {
   r.save_trained = a.value("save-trained");
   r.save_batches = a.value("save-batches");
   r.op_times = a.has("op-times");
-  r.trainer.overlap_launches = a.has("launch-overlap");
   if (a.has("timing-suite")) {
     CharLmTimingSuiteOptions suite;
     suite.warmup_steps = static_cast<int>(a.integer("warmup-steps", suite.warmup_steps, 0, 100000));
@@ -391,11 +390,6 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
       << (options.db_path.empty() ? " (no --db: defaults)" : " from " + options.db_path) << ", seed " << c.seed
       << (o.weights ? ", weights from " + *o.weights : std::string(", PyTorch-default initialisation")) << "\n";
   print_resolutions(trainer->resolutions(), out);
-  if (options.overlap_launches)
-    out << (trainer->launches_overlap()
-                ? "launch overlap: " + std::to_string(trainer->overlapped_edges()) +
-                      " kernel-to-kernel edges of the training and evaluation graphs programmatic\n"
-                : std::string("launch overlap: not on this device (needs sm_90)\n"));
   out << "(the embedding's gather and gradient are plain kernels of models/training_kernels.cu, deterministic: "
          "no atomics)\n";
   out << "\nepoch  steps  train loss  valid loss  valid bpc  median step ms   chars/s\n" << std::flush;
@@ -487,7 +481,6 @@ int run_char_lm(RecurrentCell cell, const ParsedArgs& a, const TrainCommon& c, s
       .add("seq_len", json_integer(options.seq_len))
       .add("batch", json_integer(options.batch))
       .add("lr", json_number(options.lr))
-      .add("launch_overlap", json_bool(options.overlap_launches && trainer->launches_overlap()))
       .add("first_step_losses", losses)
       .add("epochs", json_block_array(epoch_json, "  "));
   if (suite) results.add("timing_suite", char_lm_timing_suite_json(*suite));
@@ -524,9 +517,6 @@ std::vector<OptionSpec> char_lm_options() {
       {"op-times", 0, "",
        "at the end, where a training step's time goes: each dispatched op's median time inside 50 replays of the "
        "step's ops with an event after each"},
-      {"launch-overlap", 0, "",
-       "programmatic dependent launch inside the step graphs (sm_90 on): each of shapetune's kernels is launched "
-       "while the kernel before it finishes, and waits for it before touching memory"},
   };
 }
 

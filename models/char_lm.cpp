@@ -455,7 +455,6 @@ struct CharLmTrainer::State {
   std::vector<BoundOp> layer_forward, layer_training, head, head_backward;
   BoundOp adam;
   StepGraph step_graph;
-  std::size_t overlapped_edges = 0;  // programmatic edges of both graphs (CharLmOptions::overlap_launches)
   GraphExec eval_exec;
 
   cudaStream_t stream() const { return core->stream(); }
@@ -542,7 +541,6 @@ struct CharLmTrainer::State {
                                                           static_cast<double*>(loss_sum.get()), stream()));
       carry_state();
     });
-    if (core->overlap_launches()) overlapped_edges = overlap_kernel_launches(body.get());
     step_graph = StepGraph(std::move(body), [this](std::int64_t t) { return capture_adam(t); });
 
     const Graph eval = capture(stream(), [&] {
@@ -554,7 +552,6 @@ struct CharLmTrainer::State {
                                                           static_cast<double*>(val_loss_sum.get()), stream()));
       carry_state();
     });
-    if (core->overlap_launches()) overlapped_edges += overlap_kernel_launches(eval.get());
     eval_exec = GraphExec(eval);
   }
 };
@@ -576,8 +573,7 @@ CharLmTrainer::CharLmTrainer(const CharLmOptions& options, const CharLmShape& sh
     throw std::invalid_argument("the batches' --seq-len and --batch differ from the trainer's");
   s.rows = std::int64_t{options.seq_len} * options.batch;
   if (s.rows > (std::int64_t{1} << 24)) throw std::invalid_argument("--seq-len x --batch must be at most 2^24");
-  s.core = std::make_unique<RunnerCore>(
-      RunnerOptions{options.db_path, options.dispatch, options.device, options.overlap_launches});
+  s.core = std::make_unique<RunnerCore>(RunnerOptions{options.db_path, options.dispatch, options.device});
 
   const std::size_t flat_bytes = static_cast<std::size_t>(s.flat) * sizeof(float);
   s.p = upload(parameters);
@@ -686,8 +682,6 @@ CharLmTrainer::~CharLmTrainer() = default;
 
 const std::vector<OpResolution>& CharLmTrainer::resolutions() const { return state_->core->resolutions(); }
 const DeviceInfo& CharLmTrainer::device() const { return state_->core->device(); }
-bool CharLmTrainer::launches_overlap() const { return state_->core->overlap_launches(); }
-std::size_t CharLmTrainer::overlapped_edges() const { return state_->overlapped_edges; }
 
 CharLmEpoch CharLmTrainer::train_epoch(std::int64_t max_steps) {
   State& s = *state_;

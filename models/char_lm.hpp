@@ -121,10 +121,6 @@ struct CharLmOptions {
   int seq_len = 128;
   int batch = 64;
   double lr = 2e-3;  // Adam, no weight decay, betas 0.9/0.999, eps 1e-8
-  // Programmatic dependent launch inside both step graphs (sm_90 on; models/runner's
-  // overlap_kernel_launches): each of shapetune's kernels is launched while the kernel before it
-  // finishes. A training step of the recurrent layers' backward runs a few kernels a time step.
-  bool overlap_launches = false;
 };
 
 // The dispatched operations of a trainer, in binding order (the embedding's kernels are not among
@@ -171,10 +167,6 @@ class CharLmTrainer {
 
   const std::vector<OpResolution>& resolutions() const;
   const DeviceInfo& device() const;
-  // With CharLmOptions::overlap_launches: whether the device took it (sm_90 on), and how many
-  // kernel-to-kernel edges of the training and evaluation graphs became programmatic.
-  bool launches_overlap() const;
-  std::size_t overlapped_edges() const;
 
   // A fresh epoch: the state zeroed, then the first min(max_steps, batches) training batches in
   // order, one graph replay each. Adam's step count runs on across epochs.

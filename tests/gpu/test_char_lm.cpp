@@ -170,44 +170,6 @@ TEST(CharLmTraining, TwoRunsOfOneSeedAreBitIdentical) {
   }
 }
 
-// --launch-overlap: programmatic edges into shapetune's kernels in both step graphs train the same
-// network bit for bit, epoch after epoch (a kernel that read before its wait would see its input
-// half written in some step), and validate to the same loss; on sm_90 some edges are programmatic.
-// The small model runs each layer's default variants; the wider one (H 64, T 16) has more of them.
-TEST(CharLmTraining, LaunchOverlapTrainsBitForBitAsThePlainGraphs) {
-  SHAPETUNE_REQUIRE_GPU();
-  const Tiny data;
-  const CharCorpusSplit longer = split_char_corpus(data.corpus, CharSplitOptions{16, 4, 0.1});
-  for (RecurrentCell cell : {RecurrentCell::lstm, RecurrentCell::gru}) {
-    for (const int hidden : {8, 64}) {
-      const CharCorpusSplit& split = hidden == 8 ? data.split : longer;
-      const CharLmShape shape{cell, static_cast<int>(data.corpus.vocabulary.size()), 6, hidden, 2};
-      const std::vector<float> init = char_lm_initial_parameters(shape, 31);
-      const std::string what = std::string(recurrent_cell_name(cell)) + " H " + std::to_string(hidden);
-      CharLmOptions plain_options;
-      plain_options.seq_len = hidden == 8 ? kSeqLen : 16;
-      plain_options.batch = hidden == 8 ? kBatch : 4;
-      CharLmOptions overlap_options = plain_options;
-      overlap_options.overlap_launches = true;
-      CharLmTrainer plain(plain_options, shape, init, split.train, split.validation);
-      CharLmTrainer overlapped(overlap_options, shape, init, split.train, split.validation);
-      const bool sm90 = plain.device().limits.compute_capability >= 90;
-      EXPECT_FALSE(plain.launches_overlap()) << what;
-      EXPECT_EQ(plain.overlapped_edges(), 0u) << what;
-      EXPECT_EQ(overlapped.launches_overlap(), sm90) << what;
-      if (sm90) EXPECT_GT(overlapped.overlapped_edges(), 0u) << what;
-      for (int epoch = 0; epoch < 3; ++epoch) {
-        EXPECT_EQ(overlapped.train_epoch(15).step_losses, plain.train_epoch(15).step_losses)
-            << what << ", epoch " << epoch;
-        EXPECT_EQ(overlapped.validation_loss(), plain.validation_loss()) << what << ", epoch " << epoch;
-      }
-      const std::vector<float> a = plain.parameters(), b = overlapped.parameters();
-      ASSERT_EQ(a.size(), b.size());
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
-    }
-  }
-}
-
 // The statistical suite's steps are training steps: on a corpus of a few batches an epoch, the
 // suite (warm-up 5, timed two epochs' worth) wraps the data twice and ends where two full epochs
 // and five steps of train_epoch end, bit for bit; every timed step has a positive time.
