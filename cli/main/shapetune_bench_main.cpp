@@ -53,7 +53,7 @@ cli::CommandSpec bench_spec() {
           "Candidates that supports() refuses are not registered (without a GPU: judged under nominal sm_90 limits).\n"
           "Google Benchmark's own flags (--benchmark_*) pass through, e.g.\n"
           "  --benchmark_list_tests             list the cases (needs no GPU)\n"
-          "  --benchmark_filter=REGEX           only matching cases; escape { as \\{ (a regex brace)\n"
+          "  --benchmark_filter=REGEX           only matching cases; match { and } with . (the regex rejects \\{)\n"
           "  --benchmark_format=json            or --benchmark_out=FILE --benchmark_out_format=json\n"
           "  --benchmark_repetitions=N          N independent measurements per case, with aggregates\n"
           "Each run of a case is one full measurement (cold L2, adaptive stopping), reported as one iteration whose\n"
