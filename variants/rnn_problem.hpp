@@ -82,18 +82,31 @@ inline LibraryCallResult rnn_split_product(LibraryHandles& libraries, cudaStream
 // An fp32 operand of split_tf32_product: `high` its TF32 rounding and `low` the rest
 // (kernels::rnn::split_tf32), or low null where the operand is exact in TF32 (a widened 16-bit
 // value: f16's and bf16's mantissas fit TF32's 10 bits) and high is the operand itself.
+// `stacked`, where not null: the three parts one after another, each of the operand's n elements,
+// in the order a stacked product pairs them: A (the left operand) high, low, high; B (the right)
+// low, high, high.
 struct SplitOperand {
   const float* high;
   const float* low;
+  const float* stacked = nullptr;
 };
 
 // C [m, n] = beta C + op(A) op(B) (g's layout, m, n, k; fp32, row-major) as three TF32
 // tensor-core products of split operands: A_low B_high + A_high B_low + A_high B_high, the small
 // terms first. The dropped A_low B_low and the rounding of each low part to TF32 leave a term off
 // by about 2^-21 of |A B| (fp32 FMAs: 2^-24), at a third of the tensor cores' TF32 rate.
+// Where k indexes both operands' rows (layout tn: A [k, m], B [k, n]) and both are stacked, the
+// three terms are one product over 3 k (A_high B_low + A_low B_high + A_high B_high): the weight
+// gradients' products (a G H x H output over T N) fill an H100 poorly, 103 us each at the LSTM H 512
+// T 128 layer's, where the one product over 3 k took 225 us against 310 for three
+// (reports/h100/2026-12-07-descriptors-h-copy, call Q).
 inline LibraryCallResult split_tf32_product(LibraryHandles& libraries, cudaStream_t stream, GemmOperands g,
                                             SplitOperand a, SplitOperand b, float* c) {
   g.c = c;
+  if (g.layout == kernels::gemm::Layout::tn && a.stacked && b.stacked) {
+    g.a = a.stacked, g.b = b.stacked, g.k *= 3;
+    return cublas_gemm(libraries, stream, DType::tf32, g);
+  }
   const auto product = [&](const float* a_part, const float* b_part) {
     g.a = a_part, g.b = b_part;
     LibraryCallResult r = cublas_gemm(libraries, stream, DType::tf32, g);
