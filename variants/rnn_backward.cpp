@@ -177,7 +177,7 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
 constexpr int kMaxChainSplits = 16;
 
 // How a split operand is laid out at its offset: its high part, then its low part (two parts), or
-// three parts stacked for a product over 3 k as the left operand (high, low, high) or the right
+// three parts stacked for a batched product as the left operand (high, low, high) or the right
 // one (low, high, high): SplitOperand::stacked.
 enum class Stack { none, left, right };
 
@@ -204,6 +204,7 @@ struct StepwiseLayout {
   // gates' gradients, and x, W_ih and the h each step read where they are fp32 values (a widened
   // 16-bit value is exact in TF32 and needs none); three parts stacked where x and h are split.
   std::size_t split_d_input, split_d_hidden, split_x, split_w_ih, split_h_prev;
+  std::size_t split_terms;  // [3, G H, max(D, H)]: a weight gradient's three products, before they are added
   std::size_t total;
 };
 
@@ -248,6 +249,7 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype, bool split) {
   l.split_x = take(split_inputs ? input_parts * T * N * D : 0);
   l.split_w_ih = take(split_inputs ? split_parts(Stack::none) * GH * D : 0);
   l.split_h_prev = take(split_inputs ? input_parts * T * N * H : 0);
+  l.split_terms = take(split_inputs ? 3 * GH * std::max(D, H) : 0);
   l.total = at;
   return l;
 }
@@ -355,7 +357,7 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
     // Split TF32: x, W_ih and h_prev are exact in TF32 where they are widened 16-bit values.
     const bool exact = storage_of(dtype) != DType::f32;
     char* ws = static_cast<char*>(a.workspace);
-    // An f32 problem's weight gradients are one product each over the parts stacked (Stack).
+    // An f32 problem's weight gradients are one batched launch each over the parts stacked (Stack).
     const Stack left = exact ? Stack::none : Stack::left, right = exact ? Stack::none : Stack::right;
     const auto split = [&](std::size_t offset, const float* operand, std::int64_t n, bool is_exact, Stack stack) {
       return split_operand(ws, offset, operand, n, is_exact, a.stream, steps, stack);
@@ -369,10 +371,11 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
     GemmOperands g;
     g.m = rows, g.n = D, g.k = GH, g.layout = kernels::gemm::Layout::nn;
     if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, w_parts, dx));
+    float* terms = exact ? nullptr : reinterpret_cast<float*>(ws + l.split_terms);
     g.m = GH, g.n = D, g.k = rows, g.layout = kernels::gemm::Layout::tn;
-    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, x_parts, dw_ih));
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, x_parts, dw_ih, terms));
     g.n = r.hidden;
-    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_hid, h_parts, dw_hh));
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_hid, h_parts, dw_hh, terms));
   } else {
     steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
     steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));

@@ -138,6 +138,24 @@ cudaError_t split_tf32(const float* in, float* high, float* low, float* high_aga
   return cudaGetLastError();
 }
 
+__global__ void sum_terms_kernel(const float* __restrict__ terms, int count, std::int64_t n, float beta,
+                                 float* __restrict__ c) {
+  grid_dependency_sync();
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float sum = terms[i];
+    for (int t = 1; t < count; ++t) sum += terms[t * n + i];
+    c[i] = beta == 0.f ? sum : beta * c[i] + sum;
+  }
+}
+
+cudaError_t sum_terms(const float* terms, int count, std::int64_t n, float beta, float* c, cudaStream_t stream) {
+  if (count < 1 || n < 1) return cudaErrorInvalidValue;
+  sum_terms_kernel<<<grid_stride_blocks(static_cast<std::size_t>(n), kThreads, 1024), kThreads, 0, stream>>>(
+      terms, count, n, beta, c);
+  return cudaGetLastError();
+}
+
 #define SHAPETUNE_RNN_CELL(T)                                                                                      \
   template cudaError_t cell_step<T>(Cell, const float*, const float*, const T*, const T*, const T*, float*, T*, int, \
                                     int, cudaStream_t);                                                             \
