@@ -92,11 +92,11 @@ struct SplitOperand {
 };
 
 // The k slices of each term of a batched split_tf32_product, and the most its `terms` hold room for.
-inline constexpr int kMaxSplitSlices = 4;
-// Slices of at most 2048 rows each (kMaxSplitSlices at most, each an equal share of k).
+inline constexpr int kMaxSplitSlices = 8;
+// Slices of at most 1024 rows each where k allows (kMaxSplitSlices at most, each an equal share of k).
 inline int split_slices(std::int64_t k) {
   int slices = 1;
-  while (slices < kMaxSplitSlices && k / slices > 2048 && k % (2 * slices) == 0) slices *= 2;
+  while (slices < kMaxSplitSlices && k / slices > 1024 && k % (2 * slices) == 0) slices *= 2;
   return slices;
 }
 
@@ -108,10 +108,10 @@ inline int split_slices(std::int64_t k) {
 // `terms` has room for 3 kMaxSplitSlices m n floats, the three products are one batched launch in
 // split_slices(k) slices of k each into `terms`, added into C after (kernels::rnn::sum_terms): the
 // weight gradients' products (a G H x H output over T N) fill an H100 poorly, 103 us each at the
-// LSTM H 512 T 128 layer's. The slices keep each tensor-core accumulation to at most 2048 terms:
-// one accumulation over all 3 T N (225 us against 310 for three), or three over T N each, put
-// the LSTM's dW_ih outside the backward's tolerance at T 128
-// (reports/h100/2026-12-07-descriptors-h-copy, calls R and S).
+// LSTM H 512 T 128 layer's. The slices keep each tensor-core accumulation short: one over all
+// 3 T N (225 us against 310 for three), or three over T N each, put the LSTM's dW_ih outside the
+// backward's tolerance at T 128 on an H100; slices of 2048 left 3 elements of the GRU's T 64 dW_ih
+// outside it (reports/h100/2026-12-07-descriptors-h-copy, calls R, S and T).
 inline LibraryCallResult split_tf32_product(LibraryHandles& libraries, cudaStream_t stream, GemmOperands g,
                                             SplitOperand a, SplitOperand b, float* c, float* terms = nullptr) {
   g.c = c;
