@@ -54,9 +54,8 @@ LibraryCallResult cublas_product_f32(LibraryHandles&, cudaStream_t, std::int64_t
                                      std::int64_t depth, const float* a, bool a_transposed, const float* b, float* c,
                                      float beta = 0.f);
 
-// For each of `count` batches at fixed element strides, row-major C_i [m, n] = op(A_i) op(B_i),
-// op(A) = A [m, k], or A^T where A is stored [k, m] (a_transposed), op(B) = B [k, n], or B^T
-// where B is stored [n, k] (b_transposed); each operand at its own row
+// For each of `count` batches at fixed element strides, row-major C_i [m, n] = A_i [m, k] op(B_i),
+// op(B) = B [k, n], or B^T where B is stored [n, k] (b_transposed); each operand at its own row
 // stride (ld). A and B in dtype (f32, f16, bf16; f32 storage for tf32, whose products are TF32); C
 // in fp32 (c_fp32) or in dtype; fp32 accumulation. Attention's naive rung: scores = Q K^T per head,
 // then O = P V; the recurrent backward's step product in slices of its depth. Extents beyond
@@ -65,7 +64,6 @@ struct StridedBatchedGemm {
   std::int64_t m = 0, n = 0, k = 0, count = 1;
   const void* a = nullptr;
   std::int64_t lda = 0, stride_a = 0;
-  bool a_transposed = false;
   const void* b = nullptr;
   std::int64_t ldb = 0, stride_b = 0;
   bool b_transposed = false;

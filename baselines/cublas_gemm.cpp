@@ -198,13 +198,12 @@ LibraryCallResult cublas_strided_batched(LibraryHandles& libraries, cudaStream_t
   cublasHandle_t handle = libraries.cublas(stream);
   const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
   if (LibraryCallResult r = from_status(cublasSetMathMode(handle, math), "cublasSetMathMode"); !r.ok) return r;
-  // Column-major: C^T [n, m] = op(B)^T op(A)^T. B stored [n, k] reads as [k, n] and needs the
-  // transpose back; B stored [k, n] reads as op(B)^T already; A likewise.
+  // Column-major: C^T [n, m] = op(B)^T A^T. B stored [n, k] reads as [k, n] and needs the
+  // transpose back; B stored [k, n] reads as op(B)^T already.
   const float alpha = 1.f, beta = 0.f;
   const cudaDataType_t type = data_type(dtype);
   return from_status(
-      cublasGemmStridedBatchedEx(handle, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 g.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
+      cublasGemmStridedBatchedEx(handle, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.n),
                                  static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b, type, static_cast<int>(g.ldb),
                                  g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, &beta, g.c,
                                  g.c_fp32 ? CUDA_R_32F : type, static_cast<int>(g.ldc), g.stride_c,

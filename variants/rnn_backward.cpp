@@ -176,14 +176,6 @@ Primitive backward_primitive(const Primitive& forward, kr::Cell cell) {
 // The most slices the stepwise chain takes a step's product in (its axis chain_splits).
 constexpr int kMaxChainSplits = 16;
 
-// How a split operand is laid out at its offset: its high part, then its low part (two parts), or
-// three parts stacked for a batched product as the left operand (high, low, high) or the right
-// one (low, high, high): SplitOperand::stacked.
-enum class Stack { none, left, right };
-
-// Parts of n elements an operand takes in the workspace with `stack`.
-constexpr std::int64_t split_parts(Stack stack) { return stack == Stack::none ? 2 : 3; }
-
 // Byte offsets into the stepwise rung's workspace. fp32 unless said: every gradient stays fp32
 // until it is stored, so the 16-bit operands of the backward products are widened (cuBLAS has no
 // fp32 x 16-bit product); f32 problems read and write the tensors in place instead.
@@ -200,11 +192,10 @@ struct StepwiseLayout {
   std::size_t ones;       // [T N]: the bias gradients are d^T ones
   std::size_t x, w_ih, w_hh;                        // widened inputs (16-bit only)
   std::size_t dx, dw_ih, dw_hh, db_ih, db_hh;       // fp32 gradients before rounding (16-bit only)
-  // The operands of split_tf32 products (the axis `products`) as split_operand lays them out: the
-  // gates' gradients, and x, W_ih and the h each step read where they are fp32 values (a widened
-  // 16-bit value is exact in TF32 and needs none); three parts stacked where x and h are split.
+  // The operands of split_tf32 products (the axis `products`), each its high part then its low
+  // part: the gates' gradients, and x, W_ih and the h each step read where they are fp32 values
+  // (a widened 16-bit value is exact in TF32 and needs none).
   std::size_t split_d_input, split_d_hidden, split_x, split_w_ih, split_h_prev;
-  std::size_t split_terms;  // [3 kMaxSplitSlices, G H, max(D, H)]: a weight gradient's products, not yet added
   std::size_t total;
 };
 
@@ -242,14 +233,11 @@ StepwiseLayout stepwise_layout(const RnnProblem& r, DType dtype, bool split) {
   l.db_ih = take(narrow ? GH : 0);
   l.db_hh = take(narrow ? GH : 0);
   const bool split_inputs = split && !narrow;
-  const std::int64_t gradient_parts = split_parts(split_inputs ? Stack::left : Stack::none);
-  const std::int64_t input_parts = split_parts(Stack::right);
-  l.split_d_input = take(split ? gradient_parts * T * N * GH : 0);
-  l.split_d_hidden = take(split && !lstm ? gradient_parts * T * N * GH : 0);
-  l.split_x = take(split_inputs ? input_parts * T * N * D : 0);
-  l.split_w_ih = take(split_inputs ? split_parts(Stack::none) * GH * D : 0);
-  l.split_h_prev = take(split_inputs ? input_parts * T * N * H : 0);
-  l.split_terms = take(split_inputs ? 3 * kMaxSplitSlices * GH * std::max(D, H) : 0);
+  l.split_d_input = take(split ? 2 * T * N * GH : 0);
+  l.split_d_hidden = take(split && !lstm ? 2 * T * N * GH : 0);
+  l.split_x = take(split_inputs ? 2 * T * N * D : 0);
+  l.split_w_ih = take(split_inputs ? 2 * GH * D : 0);
+  l.split_h_prev = take(split_inputs ? 2 * T * N * H : 0);
   l.total = at;
   return l;
 }
@@ -302,16 +290,13 @@ struct Fp32Views {
 };
 
 // An fp32 operand of n elements as split_tf32_product takes it: split into the workspace at
-// `offset` as `stack` lays it out, or the operand itself where it is exact in TF32.
+// `offset` (high part, then low), or the operand itself where it is exact in TF32.
 SplitOperand split_operand(char* ws, std::size_t offset, const float* v, std::int64_t n, bool exact,
-                           cudaStream_t stream, Steps& steps, Stack stack = Stack::none) {
+                           cudaStream_t stream, Steps& steps) {
   if (exact) return {v, nullptr};
-  auto* parts = reinterpret_cast<float*>(ws + offset);
-  float* high = stack == Stack::right ? parts + n : parts;
-  float* low = stack == Stack::right ? parts : parts + n;
-  float* again = stack == Stack::none ? nullptr : parts + 2 * n;
-  steps << launch_status(kr::split_tf32(v, high, low, again, n, stream));
-  return {high, low, stack == Stack::none ? nullptr : parts};
+  auto* high = reinterpret_cast<float*>(ws + offset);
+  steps << launch_status(kr::split_tf32(v, high, high + n, n, stream));
+  return {high, high + n};
 }
 
 // The input projection of every step at once, gates [T N, G H] = x W_ih^T (fp32): an f32
@@ -357,25 +342,21 @@ void products_over_all_steps(const LaunchArgs& a, const RnnProblem& r, const Ten
     // Split TF32: x, W_ih and h_prev are exact in TF32 where they are widened 16-bit values.
     const bool exact = storage_of(dtype) != DType::f32;
     char* ws = static_cast<char*>(a.workspace);
-    // An f32 problem's weight gradients are one batched launch each over the parts stacked (Stack).
-    const Stack left = exact ? Stack::none : Stack::left, right = exact ? Stack::none : Stack::right;
-    const auto split = [&](std::size_t offset, const float* operand, std::int64_t n, bool is_exact, Stack stack) {
-      return split_operand(ws, offset, operand, n, is_exact, a.stream, steps, stack);
+    const auto split = [&](std::size_t offset, const float* operand, std::int64_t n, bool is_exact) {
+      return split_operand(ws, offset, operand, n, is_exact, a.stream, steps);
     };
-    const SplitOperand d_in = split(l.split_d_input, d_input, rows * GH, false, left);
-    const SplitOperand d_hid =
-        d_hidden == d_input ? d_in : split(l.split_d_hidden, d_hidden, rows * GH, false, left);
-    const SplitOperand x_parts = split(l.split_x, x, rows * D, exact, right);
-    const SplitOperand w_parts = split(l.split_w_ih, w_ih, GH * D, exact, Stack::none);
-    const SplitOperand h_parts = split(l.split_h_prev, h_prev, rows * r.hidden, exact, right);
+    const SplitOperand d_in = split(l.split_d_input, d_input, rows * GH, false);
+    const SplitOperand d_hid = d_hidden == d_input ? d_in : split(l.split_d_hidden, d_hidden, rows * GH, false);
+    const SplitOperand x_parts = split(l.split_x, x, rows * D, exact);
+    const SplitOperand w_parts = split(l.split_w_ih, w_ih, GH * D, exact);
+    const SplitOperand h_parts = split(l.split_h_prev, h_prev, rows * r.hidden, exact);
     GemmOperands g;
     g.m = rows, g.n = D, g.k = GH, g.layout = kernels::gemm::Layout::nn;
     if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, w_parts, dx));
-    float* terms = exact ? nullptr : reinterpret_cast<float*>(ws + l.split_terms);
     g.m = GH, g.n = D, g.k = rows, g.layout = kernels::gemm::Layout::tn;
-    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, x_parts, dw_ih, terms));
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_in, x_parts, dw_ih));
     g.n = r.hidden;
-    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_hid, h_parts, dw_hh, terms));
+    if (steps.ok()) steps << library_status(split_tf32_product(libraries, a.stream, g, d_hid, h_parts, dw_hh));
   } else {
     steps << library_status(rnn_product(libraries, a.stream, dtype, rows, D, GH, d_input, false, w_ih, dx));
     steps << library_status(rnn_product(libraries, a.stream, dtype, GH, D, rows, d_input, true, x, dw_ih));

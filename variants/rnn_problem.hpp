@@ -82,54 +82,18 @@ inline LibraryCallResult rnn_split_product(LibraryHandles& libraries, cudaStream
 // An fp32 operand of split_tf32_product: `high` its TF32 rounding and `low` the rest
 // (kernels::rnn::split_tf32), or low null where the operand is exact in TF32 (a widened 16-bit
 // value: f16's and bf16's mantissas fit TF32's 10 bits) and high is the operand itself.
-// `stacked`, where not null: the three parts one after another, each of the operand's n elements,
-// in the order a batched product pairs them: A (the left operand) high, low, high; B (the right)
-// low, high, high.
 struct SplitOperand {
   const float* high;
   const float* low;
-  const float* stacked = nullptr;
 };
-
-// The k slices of each term of a batched split_tf32_product, and the most its `terms` hold room for.
-inline constexpr int kMaxSplitSlices = 8;
-// Slices of at most 1024 rows each where k allows (kMaxSplitSlices at most, each an equal share of k).
-inline int split_slices(std::int64_t k) {
-  int slices = 1;
-  while (slices < kMaxSplitSlices && k / slices > 1024 && k % (2 * slices) == 0) slices *= 2;
-  return slices;
-}
 
 // C [m, n] = beta C + op(A) op(B) (g's layout, m, n, k; fp32, row-major) as three TF32
 // tensor-core products of split operands: A_low B_high + A_high B_low + A_high B_high, the small
 // terms first. The dropped A_low B_low and the rounding of each low part to TF32 leave a term off
 // by about 2^-21 of |A B| (fp32 FMAs: 2^-24), at a third of the tensor cores' TF32 rate.
-// Where k indexes both operands' rows (layout tn: A [k, m], B [k, n]), both are stacked and
-// `terms` has room for 3 kMaxSplitSlices m n floats, the three products are one batched launch in
-// split_slices(k) slices of k each into `terms`, added into C after (kernels::rnn::sum_terms): the
-// weight gradients' products (a G H x H output over T N) fill an H100 poorly, 103 us each at the
-// LSTM H 512 T 128 layer's. The slices keep each tensor-core accumulation short: one over all
-// 3 T N (225 us against 310 for three), or three over T N each, put the LSTM's dW_ih outside the
-// backward's tolerance at T 128 on an H100; slices of 2048 left 3 elements of the GRU's T 64 dW_ih
-// outside it (reports/h100/2026-12-07-descriptors-h-copy, calls R, S and T).
 inline LibraryCallResult split_tf32_product(LibraryHandles& libraries, cudaStream_t stream, GemmOperands g,
-                                            SplitOperand a, SplitOperand b, float* c, float* terms = nullptr) {
+                                            SplitOperand a, SplitOperand b, float* c) {
   g.c = c;
-  if (g.layout == kernels::gemm::Layout::tn && a.stacked && b.stacked && terms) {
-    // Term j's slice s is rows (j S + s) k / S of the stacked operands: one fixed stride.
-    const int slices = split_slices(g.k);
-    const std::int64_t rows = g.k / slices;
-    StridedBatchedGemm batch;
-    batch.m = g.m, batch.n = g.n, batch.k = rows, batch.count = 3 * slices;
-    batch.a = a.stacked, batch.lda = g.m, batch.stride_a = rows * g.m, batch.a_transposed = true;
-    batch.b = b.stacked, batch.ldb = g.n, batch.stride_b = rows * g.n;
-    batch.c = terms, batch.ldc = g.n, batch.stride_c = g.m * g.n, batch.c_fp32 = true;
-    if (LibraryCallResult r = cublas_strided_batched(libraries, stream, DType::tf32, batch); !r.ok) return r;
-    if (const cudaError_t e = kernels::rnn::sum_terms(terms, 3 * slices, g.m * g.n, g.beta, c, stream);
-        e != cudaSuccess)
-      return LibraryCallResult{false, false, std::string("sum_terms: ") + cudaGetErrorString(e)};
-    return LibraryCallResult{};
-  }
   const auto product = [&](const float* a_part, const float* b_part) {
     g.a = a_part, g.b = b_part;
     LibraryCallResult r = cublas_gemm(libraries, stream, DType::tf32, g);

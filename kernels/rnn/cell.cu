@@ -120,39 +120,19 @@ __device__ __forceinline__ float tf32_rounded(float v) {
 }
 
 __global__ void split_tf32_kernel(const float* __restrict__ in, float* __restrict__ high, float* __restrict__ low,
-                                  float* __restrict__ high_again, std::int64_t n) {
+                                  std::int64_t n) {
   grid_dependency_sync();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const float v = in[i], h = tf32_rounded(v);
     high[i] = h;
     low[i] = isfinite(v) ? v - h : 0.f;  // exact: v and h share their exponent or h is the next power of 2
-    if (high_again) high_again[i] = h;
   }
 }
 
-cudaError_t split_tf32(const float* in, float* high, float* low, float* high_again, std::int64_t n,
-                       cudaStream_t stream) {
+cudaError_t split_tf32(const float* in, float* high, float* low, std::int64_t n, cudaStream_t stream) {
   split_tf32_kernel<<<grid_stride_blocks(static_cast<std::size_t>(n), kThreads, 1024), kThreads, 0, stream>>>(
-      in, high, low, high_again, n);
-  return cudaGetLastError();
-}
-
-__global__ void sum_terms_kernel(const float* __restrict__ terms, int count, std::int64_t n, float beta,
-                                 float* __restrict__ c) {
-  grid_dependency_sync();
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float sum = terms[i];
-    for (int t = 1; t < count; ++t) sum += terms[t * n + i];
-    c[i] = beta == 0.f ? sum : beta * c[i] + sum;
-  }
-}
-
-cudaError_t sum_terms(const float* terms, int count, std::int64_t n, float beta, float* c, cudaStream_t stream) {
-  if (count < 1 || n < 1) return cudaErrorInvalidValue;
-  sum_terms_kernel<<<grid_stride_blocks(static_cast<std::size_t>(n), kThreads, 1024), kThreads, 0, stream>>>(
-      terms, count, n, beta, c);
+      in, high, low, n);
   return cudaGetLastError();
 }
 

@@ -71,13 +71,8 @@ cudaError_t narrow(const float* in, T* out, std::int64_t n, cudaStream_t);
 
 // high[i] = v rounded to TF32 (10-bit mantissa, round to nearest, ties away), low[i] = v - high[i]
 // (exact), over n fp32 elements v = in[i]: the operands of split_tf32 products (variants/rnn_problem.hpp),
-// where high is exact as a TF32 operand and low loses only its own last 13 bits. high_again, if
-// not null, gets high too: the third part of a stacked operand (SplitOperand::stacked).
-cudaError_t split_tf32(const float* in, float* high, float* low, float* high_again, std::int64_t n, cudaStream_t);
-
-// c[i] = beta c[i] + (terms[i] + terms[n + i] + ... ), `count` terms of n fp32 elements added in
-// order (beta 0: c is not read): a batched split_tf32 product's terms, the small ones first.
-cudaError_t sum_terms(const float* terms, int count, std::int64_t n, float beta, float* c, cudaStream_t);
+// where high is exact as a TF32 operand and low loses only its own last 13 bits.
+cudaError_t split_tf32(const float* in, float* high, float* low, std::int64_t n, cudaStream_t);
 
 // Up to 16 byte ranges copied in one launch: the cuDNN baseline's repacking of the weights into
 // its own weight space on every call.
