@@ -460,8 +460,9 @@ TEST(RnnCatalogue, PersistentStepwiseIsPersistentsForwardAndStepwisesBackward) {
     EXPECT_TRUE(v.supports(odd, Config({{"forward", 0}, {"chain_splits", 4}}), h200).ok);
     const Support uneven = v.supports(odd, Config({{"forward", 0}, {"chain_splits", 8}}), h200);
     EXPECT_EQ(uneven.ok, std::string(name) == "lstm.backward") << uneven.reason;
-    if (!uneven.ok)
+    if (!uneven.ok) {
       EXPECT_NE(uneven.reason.find("do not split into 8 equal slices"), std::string::npos) << uneven.reason;
+    }
     const Support off_hopper = v.supports(small, Config({{"forward", 1}}), t4);
     EXPECT_FALSE(off_hopper.ok);
     EXPECT_NE(off_hopper.reason.find("the forward it runs first, persistent_cluster{"), std::string::npos)
