@@ -548,10 +548,11 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                           "(two or three warpgroups); 2: 1 on one block per SM taking query tiles in turn, the "
                           "next tile's loads under this one's math; 3: 2 whose producer is one thread issuing TMA "
                           "boxes (problems without padding)"},
-                         {"sections", {0, 1},
-                          "pipelines 1-3: 0 takes every head's longest query tile first; 1 does so within "
-                          "sections of heads whose K and V fit half the L2, so the blocks running together "
-                          "share K and V tiles in L2 instead of each reading its own from DRAM"},
+                         {"sections", {0, 1, 2, 3},
+                          "pipelines 1-3: 0 takes every head's longest query tile first; s > 0 does so within "
+                          "sections of heads whose K and V fit 1 / 2^s of the L2 (half, a quarter, an eighth), so "
+                          "the blocks running together share K and V tiles in L2 instead of each reading its own "
+                          "from DRAM"},
                          {"pingpong", {0, 1},
                           "pipelines 1-3: 1 has the consumer warpgroups take turns at issuing their products "
                           "(named barriers), so one's softmax runs while another's products do"},
@@ -564,7 +565,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                                   c.at("pipeline") != 0) &&
                                  (c.at("claim") == 0 || c.at("pipeline") >= 2);
                         },
-                        "sections = 1, pingpong = 1 and warpgroups = 3 only with pipelines 1-3 (pipeline 0 has no "
+                        "sections > 0, pingpong = 1 and warpgroups = 3 only with pipelines 1-3 (pipeline 0 has no "
                         "producer warpgroup; its grid already runs head by head); claim = 1 only with the "
                         "persistent pipelines 2-3 (pipeline 1's blocks start in grid order, as claims would)");
   w.default_config = Config(

@@ -124,7 +124,7 @@ struct FlashWgmmaConfig {
   int warpgroups = 2;  // 1 or 2: block_q = 64 or 128; 3 (block_q 192): pipelines 1-3 at hd 64 only
   int block_k = 64;    // 64 or 128 key rows per tile
   int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent, 3 = 2 with TMA
-  int sections = 0;    // pipelines 1-3: 1 runs the heads in sections whose K and V fit half the L2
+  int sections = 0;    // pipelines 1-3: s > 0 runs the heads in sections whose K and V fit 1 / 2^s of the L2
   int pingpong = 0;    // pipelines 1-3: 1 has the consumer warpgroups take turns at issuing products
   int claim = 0;       // pipelines 2-3: 1 has each block claim its next item from a counter (workspace)
 };

@@ -825,7 +825,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 // ---- host side --------------------------------------------------------------------------------
 
 template <class C>
-cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, bool pingpong, unsigned* claims,
+cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, bool pingpong, unsigned* claims,
                    cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
@@ -875,11 +875,11 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, bool sections, 
     }
     const int heads_all = p.heads * p.batch;
     int section_heads = heads_all;
-    if (sections) {
+    if (sections > 0) {
       int l2_bytes = 0;
       if (cudaError_t e = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device); e != cudaSuccess)
         return e;
-      section_heads = l2_section_heads(l2_bytes, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
+      section_heads = l2_section_heads(l2_bytes, sections, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
     }
     if (claims != nullptr)  // the grid's first items go one a block; the counter hands out the rest
       if (cudaError_t e = cudaMemsetAsync(claims, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;
@@ -907,10 +907,10 @@ cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, u
                            cudaStream_t stream) {
   switch (config.block_k) {
     case 64:
-      return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections != 0,
+      return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections,
                                                           config.pingpong != 0, claims, stream);
     case 128:
-      return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections != 0,
+      return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections,
                                                            config.pingpong != 0, claims, stream);
     default: return cudaErrorInvalidValue;
   }
@@ -934,7 +934,7 @@ cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config
 bool valid_config(const FlashWgmmaConfig& c) {
   return c.warpgroups >= 1 && c.warpgroups <= 3 && (c.block_k == 64 || c.block_k == 128) &&
          (c.pipeline == 0 ? c.warpgroups <= 2 : c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups >= 2) &&
-         (c.sections == 0 || (c.sections == 1 && c.pipeline != 0)) &&
+         (c.sections == 0 || (c.sections >= 1 && c.sections <= 3 && c.pipeline != 0)) &&
          (c.pingpong == 0 || (c.pingpong == 1 && c.pipeline != 0)) &&
          (c.claim == 0 || (c.claim == 1 && c.pipeline >= 2));
 }

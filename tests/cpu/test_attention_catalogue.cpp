@@ -357,8 +357,8 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     pingpong_configs += c.at("pingpong") == 1;
     synchronous_pingpong += c.at("pingpong") == 1 && c.at("pipeline") == 0;
   }
-  // warpgroups 3 x block_k 2 x sections 2 x (pipeline 1, pipelines 2 and 3 with claim 0 and 1)
-  EXPECT_EQ(pingpong_configs, 60);
+  // warpgroups 3 x block_k 2 x sections 4 x (pipeline 1, pipelines 2 and 3 with claim 0 and 1)
+  EXPECT_EQ(pingpong_configs, 120);
   EXPECT_EQ(synchronous_pingpong, 0);
   for (const Config& c : wgmma.params.enumerate())
     EXPECT_FALSE(c.at("warpgroups") == 3 && c.at("pipeline") == 0) << c.key();  // no producer to feed three
@@ -575,10 +575,12 @@ TEST(AttentionCatalogue, WgmmaItemsRunInSectionsLongestFirst) {
     }
     for (const int n : seen) EXPECT_EQ(n, 1) << q_tiles << " tiles, " << heads_all << " heads, sections of " << section;
   }
-  // Half the L2 for a section's K and V: (8, 16, 2048, 64) f16 is 512 KiB a head, 50 MiB of L2 holds 50.
-  EXPECT_EQ(ka::l2_section_heads(50 << 20, 2048, 64, 2, 128), 50);
-  EXPECT_EQ(ka::l2_section_heads(50 << 20, 100000, 128, 2, 512), 1);  // a head larger than the L2
-  EXPECT_EQ(ka::l2_section_heads(50 << 20, 128, 64, 2, 4), 4);        // all heads fit
+  // 1 / 2^sections of the L2 for a section's K and V: (8, 16, 2048, 64) f16 is 512 KiB a head.
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 1, 2048, 64, 2, 128), 50);  // half the L2: 25 MiB of 512 KiB heads
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 2, 2048, 64, 2, 128), 25);  // a quarter
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 3, 2048, 64, 2, 128), 12);  // an eighth, rounded down
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 1, 100000, 128, 2, 512), 1);  // a head larger than the L2
+  EXPECT_EQ(ka::l2_section_heads(50 << 20, 1, 128, 64, 2, 4), 4);        // all heads fit
 }
 
 }  // namespace

@@ -140,12 +140,12 @@ TEST_P(AttentionVariants, FlashMmaAtHeadDim256) {
 }
 
 // The flash_wgmma configs that run a problem: warpgroups 1 and 2 with block_k 64 and 128
-// synchronous, and (64, 128) x sections 0 and 1 x pingpong 0 and 1 for each specialised pipeline:
+// synchronous, and (64, 128) x sections 0-3 x pingpong 0 and 1 for each specialised pipeline:
 // 1, 2 with claim 0 and 1, and 3 (TMA) with claim 0 and 1 where there is no padding; at hd 64 the
 // specialised pipelines again with three consumer warpgroups.
 int flash_wgmma_configs(const Problem& problem) {
   const bool padded = problem.primitive.find(".padded") != std::string::npos;
-  const int specialised = padded ? 24 : 40;
+  const int specialised = padded ? 48 : 80;
   return 4 + specialised * (problem.shape.at("hd") == 64 ? 2 : 1);
 }
 
@@ -194,17 +194,17 @@ TEST_P(AttentionVariants, FlashWgmmaRescalesWhereALaterTileRaisesTheMaximum) {
     }
 }
 
-// sections = 1 where the heads' K and V overflow half the L2 (H100 and H200: 50 and 60 MiB):
-// 48 heads of 1537 keys at hd 128 (787 KB each, 37.8 MB) fall into two sections, the second
-// short, each with tails of query and key tiles; and the packed layout's TMA boxes (strides of
-// 3 H hd a row) in pipeline 3.
+// sections 1-3 where the heads' K and V overflow half, a quarter and an eighth of the L2 (H100 and
+// H200: 50 and 60 MiB): 48 heads of 1537 keys at hd 128 (787 KB each, 37.8 MB) fall into 2, 3-4 or
+// 6-7 sections, the last short, each with tails of query and key tiles; and the packed layout's
+// TMA boxes (strides of 3 H hd a row) in pipeline 3.
 TEST_P(AttentionVariants, FlashWgmmaSectionsOfHeadsAcrossTheL2) {
   if (device_.limits.compute_capability != 90) GTEST_SKIP() << "flash_wgmma is sm_90a code";
   if (GetParam() == DType::tf32) GTEST_SKIP() << "flash_wgmma takes f16 or bf16";
   std::uint64_t seed = std::random_device{}();
   for (const char* primitive : {"attention.causal.split", "attention.full.packed"}) {
     const Problem problem{primitive, GetParam(), Shape({{"B", 4}, {"H", 12}, {"S", 1537}, {"hd", 128}})};
-    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 44)
+    EXPECT_EQ(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "flash_wgmma"), 84)
         << problem.key();
   }
 }
