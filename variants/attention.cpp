@@ -418,8 +418,7 @@ constexpr const char* kNotRounded =
     "stores unnormalised probabilities for P V";
 
 ka::FlashWgmmaConfig flash_wgmma_config(const Config& c) {
-  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline"), cfg(c, "sections"), cfg(c, "pingpong"),
-          cfg(c, "claim")};
+  return {cfg(c, "warpgroups"), cfg(c, "block_k"), cfg(c, "pipeline"), cfg(c, "sections"), cfg(c, "pingpong")};
 }
 
 Support flash_wgmma_supports(const Problem& problem, const Config& config, const DeviceLimits& limits) {
@@ -456,8 +455,7 @@ LaunchStatus flash_wgmma(const LaunchArgs& args) {
       return LaunchStatus::refused("flash_wgmma takes f16 or bf16");
     } else {
       const ka::Params<T> params = kernel_params<T>(a, pointers_of(a, args.tensors, sizeof(T)));
-      const cudaError_t e =
-          ka::flash_wgmma_forward(params, flash_wgmma_config(args.config), args.workspace, args.stream);
+      const cudaError_t e = ka::flash_wgmma_forward(params, flash_wgmma_config(args.config), args.stream);
       if (e == cudaErrorNotSupported)
         return LaunchStatus::refused("flash_wgmma has no code for this head dimension, alignment or device");
       return launch_status(e);
@@ -537,8 +535,7 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                   "(P from registers), K/V double-buffered by cp.async, online softmax in registers; pipeline 1 adds "
                   "a producer warpgroup (mbarrier ring) and overlaps each tile's softmax with the next products; "
                   "pipeline 2 runs that persistently, one block per SM; pipeline 3 loads with TMA instead; pingpong "
-                  "has the consumer warpgroups take turns at the tensor cores; claim has persistent blocks claim "
-                  "their query tiles from a counter";
+                  "has the consumer warpgroups take turns at the tensor cores";
   w.params = ParamSpace({{"warpgroups", {1, 2, 3},
                           "consumer warpgroups per block, 64 query rows each (block_q = 64, 128 or 192); 3 with "
                           "pipelines 1-3 at hd 64 only"},
@@ -555,24 +552,15 @@ void add_variants(Catalogue& cat, const std::string& primitive, bool rounded) {
                           "from DRAM"},
                          {"pingpong", {0, 1},
                           "pipelines 1-3: 1 has the consumer warpgroups take turns at issuing their products "
-                          "(named barriers), so one's softmax runs while another's products do"},
-                         {"claim", {0, 1},
-                          "pipelines 2-3: 0 has block b take query tiles b, b + grid, ...; 1 has each block claim "
-                          "its next tile from a counter as it starts one, so the blocks running together stay on "
-                          "neighbouring tiles of the order (one section's heads) however unlike the tiles' lengths"}},
+                          "(named barriers), so one's softmax runs while another's products do"}},
                         [](const Config& c) {
-                          return ((c.at("sections") == 0 && c.at("pingpong") == 0 && c.at("warpgroups") <= 2) ||
-                                  c.at("pipeline") != 0) &&
-                                 (c.at("claim") == 0 || c.at("pipeline") >= 2);
+                          return (c.at("sections") == 0 && c.at("pingpong") == 0 && c.at("warpgroups") <= 2) ||
+                                 c.at("pipeline") != 0;
                         },
                         "sections > 0, pingpong = 1 and warpgroups = 3 only with pipelines 1-3 (pipeline 0 has no "
-                        "producer warpgroup; its grid already runs head by head); claim = 1 only with the "
-                        "persistent pipelines 2-3 (pipeline 1's blocks start in grid order, as claims would)");
-  w.default_config = Config(
-      {{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}, {"claim", 0}});
-  w.workspace_bytes = [](const Problem&, const Config& c) {
-    return ka::flash_wgmma_workspace_bytes(flash_wgmma_config(c));
-  };
+                        "producer warpgroup; its grid already runs head by head)");
+  w.default_config =
+      Config({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}});
   w.supports = flash_wgmma_supports;
   w.launch = flash_wgmma;
   cat.add(w);

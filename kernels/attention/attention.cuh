@@ -126,19 +126,16 @@ struct FlashWgmmaConfig {
   int pipeline = 0;    // 0 synchronous, 1 warp-specialised, 2 warp-specialised and persistent, 3 = 2 with TMA
   int sections = 0;    // pipelines 1-3: s > 0 runs the heads in sections whose K and V fit 1 / 2^s of the L2
   int pingpong = 0;    // pipelines 1-3: 1 has the consumer warpgroups take turns at issuing products
-  int claim = 0;       // pipelines 2-3: 1 has each block claim its next item from a counter (workspace)
 };
 
 // Head dimensions the kernel is instantiated for (whole 128-byte swizzle rows: 64, 128).
 bool flash_wgmma_head_dim_supported(int head_dim);
 // Dynamic shared memory of a config, 16-bit elements (alignment slack included).
 std::size_t flash_wgmma_shared_bytes(const FlashWgmmaConfig&, int head_dim);
-// Global workspace a config needs (claim: the item counter, zeroed on the stream before each launch).
-std::size_t flash_wgmma_workspace_bytes(const FlashWgmmaConfig&);
 
 // T: __half or __nv_bfloat16. Returns cudaErrorNotSupported off compute capability 9.0, for a
 // head dimension it has no code for, or for operands not 16-byte aligned.
 template <typename T>
-cudaError_t flash_wgmma_forward(const Params<T>&, const FlashWgmmaConfig&, void* workspace, cudaStream_t);
+cudaError_t flash_wgmma_forward(const Params<T>&, const FlashWgmmaConfig&, cudaStream_t);
 
 }  // namespace shapetune::kernels::attention

@@ -67,8 +67,8 @@ __host__ __device__ inline ItemPlace item_place(int item, int q_tiles, int secti
 }
 
 // Heads a section holds when its K and V may take 1 / 2^sections of an L2 of `l2_bytes` (at
-// least half of it left for Q, O and the previous section's tail; a smaller share where the L2's
-// two halves each keep their own copy of what SMs on both sides read): at least 1, at most every head.
+// least half of it left for Q, O and the previous section's tail; the sweep picks the share): at
+// least 1, at most every head.
 inline int l2_section_heads(std::int64_t l2_bytes, int sections, std::int64_t seq, int head_dim,
                             int element_bytes, int heads_all) {
   const std::int64_t kv_bytes = 2 * seq * head_dim * element_bytes;

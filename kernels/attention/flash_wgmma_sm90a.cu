@@ -42,13 +42,6 @@
 //     swizzled: the layout below), each tile's bytes counted on its full barrier (expect_tx), no
 //     copies, waits or fences by the other 127. TMA zero-fills past S but not past a batch row's
 //     length, so padded problems keep pipelines 1 and 2.
-// Claimed items (FlashWgmmaConfig::claim, pipelines 2-3): a persistent block's producer claims its
-// next item from a counter in global memory (one atomic an item) and passes it to the consumers
-// beside the item's Q slot, instead of every role stepping through items blockIdx.x + k gridDim.x.
-// Under a causal mask items differ in length up to S / block_q times, so fixed strides let the
-// blocks drift apart in the item order: at (4, 16, 8192, 128) a simulation of the fixed strides
-// puts the blocks running together on 14 heads on average (56 MB of K and V, past the H100's
-// 50 MB L2) where claims keep them to 6-7, the one L2-sized section in work.
 // Pingpong (FlashWgmmaConfig::pingpong, pipelines 1-3; FlashAttention-3's "ping-pong" schedule,
 // written from its paper's description): the consumer warpgroups take turns at issuing their
 // products, passing the turn round through one named barrier each, so that one warpgroup's products
@@ -114,11 +107,6 @@ constexpr int kQSlots = 2;
 constexpr unsigned kTurnBarrier = 1;
 // Their barriers: full and empty, for K and for V per ring slot and for each Q slot (8 bytes each).
 constexpr int kRingBarrierBytes = (4 * kStages + 2 * kQSlots) * 8;
-// Claimed items: the item each Q slot holds (-1: no more), written before the slot's full barrier
-// fills, and a barrier per slot on which pipeline 3's TMA thread learns it from the producer's
-// scheduler thread; pipeline 2's producer threads learn it at a named barrier.
-constexpr int kClaimBytes = kQSlots * (8 + 4);
-constexpr unsigned kClaimBarrier = kTurnBarrier + 3;  // after the turns of at most three consumers
 // setmaxnreg of the warp-specialised schedule: the producer copies with a handful of registers,
 // the consumers hold O, the next tile's S and the current tile's packed P at once:
 // 128 x 24 + 256 x 240 <= 64 Ki registers of an SM with two consumer warpgroups, and
@@ -132,11 +120,10 @@ constexpr std::size_t tile_bytes(int rows, int head_dim) {
 }
 constexpr std::size_t shared_bytes(int warpgroups, int block_k, int head_dim, int pipeline) {
   // The Q tile (two in the warp-specialised schedules), then kStages pairs of K and V tiles, the
-  // ring's barriers and the claimed items, and the alignment slack.
+  // ring's barriers, and the alignment slack.
   const bool specialised = pipeline != 0;
   return (specialised ? kQSlots : 1) * tile_bytes(kWarpgroupRows * warpgroups, head_dim) +
-         kStages * 2 * tile_bytes(block_k, head_dim) + (specialised ? kRingBarrierBytes + kClaimBytes : 0) +
-         kSwizzleAtomBytes;
+         kStages * 2 * tile_bytes(block_k, head_dim) + (specialised ? kRingBarrierBytes : 0) + kSwizzleAtomBytes;
 }
 
 template <typename TArg, int kHeadDimArg, int kWarpgroupsArg, int kBlockKArg>
@@ -481,14 +468,6 @@ struct WorkItem {
   int head, batch, q0, valid, key_tiles;
 };
 
-// The item a persistent block takes after `item`: the next one the launch's counter hands out
-// (claims; the grid's first items went one a block), or the fixed stride. Past the last: `items`.
-template <bool kClaim>
-__device__ __forceinline__ int next_item(int item, int items, unsigned* claims) {
-  const unsigned next = kClaim ? gridDim.x + atomicAdd(claims, 1u) : static_cast<unsigned>(item) + gridDim.x;
-  return next < static_cast<unsigned>(items) ? static_cast<int>(next) : items;
-}
-
 template <class C>
 __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section_heads,
                                               const Params<typename C::T>& p) {
@@ -505,13 +484,11 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section
 // The warp-specialised schedule (top of the file), two or three consumer warpgroups (three: a
 // 192-row query tile at hd 64, whose K and V tiles then serve half as many rows again, and whose
 // softmaxes have two warpgroups' products to hide under). Warpgroup 0 produces; warpgroup 1 + c
-// consumes query rows 64c..64c+63 of an item. A block takes item blockIdx.x, then (next_item)
-// blockIdx.x + gridDim.x, ... or the items it claims: one each when the grid has one block an item
+// consumes query rows 64c..64c+63 of an item. A block takes items
+// blockIdx.x, blockIdx.x + gridDim.x, ...: one each when the grid has one block an item
 // (pipeline 1), as many as it takes when the grid has one block an SM (pipeline 2, persistent:
 // the producer loads the next item's Q and first K and V tiles while the consumers finish this
 // one's, where a block an item waits for them at every start and leaves its SM idle at its end).
-// With claims the consumers read each item from its Q slot once the slot is full; a slot that
-// holds -1 (filled with no bytes) ends the block.
 // The producer copies each item's Q tile into one of two Q slots, and streams the K and V tiles
 // of every item, one after another, through a ring of kStages slots: the g-th tile the block
 // loads (counted over its items) goes to slot g % kStages, and its full and empty barriers
@@ -520,11 +497,10 @@ __device__ __forceinline__ WorkItem work_item(int item, int q_tiles, int section
 // for g < kStages; the Q slots the same with the block's n-th item. Every consumer warp hands
 // back every tile the block loads, the tiles its rows do not see unread, and its Q slot once its
 // last product is done, so each phase completes.
-template <class C, bool kTma, bool kPingpong, bool kClaim>
+template <class C, bool kTma, bool kPingpong>
 __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     flash_wgmma_specialised_kernel(const Params<typename C::T> p, const float scale_log2, const int q_tiles,
-                                   const int items, const int section_heads, unsigned* const claims,
-                                   const __grid_constant__ TensorMaps maps) {
+                                   const int items, const int section_heads, const __grid_constant__ TensorMaps maps) {
   grid_dependency_sync();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = typename C::T;
@@ -541,10 +517,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   auto empty_v = [&](int slot) { return barriers + 8u * static_cast<unsigned>(3 * kStages + slot); };
   auto full_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + slot); };
   auto empty_q = [&](int slot) { return barriers + 8u * static_cast<unsigned>(4 * kStages + kQSlots + slot); };
-  auto claim_full = [&](int slot) { return barriers + kRingBarrierBytes + 8u * static_cast<unsigned>(slot); };
-  auto claimed = [&](int slot) {
-    return barriers + kRingBarrierBytes + 8u * kQSlots + 4u * static_cast<unsigned>(slot);
-  };
 
   const int warpgroup = warpgroup_index();
   const int tid = static_cast<int>(threadIdx.x) % kWarpgroupThreads;  // within the warpgroup
@@ -564,7 +536,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     for (int slot = 0; slot < kQSlots; ++slot) {
       mbarrier_init(full_q(slot), kFullArrivals);
       mbarrier_init(empty_q(slot), kConsumerWarps);
-      mbarrier_init(claim_full(slot), 1);  // the scheduler thread
     }
     fence_barrier_init();
   }
@@ -572,22 +543,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 
   if (warpgroup == 0 && kTma) {
     registers_decrease<kProducerRegisters>();
-    if constexpr (kClaim) {
-      // The scheduler: one thread of the producer's second warp claims each next item once its Q
-      // slot is free (so one item ahead of the TMA thread) and hands it over on claim_full. On 24
-      // registers ptxas reports 32-56 bytes of spills for these kernels either way (none with
-      // claim 0, 4 bytes with pipeline 2's claims), and about 100 when the TMA thread claims.
-      if (tid == kWarpSize) {
-        for (int item = static_cast<int>(blockIdx.x), n = 0;; item = next_item<true>(item, items, claims), ++n) {
-          const int q_slot = n % kQSlots;
-          mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
-          store_shared_word(claimed(q_slot), item < items ? item : -1);
-          mbarrier_arrive(claim_full(q_slot));
-          if (item == items) break;
-        }
-        return;
-      }
-    }
     if (tid != 0) return;
     prefetch_tensor_map(&maps.q);
     prefetch_tensor_map(&maps.k);
@@ -596,19 +551,11 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     constexpr unsigned kQColumnBlockBytes = C::kBlockQ * kSwizzleRowBytes;
     constexpr unsigned kKvColumnBlockBytes = C::kBlockK * kSwizzleRowBytes;
     unsigned g = 0;
-    for (int item = static_cast<int>(blockIdx.x), n = 0;; ++n) {
-      const int q_slot = n % kQSlots;
-      if constexpr (kClaim) {
-        mbarrier_wait(claim_full(q_slot), static_cast<unsigned>((n / kQSlots) & 1));  // the Q slot is free too
-        if ((item = load_shared_word(claimed(q_slot))) < 0) {
-          mbarrier_arrive(full_q(q_slot));  // filled with no bytes: the consumers read -1 and stop
-          break;
-        }
-      } else {
-        if (item == items) break;
-        mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
-      }
+    int n = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
       const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
+      const int q_slot = n % kQSlots;
+      mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
       mbarrier_arrive_expect_tx(full_q(q_slot), C::kQBytes);
 #pragma unroll
       for (int cb = 0; cb < kColumnBlocks; ++cb)
@@ -630,7 +577,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
           tma_load_4d(k_tile(slot) + C::kTileBytes + cb * kKvColumnBlockBytes, &maps.v, cb * kSwizzleRowElements,
                       t * C::kBlockK, w.head, w.batch, full_v(slot));
       }
-      if constexpr (!kClaim) item = next_item<false>(item, items, nullptr);
     }
     return;
   }
@@ -650,19 +596,12 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       pending = bar, any_pending = true;
     };
     unsigned g = 0;
-    int q_slot = 0;
-    for (int item = static_cast<int>(blockIdx.x), next = 0, n = 0;; item = next, ++n) {
-      q_slot = n % kQSlots;
-      if (!kClaim && item == items) break;
-      mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
-      if (kClaim) {  // thread 0 claims; the others read it once it is written
-        if (tid == 0) store_shared_word(claimed(q_slot), item < items ? item : -1);
-        named_barrier_sync(kClaimBarrier, kWarpgroupThreads);
-        if ((item = load_shared_word(claimed(q_slot))) < 0) break;
-      }
-      if (!kClaim || tid == 0) next = next_item<kClaim>(item, items, claims);  // as the TMA producer does
+    int n = 0;
+    for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
       const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
       const int valid = w.valid, q0 = w.q0;
+      const int q_slot = n % kQSlots;
+      mbarrier_wait(empty_q(q_slot), static_cast<unsigned>((n / kQSlots + 1) & 1));
       copy_tile<C, kWarpgroupThreads, C::kBlockQ, C::kBlockQ, 1>(
           q_tile_at(q_slot), p.q + w.batch * p.q_strides.batch + w.head * p.q_strides.head + q0 * p.q_strides.row,
           p.q_strides.row, valid - q0, tid);
@@ -688,7 +627,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
       fence_proxy_async_shared();
       mbarrier_arrive(pending);
     }
-    if (kClaim) mbarrier_arrive(full_q(q_slot));  // the slot that holds -1, with no bytes
     return;
   }
 
@@ -712,11 +650,8 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
   if constexpr (kPingpong)
     if (consumer == C::kWarpgroups - 1) pass_turn();  // warpgroup 0 takes the first turn
   unsigned g = 0;  // the ring's tiles before this item's (modulo 2^32: kStages divides it)
-  for (int item = static_cast<int>(blockIdx.x), n = 0;; ++n) {
-    const int q_slot = n % kQSlots;
-    if (!kClaim && item == items) break;
-    mbarrier_wait(full_q(q_slot), static_cast<unsigned>((n / kQSlots) & 1));
-    if (kClaim && (item = load_shared_word(claimed(q_slot))) < 0) break;
+  int n = 0;
+  for (int item = static_cast<int>(blockIdx.x); item < items; item += static_cast<int>(gridDim.x), ++n) {
     const WorkItem w = work_item<C>(item, q_tiles, section_heads, p);
     const int valid = w.valid, q0 = w.q0, key_tiles = w.key_tiles;
     const int group_q0 = q0 + kWarpgroupRows * consumer;
@@ -732,6 +667,8 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
     for (int i = 0; i < C::kOutputRegisters; ++i) o[i] = 0.f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
+    const int q_slot = n % kQSlots;
+    mbarrier_wait(full_q(q_slot), static_cast<unsigned>((n / kQSlots) & 1));
     const unsigned q_rows = q_tile_at(q_slot) + static_cast<unsigned>(consumer * kWarpgroupRows * kSwizzleRowBytes);
     if (group_tiles > 0) {
       float s[C::kScoreRegisters];
@@ -811,7 +748,6 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 
     store_output<C>(p, o, row_sum, p.o + w.batch * p.o_strides.batch + w.head * p.o_strides.head, lane_row,
                     thread_in_group, valid);
-    if constexpr (!kClaim) item = next_item<false>(item, items, nullptr);
   }
   // The last warpgroup's opening pass is left over: warpgroup 0 takes it, so no bar.arrive outlives the block.
   if constexpr (kPingpong)
@@ -825,8 +761,7 @@ __global__ void __launch_bounds__(C::kThreads + kWarpgroupThreads, 1)
 // ---- host side --------------------------------------------------------------------------------
 
 template <class C>
-cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, bool pingpong, unsigned* claims,
-                   cudaStream_t stream) {
+cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, bool pingpong, cudaStream_t stream) {
   const std::size_t smem = shared_bytes(C::kWarpgroups, C::kBlockK, C::kHeadDim, pipeline);
   // Past 48 KB a kernel must opt in; past the device's limit this fails (cudaErrorInvalidValue).
   const int q_tiles = (p.seq + C::kBlockQ - 1) / C::kBlockQ;
@@ -846,17 +781,10 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, b
   }
   if constexpr (C::kWarpgroups >= 2) {
     const bool tma = pipeline == 3;
-    // Claims are a template parameter: their producer code would otherwise cost every config
-    // registers (the producer runs on kProducerRegisters).
-    const auto pick = [&](auto tma_tag, auto claim_tag) {
-      return pingpong ? flash_wgmma_specialised_kernel<C, tma_tag(), true, claim_tag()>
-                      : flash_wgmma_specialised_kernel<C, tma_tag(), false, claim_tag()>;
-    };
-    using Yes = std::true_type;
-    using No = std::false_type;
-    const bool claim = claims != nullptr;
-    auto specialised =
-        tma ? (claim ? pick(Yes{}, Yes{}) : pick(Yes{}, No{})) : (claim ? pick(No{}, Yes{}) : pick(No{}, No{}));
+    auto specialised = tma ? (pingpong ? flash_wgmma_specialised_kernel<C, true, true>
+                                       : flash_wgmma_specialised_kernel<C, true, false>)
+                           : (pingpong ? flash_wgmma_specialised_kernel<C, false, true>
+                                       : flash_wgmma_specialised_kernel<C, false, false>);
     if (cudaError_t e =
             cudaFuncSetAttribute(specialised, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         e != cudaSuccess)
@@ -881,8 +809,6 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, b
         return e;
       section_heads = l2_section_heads(l2_bytes, sections, p.seq, C::kHeadDim, sizeof(typename C::T), heads_all);
     }
-    if (claims != nullptr)  // the grid's first items go one a block; the counter hands out the rest
-      if (cudaError_t e = cudaMemsetAsync(claims, 0, sizeof(unsigned), stream); e != cudaSuccess) return e;
     TensorMaps maps{};
     if (tma) {
       // [B, H, S, hd] through the strides, innermost first; boxes of 64 hd (one swizzle row).
@@ -896,35 +822,33 @@ cudaError_t launch(const Params<typename C::T>& p, int pipeline, int sections, b
       if (cudaError_t e = encode(maps.v, p.v, p.v_strides, C::kBlockK); e != cudaSuccess) return e;
     }
     specialised<<<static_cast<unsigned>(blocks), C::kThreads + kWarpgroupThreads, smem, stream>>>(
-        p, p.scale * kLog2e, q_tiles, static_cast<int>(items), section_heads, claims, maps);
+        p, p.scale * kLog2e, q_tiles, static_cast<int>(items), section_heads, maps);
     return cudaGetLastError();
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T, int kHeadDim, int kWarpgroups>
-cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, unsigned* claims,
-                           cudaStream_t stream) {
+cudaError_t launch_block_k(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   switch (config.block_k) {
     case 64:
       return launch<Tiling<T, kHeadDim, kWarpgroups, 64>>(p, config.pipeline, config.sections,
-                                                          config.pingpong != 0, claims, stream);
+                                                          config.pingpong != 0, stream);
     case 128:
       return launch<Tiling<T, kHeadDim, kWarpgroups, 128>>(p, config.pipeline, config.sections,
-                                                           config.pingpong != 0, claims, stream);
+                                                           config.pingpong != 0, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
 template <typename T, int kHeadDim>
-cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config, unsigned* claims,
-                              cudaStream_t stream) {
+cudaError_t launch_warpgroups(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   switch (config.warpgroups) {
-    case 1: return launch_block_k<T, kHeadDim, 1>(p, config, claims, stream);
-    case 2: return launch_block_k<T, kHeadDim, 2>(p, config, claims, stream);
+    case 1: return launch_block_k<T, kHeadDim, 1>(p, config, stream);
+    case 2: return launch_block_k<T, kHeadDim, 2>(p, config, stream);
     case 3:
       if constexpr (kHeadDim == 64)
-        return launch_block_k<T, kHeadDim, 3>(p, config, claims, stream);
+        return launch_block_k<T, kHeadDim, 3>(p, config, stream);
       else
         return cudaErrorNotSupported;  // consumer_registers: O, S and P fit 160 registers at hd 64 only
     default: return cudaErrorInvalidValue;
@@ -935,8 +859,7 @@ bool valid_config(const FlashWgmmaConfig& c) {
   return c.warpgroups >= 1 && c.warpgroups <= 3 && (c.block_k == 64 || c.block_k == 128) &&
          (c.pipeline == 0 ? c.warpgroups <= 2 : c.pipeline >= 1 && c.pipeline <= 3 && c.warpgroups >= 2) &&
          (c.sections == 0 || (c.sections >= 1 && c.sections <= 3 && c.pipeline != 0)) &&
-         (c.pingpong == 0 || (c.pingpong == 1 && c.pipeline != 0)) &&
-         (c.claim == 0 || (c.claim == 1 && c.pipeline >= 2));
+         (c.pingpong == 0 || (c.pingpong == 1 && c.pipeline != 0));
 }
 
 }  // namespace
@@ -947,28 +870,23 @@ std::size_t flash_wgmma_shared_bytes(const FlashWgmmaConfig& config, int head_di
   return shared_bytes(config.warpgroups, config.block_k, head_dim, config.pipeline);
 }
 
-std::size_t flash_wgmma_workspace_bytes(const FlashWgmmaConfig& config) { return config.claim ? sizeof(unsigned) : 0; }
-
 template <typename T>
-cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& config, void* workspace,
-                                cudaStream_t stream) {
+cudaError_t flash_wgmma_forward(const Params<T>& p, const FlashWgmmaConfig& config, cudaStream_t stream) {
   if (!valid_config(config)) return cudaErrorInvalidValue;
-  auto* const claims = config.claim ? static_cast<unsigned*>(workspace) : nullptr;
-  if (config.claim && claims == nullptr) return cudaErrorInvalidValue;
   if (!flash_wgmma_head_dim_supported(p.head_dim)) return cudaErrorNotSupported;
   if (p.rounded) return cudaErrorNotSupported;  // fp32 scores, unnormalised P: not a materialised attention's rounding
   if (config.pipeline == 3 && p.lengths) return cudaErrorNotSupported;  // TMA cannot zero keys past a row's length
   if (cudaError_t e = check_params(p); e != cudaSuccess) return e;
   if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
   switch (p.head_dim) {
-    case 64: return launch_warpgroups<T, 64>(p, config, claims, stream);
-    case 128: return launch_warpgroups<T, 128>(p, config, claims, stream);
+    case 64: return launch_warpgroups<T, 64>(p, config, stream);
+    case 128: return launch_warpgroups<T, 128>(p, config, stream);
     default: return cudaErrorNotSupported;
   }
 }
 
-template cudaError_t flash_wgmma_forward<__half>(const Params<__half>&, const FlashWgmmaConfig&, void*, cudaStream_t);
-template cudaError_t flash_wgmma_forward<__nv_bfloat16>(const Params<__nv_bfloat16>&, const FlashWgmmaConfig&, void*,
+template cudaError_t flash_wgmma_forward<__half>(const Params<__half>&, const FlashWgmmaConfig&, cudaStream_t);
+template cudaError_t flash_wgmma_forward<__nv_bfloat16>(const Params<__nv_bfloat16>&, const FlashWgmmaConfig&,
                                                         cudaStream_t);
 
 }  // namespace shapetune::kernels::attention

@@ -297,8 +297,7 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     EXPECT_FALSE(wgmma.supports(problem("attention.causal.packed", 1, 1, 64, hd), wgmma.default_config, h200).ok) << hd;
   DeviceLimits small_shared = h200;
   small_shared.shared_memory_per_block_optin = 100 * 1024;
-  const Config biggest(
-      {{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}, {"claim", 0}});
+  const Config biggest({{"warpgroups", 2}, {"block_k", 128}, {"pipeline", 0}, {"sections", 0}, {"pingpong", 0}});
   const Support too_big = wgmma.supports(problem("attention.causal.split", 1, 1, 256, 128), biggest, small_shared);
   EXPECT_FALSE(too_big.ok);
   EXPECT_NE(too_big.reason.find("shared memory"), std::string::npos) << too_big.reason;
@@ -308,14 +307,14 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
   const Config recorded({{"warpgroups", 2}, {"block_k", 128}});
   EXPECT_THROW(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), recorded, h200), std::out_of_range);
   const Config completed = complete_config(wgmma, recorded);
-  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0,sections=0,pingpong=0,claim=0");
+  EXPECT_EQ(completed.key(), "warpgroups=2,block_k=128,pipeline=0,sections=0,pingpong=0");
   EXPECT_TRUE(wgmma.supports(problem("attention.causal.split", 1, 1, 256, 64), completed, h200).ok);
   // The warp-specialised pipelines: two consumer warpgroups only, and their second Q tile and
   // barriers count.
   const Problem hd128 = problem("attention.causal.split", 4, 16, 8192, 128);
-  const auto wgmma_config = [](int warpgroups, int pipeline, int pingpong = 0, int claim = 0) {
+  const auto wgmma_config = [](int warpgroups, int pipeline, int pingpong = 0) {
     return Config({{"warpgroups", warpgroups}, {"block_k", 128}, {"pipeline", pipeline}, {"sections", 0},
-                   {"pingpong", pingpong}, {"claim", claim}});
+                   {"pingpong", pingpong}});
   };
   const Problem hd64 = problem("attention.causal.split", 8, 16, 2048, 64);
   for (const int pipeline : {1, 2, 3}) {
@@ -331,21 +330,20 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     EXPECT_NE(three_at_128.reason.find("hd 64 only"), std::string::npos) << three_at_128.reason;
   }
   // Three consumers at hd 64: two Q tiles of 192 x 64 and two K/V pairs of 128 x 64 halves, the
-  // barriers, the claimed items with theirs and the slack: 49,152 + 65,536 + 96 + 24 + 1,024 bytes.
+  // barriers and the slack: 49,152 + 65,536 + 96 + 1,024 bytes.
   DeviceLimits exactly_three = h200;
-  exactly_three.shared_memory_per_block_optin = 115832;
+  exactly_three.shared_memory_per_block_optin = 115808;
   EXPECT_TRUE(wgmma.supports(hd64, wgmma_config(3, 2), exactly_three).ok);
   exactly_three.shared_memory_per_block_optin -= 1;
   EXPECT_FALSE(wgmma.supports(hd64, wgmma_config(3, 2), exactly_three).ok);
   // Q 128 x 128 and two K/V pairs of 128 x 128 halves, 1 KiB of alignment slack: 164,864 bytes;
-  // the specialised pipelines' second Q tile takes 32,768 more, their twelve barriers 96 and their
-  // two claimed items with a barrier each 24.
+  // the specialised pipelines' second Q tile takes 32,768 more, their twelve barriers 96.
   DeviceLimits exactly_synchronous = h200;
   exactly_synchronous.shared_memory_per_block_optin = 164864;
   EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 0), exactly_synchronous).ok);
   EXPECT_FALSE(wgmma.supports(hd128, wgmma_config(2, 1), exactly_synchronous).ok);
   DeviceLimits exactly_specialised = h200;
-  exactly_specialised.shared_memory_per_block_optin = 164864 + 32768 + 96 + 24;
+  exactly_specialised.shared_memory_per_block_optin = 164864 + 32768 + 96;
   EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 2), exactly_specialised).ok);
   EXPECT_TRUE(wgmma.supports(hd128, wgmma_config(2, 3), exactly_specialised).ok);
   exactly_specialised.shared_memory_per_block_optin -= 1;
@@ -357,18 +355,10 @@ TEST(AttentionCatalogue, RefusalsBeforeAnyLaunch) {
     pingpong_configs += c.at("pingpong") == 1;
     synchronous_pingpong += c.at("pingpong") == 1 && c.at("pipeline") == 0;
   }
-  // warpgroups 3 x block_k 2 x sections 4 x (pipeline 1, pipelines 2 and 3 with claim 0 and 1)
-  EXPECT_EQ(pingpong_configs, 120);
+  EXPECT_EQ(pingpong_configs, 72);  // warpgroups 3 x block_k 2 x pipeline 3 x sections 4
   EXPECT_EQ(synchronous_pingpong, 0);
   for (const Config& c : wgmma.params.enumerate())
     EXPECT_FALSE(c.at("warpgroups") == 3 && c.at("pipeline") == 0) << c.key();  // no producer to feed three
-  // Claimed items: the persistent pipelines only, each launch's counter in the workspace.
-  for (const Config& c : wgmma.params.enumerate()) {
-    if (c.at("claim") == 1) {
-      EXPECT_GE(c.at("pipeline"), 2) << c.key();
-    }
-    EXPECT_EQ(wgmma.workspace_bytes(hd128, c), c.at("claim") == 1 ? sizeof(unsigned) : 0u) << c.key();
-  }
   // Pipeline 3's TMA boxes cannot zero the keys past a batch row's length.
   const Support tma_padded =
       wgmma.supports(problem("attention.causal.split.padded", 4, 16, 8192, 128), wgmma_config(2, 3), h200);
