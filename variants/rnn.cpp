@@ -324,7 +324,8 @@ LaunchStatus persistent_registers(const LaunchArgs& a) {
 // ---- persistent_block ---------------------------------------------------------------------------
 
 kr::BlockConfig block_config(const Config& c) {
-  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads"), cfg(c, "project")};
+  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads"), cfg(c, "project"),
+          cfg(c, "unit_groups")};
 }
 
 Support block_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
@@ -334,7 +335,24 @@ Support block_supports(const Problem& p, const Config& c, const DeviceLimits& li
     return Support::no("rows_per_block " + std::to_string(bc.rows_per_block) + " is the same single block as a "
                        "smaller one for batch " + std::to_string(r.batch));
   const kr::BlockPlan plan = kr::block_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
+  if (plan.blocks == 0 && bc.unit_groups) {
+    if (bc.k_split == 1) return Support::no("unit groups split a unit over 2, 4 or 8 lanes (k_split 1 is the row layout)");
+    if (bc.rows_per_block > 2 || bc.rows_per_block > bc.k_split)
+      return Support::no("unit groups run 1 or 2 rows a block, at most k_split (a lane applies the cell to one row)");
+    if (bc.register_quads % r.gates != 0)
+      return Support::no("unit groups keep whole chunks (all " + std::to_string(r.gates) +
+                         " gate rows) in registers: register_quads a multiple of " + std::to_string(r.gates));
+    const std::int64_t threads = (r.hidden * bc.k_split + 31) / 32 * 32;
+    const int most = kr::unit_group_thread_cap(bc.register_quads);
+    if (threads > most)
+      return Support::no(std::to_string(threads) + " threads (H x k_split); with " +
+                         std::to_string(bc.register_quads) + " register chunks the kernel is built for at most " +
+                         std::to_string(most));
+    return Support::no("more register chunks than a lane's " +
+                       std::to_string(r.gates * ((r.hidden + 4 * bc.k_split - 1) / (4 * bc.k_split))) + " has");
+  }
   if (plan.blocks == 0) {
+    if (bc.k_split > 4) return Support::no("the row layout (unit_groups 0) splits a gate row over 1, 2 or 4 threads");
     const bool wide = bc.register_quads > 16;
     const int most = wide ? kr::kMaxWideRegisterThreads : kr::kMaxBlockThreads;
     if (r.gates * r.hidden * bc.k_split > most)
@@ -349,7 +367,7 @@ Support block_supports(const Problem& p, const Config& c, const DeviceLimits& li
                        std::to_string((r.hidden + bc.k_split - 1) / bc.k_split) + " columns has");
   }
   if (static_cast<std::int64_t>(plan.shared_bytes) > limits.shared_memory_per_block_optin)
-    return Support::no("W_hh's chunks outside registers, the h rows and the partial sums need " +
+    return Support::no("W_hh's chunks outside registers, the h rows (and the partial sums) need " +
                        std::to_string(plan.shared_bytes) + " bytes of shared memory; a block may have " +
                        std::to_string(limits.shared_memory_per_block_optin) + " (more register_quads hold more)");
   return Support::yes();
@@ -525,17 +543,22 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
   pb.primitive = primitive;
   pb.name = "persistent_block";
   pb.description = "one thread block holds all of W_hh (registers and shared memory) and runs every step for its own "
-                   "batch rows: no exchange between blocks, two block barriers a step (G H x k_split <= 512 threads)";
+                   "batch rows: no exchange between blocks, one or two block barriers a step";
   pb.params = ParamSpace(
       {{"rows_per_block", {1, 2, 4}, "batch rows a block runs (blocks = N / this)"},
-       {"k_split", {1, 2, 4}, "threads that split one gate row's dot products"},
+       {"k_split", {1, 2, 4, 8}, "threads (lanes) that split one dot product"},
        {"register_quads", {0, 8, 16, 24, 32},
-        "16-byte chunks of a thread's slice of W_hh in registers (the rest in shared memory); 24 and 32 "
-        "with at most 384 threads and 2 rows a block"},
+        "16-byte chunks of a thread's share of W_hh in registers (the rest in shared memory); rows: 24 and 32 "
+        "with at most 384 threads and 2 rows a block; unit groups: a multiple of G"},
        {"project", {0, 1},
         "0: the input projection (cuBLAS) before the launch; 1: the launch's spare blocks project a step at a "
-        "time ahead of the recurrence (a cooperative launch)"}});
-  pb.default_config = Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}, {"project", 0}});
+        "time ahead of the recurrence (a cooperative launch)"},
+       {"unit_groups", {0, 1},
+        "0: a thread a gate row's slice (G H x k_split <= 512 threads), sums through shared memory, two barriers a "
+        "step; 1: k_split lanes a hidden unit, each holding all G gate rows over its column chunks, sums by "
+        "shuffles, one barrier a step"}});
+  pb.default_config =
+      Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}, {"project", 0}, {"unit_groups", 0}});
   pb.supports = block_supports;
   pb.workspace_bytes = block_workspace;
   pb.launch = by_type<persistent_block<float>, persistent_block<__half>, persistent_block<__nv_bfloat16>>;

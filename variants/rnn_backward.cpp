@@ -584,7 +584,8 @@ Config as_config(const kr::BlockConfig& c) {
   return Config({{"rows_per_block", c.rows_per_block},
                  {"k_split", c.k_split},
                  {"register_quads", c.register_quads},
-                 {"project", c.project}});
+                 {"project", c.project},
+                 {"unit_groups", c.unit_groups}});
 }
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},

@@ -171,10 +171,40 @@ __device__ __forceinline__ void slice_products(const float* rows, int width, int
   for (int rr = 0; rr < kRows; ++rr) out[rr] = (acc[rr].x + acc[rr].y) + (acc[rr].z + acc[rr].w);
 }
 
+// The input gates of one (batch row, unit) for a step, which a cell thread loads a step ahead of
+// their use. With a projection in the launch (projection.ready), a step's gates are read after the
+// count that announces them (acquire loads), and the counts are read ahead while they are complete,
+// so that once the projection is ahead a step reads no counter at all.
+template <typename T, int G>
+struct InputGates {
+  const float* gates;
+  const int* ready;   // nullptr: written before the launch
+  int ready_through;  // the last step whose gates are known written
+
+  __device__ InputGates(const Layer<T>& p, const float* input_gates, const BlockProjection<T>& projection)
+      : gates(input_gates), ready(projection.ready), ready_through(projection.ready ? -1 : p.steps - 1) {}
+
+  __device__ void load(const Layer<T>& p, int step, int n, int j, bool live, float (&out)[G]) {
+    if (!live) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) out[g] = 0.f;
+      return;
+    }
+    if (step > ready_through) {
+      const int tiles = projection_tiles(p.batch, G * p.hidden);
+      while (load_acquire(ready + step) < tiles) __nanosleep(64);
+      int s = step + 1;
+      while (s < p.steps && load_acquire(ready + s) >= tiles) ++s;
+      ready_through = s - 1;
+    }
+    const float* at = gates + (static_cast<std::int64_t>(step) * p.batch + n) * (G * p.hidden) + j;
+#pragma unroll
+    for (int g = 0; g < G; ++g) out[g] = __ldcg(at + g * p.hidden);
+  }
+};
+
 // projection.ready == nullptr: input_gates were written before the launch. Otherwise the blocks past
-// geo.recurrent_blocks write them (project_ahead), and a cell thread waits for a step's count
-// before loading its gates: it reads the counters ahead while they are complete, so that once the
-// projection is ahead a step reads no counter at all.
+// geo.recurrent_blocks write them (project_ahead), and a cell thread waits for them (InputGates).
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads : kMaxBlockThreads, 1)
     block_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
@@ -226,25 +256,8 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
   }
   // The input gates of this thread's (row, unit), a step ahead (their load off the step's chain).
   float next_in[G];
-  const int tiles_per_step = projection.ready ? projection_tiles(N, GH) : 0;
-  int ready_through = projection.ready ? -1 : p.steps - 1;  // the last step whose gates are known written
-  const auto load_inputs = [&](int step) {
-    if (!live) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) next_in[g] = 0.f;
-      return;
-    }
-    if (step > ready_through) {  // acquire loads: the gates are read after the counts that announce them
-      while (load_acquire(projection.ready + step) < tiles_per_step) __nanosleep(64);
-      int s = step + 1;
-      while (s < p.steps && load_acquire(projection.ready + s) >= tiles_per_step) ++s;
-      ready_through = s - 1;
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-      next_in[g] = __ldcg(input_gates + (static_cast<std::int64_t>(step) * N + n0 + r) * GH + g * H + j);
-  };
-  load_inputs(0);
+  InputGates<T, G> inputs(p, input_gates, projection);
+  inputs.load(p, 0, n0 + r, j, live, next_in);
   __syncthreads();
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
@@ -252,7 +265,7 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
     float in[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) in[g] = next_in[g];
-    if (t + 1 < p.steps) load_inputs(t + 1);
+    if (t + 1 < p.steps) inputs.load(p, t + 1, n0 + r, j, live, next_in);
 
     float sums[kRows];
     slice_products<kRows, kRegisterQuads>(h_s + s * slice, width, quads, threads, tid, w_r, w_s, sums);
@@ -292,6 +305,165 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
         if constexpr (kCell == Cell::lstm) p.c_t[e0] = from_float<T>(state);
       }
     }
+    __syncthreads();
+  }
+}
+
+// The unit_groups layout (BlockConfig::unit_groups = 1). Lane s of the k_split lanes of unit j's
+// group holds W_hh's G gate rows of unit j over the 16-byte column chunks s, s + k_split, s +
+// 2 k_split, ... (chunk-major: the first register_quads of its G x quads chunks in registers, the
+// rest in shared memory, chunk i of every thread side by side). A step: each lane reads its chunks
+// of the block's h rows (k_split distinct 16-byte addresses a warp: broadcasts), forms its share of
+// the G sums of every row, and a butterfly of shuffles leaves all G totals in every lane of the
+// group; lane r applies the cell to row r and writes h into the other of two h buffers; one barrier.
+//
+// Why: the row layout (unit_groups 0) reads every thread's whole h row from shared memory each step
+// (32 16-byte loads at H 128, each feeding 4 FMAs: the short-scoreboard stall of its profile) and
+// meets twice a step, once for the partial sums. Here a thread loads quads / G of them, each feeding
+// 4 G FMAs, and nothing but h crosses shared memory.
+template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+__global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
+    group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
+  grid_dependency_sync();
+  extern __shared__ __align__(16) float shared[];
+  if (static_cast<int>(blockIdx.x) >= geo.recurrent_blocks) {
+    project_ahead(p, projection.w_ih, input_gates, projection.ready, shared,
+                  static_cast<int>(blockIdx.x) - geo.recurrent_blocks,
+                  static_cast<int>(gridDim.x) - geo.recurrent_blocks);
+    return;
+  }
+  constexpr int G = gate_count(kCell);
+  static_assert(kRegisterQuads % G == 0, "a lane keeps whole chunks (all G gate rows) in registers");
+  constexpr int kRegisterChunks = kRegisterQuads / G;
+  const int H = p.hidden, N = p.batch, L = geo.k_split, chunks = geo.quads;
+  const int width = 4 * L * chunks;  // a shared h row: every lane's chunks, zero past H
+  const int threads = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
+  const int s = tid % L, j = tid / L;  // lane s of unit j's group (j >= H: a padding group)
+  const bool unit = j < H;
+  const int jc = unit ? j : 0;
+  const int n0 = static_cast<int>(blockIdx.x) * kRows;
+  const int rows = min(kRows, N - n0);
+
+  float4* w_s = reinterpret_cast<float4*>(shared);                     // [(chunks - kRegisterChunks) G][threads]
+  float* h_s = shared + 4 * (chunks - kRegisterChunks) * G * threads;  // [2][kRows][width]
+  const int buffer = kRows * width;
+
+  const auto w_quad = [&](int c, int g) {
+    return load_four(p.w_hh + (static_cast<std::int64_t>(g) * H + jc) * H, 4 * (s + L * c), H, unit);
+  };
+  float4 w_r[kRegisterChunks > 0 ? kRegisterChunks : 1][G];
+#pragma unroll
+  for (int c = 0; c < kRegisterChunks; ++c)
+#pragma unroll
+    for (int g = 0; g < G; ++g) w_r[c][g] = w_quad(c, g);
+  for (int c = kRegisterChunks; c < chunks; ++c)
+#pragma unroll
+    for (int g = 0; g < G; ++g) w_s[((c - kRegisterChunks) * G + g) * threads + tid] = w_quad(c, g);
+  for (int idx = tid; idx < 2 * buffer; idx += threads) {
+    const int rr = idx % buffer / width, k = idx % width;
+    h_s[idx] = idx < buffer && rr < rows && k < H ? to_float(p.h0[static_cast<std::int64_t>(n0 + rr) * H + k]) : 0.f;
+  }
+
+  // Lane r of the group applies the cell to row r.
+  const int r = s;
+  const bool live = unit && r < rows;
+  const std::int64_t e0 = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + jc;
+  float state = live ? to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]) : 0.f;
+  // A step's input gates with their biases (b_ih + b_hh, but the GRU candidate's b_hn, which r
+  // multiplies), loaded a step ahead. The biases are read again each step: kept, their registers
+  // spilled W_hh's GRU config at 512 threads.
+  float next_in[G];
+  InputGates<T, G> inputs(p, input_gates, projection);
+  const auto load_inputs = [&](int step) {
+    inputs.load(p, step, n0 + r, jc, live, next_in);
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+      next_in[g] += to_float(p.b_ih[g * H + jc]) + (kCell == Cell::gru && g == 2 ? 0.f : to_float(p.b_hh[g * H + jc]));
+  };
+  load_inputs(0);
+  __syncthreads();
+
+  const std::int64_t plane = static_cast<std::int64_t>(N) * H;
+  for (int t = 0; t < p.steps; ++t) {
+    float in[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) in[g] = next_in[g];
+    if (t + 1 < p.steps) load_inputs(t + 1);
+
+    const float* h_read = h_s + (t & 1) * buffer + 4 * s;
+    float acc[kRows][G];
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr)
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[rr][g] = 0.f;
+    const auto add = [&acc](int rr, const float4& h, const float4& w, int g) {
+      acc[rr][g] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr][g]))));
+    };
+    // The compiler would hoist every chunk's h loads to the top (4 registers a chunk and row),
+    // past the 128 a thread has at 512 threads beside W_hh's 96: a barrier to the compiler every
+    // two chunks keeps them near their use (and the smem loop one gate of W at a time).
+#pragma unroll
+    for (int c = 0; c < kRegisterChunks; ++c) {
+      if (c % 2 == 0) asm volatile("" ::: "memory");
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) {
+        const float4 h = *reinterpret_cast<const float4*>(h_read + rr * width + 4 * L * c);
+#pragma unroll
+        for (int g = 0; g < G; ++g) add(rr, h, w_r[c][g], g);
+      }
+    }
+#pragma unroll 1
+    for (int c = kRegisterChunks; c < chunks; ++c) {
+      float4 h[kRows];
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) h[rr] = *reinterpret_cast<const float4*>(h_read + rr * width + 4 * L * c);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4 w = w_s[((c - kRegisterChunks) * G + g) * threads + tid];
+#pragma unroll
+        for (int rr = 0; rr < kRows; ++rr) add(rr, h[rr], w, g);
+      }
+    }
+    // The group's lanes are adjacent: a butterfly over them leaves every total in every lane.
+    for (int offset = L / 2; offset > 0; offset /= 2)
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr)
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[rr][g] += __shfl_xor_sync(0xffffffffu, acc[rr][g], offset);
+
+    if (live) {
+      float sum[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        sum[g] = acc[0][g];
+#pragma unroll
+        for (int rr = 1; rr < kRows; ++rr)
+          if (r == rr) sum[g] = acc[rr][g];
+      }
+      float h, kept[kSavedGates];
+      if constexpr (kCell == Cell::lstm) {
+        const float pre[4] = {in[0] + sum[0], in[1] + sum[1], in[2] + sum[2], in[3] + sum[3]};
+        h = lstm_update(pre, state, kept);
+      } else {
+        h = gru_update(in[0] + sum[0], in[1] + sum[1], in[2], sum[2] + to_float(p.b_hh[2 * H + j]), state, kept);
+      }
+      const T stored = from_float<T>(h);
+      const float fed_back = to_float(stored);  // the recurrence reads h as stored
+      h_s[((t + 1) & 1) * buffer + r * width + j] = fed_back;
+      p.y[t * plane + e0] = stored;
+      if (p.saved) {  // for the backward pass (a uniform branch: no second instantiation)
+        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n0 + r) * (kSavedGates * H) + j;
+#pragma unroll
+        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
+        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + e0] = state;
+      }
+      if constexpr (kCell == Cell::gru) state = fed_back;
+      if (t + 1 == p.steps) {
+        p.h_t[e0] = stored;
+        if constexpr (kCell == Cell::lstm) p.c_t[e0] = from_float<T>(state);
+      }
+    }
+    // Buffer (t+1)&1 is written; buffer t&1, which step t+1 writes, is read by every thread.
     __syncthreads();
   }
 }
@@ -414,10 +586,9 @@ cudaError_t launch_backward_chain(const BackwardChain<T>& p, const BlockPlan& pl
 // With a projection: a cooperative launch (the recurrence waits on the projecting blocks, so all must
 // be resident), as many projecting blocks as the device holds beside the recurrence's, at most a
 // tile each; its counters zeroed first.
-template <typename T, Cell kCell, int kRows, int kRegisterQuads>
-cudaError_t launch(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
+template <typename T, typename Kernel>
+cudaError_t launch(Kernel kernel, const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
                    const BlockProjection<T>& projection, cudaStream_t stream) {
-  auto kernel = block_kernel<T, kCell, kRows, kRegisterQuads>;
   if (cudaError_t e = allow_dynamic_shared(kernel, plan.shared_bytes); e != cudaSuccess) return e;
   Geometry geo{c.k_split, plan.quads, plan.blocks};
   if (!projection.ready) {
@@ -426,8 +597,7 @@ cudaError_t launch(const Layer<T>& p, float* input_gates, const BlockPlan& plan,
   }
   std::int64_t resident = 0;
   if (cudaError_t e = resident_blocks(kernel, plan.threads, plan.shared_bytes, &resident); e != cudaSuccess) return e;
-  const std::int64_t tiles =
-      static_cast<std::int64_t>(p.steps) * projection_tiles(p.batch, gate_count(kCell) * p.hidden);
+  const std::int64_t tiles = static_cast<std::int64_t>(p.steps) * projection_tiles(p.batch, gate_count(p.cell) * p.hidden);
   const std::int64_t projecting = std::min(resident - plan.blocks, tiles);
   if (projecting < 1) return cudaErrorCooperativeLaunchTooLarge;
   if (cudaError_t e = cudaMemsetAsync(projection.ready, 0, sizeof(int) * static_cast<std::size_t>(p.steps), stream);
@@ -442,15 +612,31 @@ cudaError_t launch(const Layer<T>& p, float* input_gates, const BlockPlan& plan,
 template <typename T, Cell kCell, int kRows>
 cudaError_t launch_quads(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
                          const BlockProjection<T>& projection, cudaStream_t stream) {
+  const auto go = [&](auto kernel) { return launch(kernel, p, input_gates, plan, c, projection, stream); };
+  if (c.unit_groups) {
+    if constexpr (kRows <= 2) {  // block_plan allows unit groups of 1 or 2 rows, whole chunks in registers
+      switch (c.register_quads) {
+        case 0: return go(group_kernel<T, kCell, kRows, 0>);
+        case 24: return go(group_kernel<T, kCell, kRows, 24>);
+        default: break;
+      }
+      if constexpr (kCell == Cell::lstm) {
+        if (c.register_quads == 8) return go(group_kernel<T, kCell, kRows, 8>);
+        if (c.register_quads == 16) return go(group_kernel<T, kCell, kRows, 16>);
+        if (c.register_quads == 32) return go(group_kernel<T, kCell, kRows, 32>);
+      }
+    }
+    return cudaErrorInvalidValue;
+  }
   switch (c.register_quads) {
-    case 0: return launch<T, kCell, kRows, 0>(p, input_gates, plan, c, projection, stream);
-    case 8: return launch<T, kCell, kRows, 8>(p, input_gates, plan, c, projection, stream);
-    case 16: return launch<T, kCell, kRows, 16>(p, input_gates, plan, c, projection, stream);
+    case 0: return go(block_kernel<T, kCell, kRows, 0>);
+    case 8: return go(block_kernel<T, kCell, kRows, 8>);
+    case 16: return go(block_kernel<T, kCell, kRows, 16>);
     default: break;
   }
   if constexpr (kRows <= 2) {  // block_plan allows the wide register configs at 1 or 2 rows only
-    if (c.register_quads == 24) return launch<T, kCell, kRows, 24>(p, input_gates, plan, c, projection, stream);
-    if (c.register_quads == 32) return launch<T, kCell, kRows, 32>(p, input_gates, plan, c, projection, stream);
+    if (c.register_quads == 24) return go(block_kernel<T, kCell, kRows, 24>);
+    if (c.register_quads == 32) return go(block_kernel<T, kCell, kRows, 32>);
   }
   return cudaErrorInvalidValue;
 }
@@ -468,15 +654,41 @@ cudaError_t launch_rows(const Layer<T>& p, float* input_gates, const BlockPlan& 
 
 }  // namespace
 
+namespace {
+
+// unit_groups 1: H x k_split threads (whole warps), quads = 16-byte chunks of a lane's share of a
+// gate row, register_quads whole chunks (all G rows) in registers.
+BlockPlan unit_group_plan(int G, int batch, int hidden, const BlockConfig& c) {
+  BlockPlan plan;
+  const bool rows_ok = (c.rows_per_block == 1 || c.rows_per_block == 2) && c.rows_per_block <= c.k_split;
+  const bool split_ok = c.k_split == 2 || c.k_split == 4 || c.k_split == 8;
+  const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
+  const int threads = (hidden * c.k_split + 31) / 32 * 32;
+  if (!rows_ok || !split_ok || c.register_quads % G != 0 || c.register_quads > G * quads ||
+      threads > unit_group_thread_cap(c.register_quads))
+    return plan;
+  plan.threads = threads;
+  plan.quads = quads;
+  plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
+  const std::size_t floats = 4 * static_cast<std::size_t>(G * quads - c.register_quads) * threads +
+                             2 * static_cast<std::size_t>(c.rows_per_block) * 4 * c.k_split * quads;
+  plan.shared_bytes = std::max<std::size_t>(floats, c.project ? kProjectFloats : 0) * sizeof(float);
+  return plan;
+}
+
+}  // namespace
+
 BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   BlockPlan plan;
   const int G = gate_count(cell);
+  const bool project_ok = c.project == 0 || c.project == 1;
+  if (!project_ok || batch < 1 || hidden < 1 || (c.unit_groups != 0 && c.unit_groups != 1)) return plan;
+  if (c.unit_groups) return unit_group_plan(G, batch, hidden, c);
   const bool rows_ok = c.rows_per_block == 1 || c.rows_per_block == 2 || c.rows_per_block == 4;
   const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
   const bool wide = c.register_quads == 24 || c.register_quads == 32;
   const bool quads_ok = c.register_quads == 0 || c.register_quads == 8 || c.register_quads == 16 || wide;
-  const bool project_ok = c.project == 0 || c.project == 1;
-  if (!rows_ok || !split_ok || !quads_ok || !project_ok || batch < 1 || hidden < 1) return plan;
+  if (!rows_ok || !split_ok || !quads_ok) return plan;
   const int threads = G * hidden * c.k_split;
   const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
   if (threads > (wide ? kMaxWideRegisterThreads : kMaxBlockThreads) || (wide && c.rows_per_block > 2) ||

@@ -193,30 +193,41 @@ cudaError_t register_forward(const Layer<T>&, const float* input_gates, void* wo
 // ---- persistent_block -------------------------------------------------------------------------
 
 // One thread block holds all of W_hh and runs every step for its own batch rows
-// (persistent_block.cu): G H x k_split threads, thread (gate row, slice) keeping the first
-// register_quads 16-byte chunks of its slice of the row in registers and the rest in shared
-// memory. Blocks never exchange anything, so it needs no cooperative launch; it fits where W_hh
-// fits one SM (f32 LSTM: H <= 128 or so).
+// (persistent_block.cu). Blocks never exchange anything, so it needs no cooperative launch; it
+// fits where W_hh fits one SM (f32 LSTM: H <= 128 or so). Two layouts of W_hh over the threads:
+//   unit_groups 0: G H x k_split threads, thread (gate row, slice) keeping the first register_quads
+//     16-byte chunks of its slice of the row in registers and the rest in shared memory; the
+//     k_split partial sums and the G gates of a unit meet in shared memory, two barriers a step.
+//   unit_groups 1: H x k_split threads, the k_split lanes of unit j's group each holding all G gate
+//     rows of unit j over every k_split-th 16-byte chunk of the columns (register_quads of them in
+//     registers, a multiple of G); shuffles give every lane of the group all G sums, so the cell
+//     runs at once: one barrier a step.
 struct BlockConfig {
-  int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4): blocks = ceil(N / this)
-  int k_split = 1;         // slices a gate row's dot products split into (1, 2 or 4), one thread each
-  int register_quads = 8;  // 16-byte chunks of a thread's slice held in registers (0, 8, 16, 24 or 32)
+  int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4; unit_groups: 1 or 2, at most k_split)
+  int k_split = 1;         // lanes one dot product splits over (1, 2 or 4; unit_groups: 2, 4 or 8)
+  int register_quads = 8;  // 16-byte chunks of W_hh a thread holds in registers (0, 8, 16, 24 or 32)
   // 0: input_gates are written before the launch. 1: the launch's spare blocks write them, a step
   // at a time ahead of the recurrence (BlockProjection; a cooperative launch).
   int project = 0;
+  int unit_groups = 0;  // the layout above
 };
 // At most 512 threads, so that a thread may have 128 registers: at 1024 (64 registers) every
 // config spilled. 24 or 32 chunks (96 or 128 registers of W_hh) need at most 384 threads, 168
 // registers each, and at most 2 rows a block: the GRU at H 128 then holds all of W_hh in registers.
 inline constexpr int kMaxBlockThreads = 512;
 inline constexpr int kMaxWideRegisterThreads = 384;
+// unit_groups 1: the threads a block may have with register_quads chunks of W_hh in registers, so
+// that W_hh's 4 register_quads registers and the step's own (about 30) fit the register file.
+__host__ __device__ constexpr int unit_group_thread_cap(int register_quads) {
+  return register_quads <= 8 ? 1024 : register_quads <= 24 ? 512 : 256;
+}
 
 // blocks == 0: the config or the shape is outside what the kernel is built for (more than 512
 // threads, more register chunks than the slice has, ...).
 struct BlockPlan {
   int blocks = 0;
   int threads = 0;
-  int quads = 0;                 // 16-byte chunks of a thread's slice: ceil(H / (4 k_split))
+  int quads = 0;                 // 16-byte chunks of a thread's slice of a row: ceil(H / (4 k_split))
   std::size_t shared_bytes = 0;  // W_hh's chunks not in registers, the rows of h, the partial sums
 };
 BlockPlan block_plan(Cell, int batch, int hidden, const BlockConfig&);

@@ -306,20 +306,68 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   EXPECT_FALSE(wide.ok);
   EXPECT_NE(wide.reason.find("1024 threads"), std::string::npos) << wide.reason;
   // 8 of 32 chunks in registers at H 128: the other 24 take 192 KiB, with h and the sums past 227.
-  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}, {"project", 0}});
+  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0}});
   const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
   EXPECT_FALSE(shared.ok);
   EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
-  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}, {"project", 1}});
+  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}, {"project", 1}, {"unit_groups", 0}});
   const Support lstm_wide = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, all_in_registers, h200);
   EXPECT_FALSE(lstm_wide.ok);
   EXPECT_NE(lstm_wide.reason.find("at most 384"), std::string::npos) << lstm_wide.reason;
   const Variant& gru = *catalogue().find_variant("gru.forward", "persistent_block");
   EXPECT_TRUE(gru.supports({"gru.forward", DType::f32, shape(64, 128)}, all_in_registers, h200).ok);
-  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}, {"project", 0}});
+  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}, {"project", 0}, {"unit_groups", 0}});
   const Support gru_rows = gru.supports({"gru.forward", DType::f32, shape(64, 128)}, wide_rows, h200);
   EXPECT_FALSE(gru_rows.ok);
   EXPECT_NE(gru_rows.reason.find("2 rows"), std::string::npos) << gru_rows.reason;
+}
+
+// The block rung's unit groups: H x k_split threads in whole warps, a lane's share of a gate row
+// ceil(H / (4 k_split)) 16-byte chunks, register_quads of its G x that in registers (whole chunks,
+// a multiple of G); its shared memory is the other chunks and two buffers of the block's h rows.
+TEST(RnnCatalogue, PersistentBlockUnitGroupsPlanAndRefusals) {
+  namespace kr = kernels::rnn;
+  const kr::BlockPlan gru = kr::block_plan(kr::Cell::gru, 64, 128, {1, 4, 24, 0, 1});  // all of W_hh in registers
+  EXPECT_EQ(gru.blocks, 64);
+  EXPECT_EQ(gru.threads, 512);
+  EXPECT_EQ(gru.quads, 8);
+  EXPECT_EQ(gru.shared_bytes, (2 * 1 * 128) * sizeof(float));
+  const kr::BlockPlan lstm = kr::block_plan(kr::Cell::lstm, 64, 128, {2, 4, 16, 0, 1});
+  EXPECT_EQ(lstm.blocks, 32);
+  EXPECT_EQ(lstm.threads, 512);
+  EXPECT_EQ(lstm.shared_bytes, (4 * 16 * 512 + 2 * 2 * 128) * sizeof(float));
+  // H 100 over 4 lanes: 7 chunks a lane (a row 112 wide, zero past 100), 400 threads in 13 warps.
+  const kr::BlockPlan odd = kr::block_plan(kr::Cell::lstm, 7, 100, {2, 4, 24, 0, 1});
+  EXPECT_EQ(odd.blocks, 4);
+  EXPECT_EQ(odd.threads, 416);
+  EXPECT_EQ(odd.quads, 7);
+  EXPECT_EQ(odd.shared_bytes, (4 * (28 - 24) * 416 + 2 * 2 * 112) * sizeof(float));
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 4, 16, 0, 1}).blocks, 0) << "16 chunks: not whole G = 3 rows";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 24, 0, 1}).blocks, 0) << "k_split 1";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {4, 4, 24, 0, 1}).blocks, 0) << "4 rows";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {2, 2, 0, 0, 1}).blocks, 32) << "2 rows over 2 lanes";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {1, 8, 16, 0, 1}).blocks, 0) << "1024 threads with 64 registers";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {1, 4, 32, 0, 1}).blocks, 0) << "512 threads with 128 registers";
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 64, 128, {1, 2, 32, 0, 1}).threads, 256);
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 16, {1, 4, 24, 0, 1}).blocks, 0) << "24 chunks of a lane's 3";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 4, 24, 0, 2}).blocks, 0) << "unit_groups is 0 or 1";
+
+  const Variant& v = *catalogue().find_variant("gru.forward", "persistent_block");
+  const DeviceLimits h200 = nominal_device_limits();
+  const Shape shape({{"T", 8}, {"N", 64}, {"D", 8}, {"H", 128}});
+  const auto groups = [](int rows, int split, int quads) {
+    return Config({{"rows_per_block", rows}, {"k_split", split}, {"register_quads", quads}, {"project", 0},
+                   {"unit_groups", 1}});
+  };
+  EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape}, groups(1, 4, 24), h200).ok);
+  const auto refusal = [&](const Config& c) { return v.supports({"gru.forward", DType::f32, shape}, c, h200).reason; };
+  EXPECT_NE(refusal(groups(1, 4, 16)).find("multiple of 3"), std::string::npos) << refusal(groups(1, 4, 16));
+  EXPECT_NE(refusal(groups(1, 1, 24)).find("2, 4 or 8 lanes"), std::string::npos) << refusal(groups(1, 1, 24));
+  EXPECT_NE(refusal(groups(2, 8, 24)).find("at most 512"), std::string::npos) << refusal(groups(2, 8, 24));
+  // All of the GRU's W_hh in shared memory at 8 lanes: 192 KiB, which fits.
+  EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape}, groups(1, 8, 0), h200).ok);
+  const Config rows8({{"rows_per_block", 1}, {"k_split", 8}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0}});
+  EXPECT_NE(refusal(rows8).find("1, 2 or 4 threads"), std::string::npos) << refusal(rows8);
 }
 
 // The block rung's backward chain: H x k_split threads, each a slice of ceil(G H / k_split) gate

@@ -134,6 +134,30 @@ TEST_P(RnnVariants, PersistentBlockRunsEveryConfig) {
   }
 }
 
+// The block rung's unit groups (unit_groups 1), each config with project 0 and 1: at H 100 and 7
+// rows (4 lanes: chunks of a 112-wide row, zero past 100; 13 warps of 400 threads and padding
+// lanes; a last block of 1 row at 2 a block), at H 17 (8 lanes: one chunk a lane, most of them
+// past H), at H 128 and 64 rows for one step, and at H 128 for 40 steps (the two h buffers
+// alternate 20 times each) at 3 rows. The counts are the configs with project 0 alone.
+TEST_P(RnnVariants, PersistentBlockUnitGroupsRunEveryConfig) {
+  std::uint64_t seed = std::random_device{}();
+  const auto groups = [](const Config& c) { return c.at("unit_groups") == 1; };
+  struct Case {
+    std::int64_t t, n, d, h;
+    int lstm, gru;
+  };
+  for (const Case& c : {Case{6, 7, 33, 100, 22, 8}, Case{9, 5, 24, 17, 10, 6}, Case{1, 64, 16, 128, 16, 10},
+                        Case{40, 3, 8, 128, 16, 10}})
+    for (const char* primitive : {"lstm.forward", "gru.forward"}) {
+      const Problem problem{primitive, GetParam(), Shape({{"T", c.t}, {"N", c.n}, {"D", c.d}, {"H", c.h}})};
+      const int at_least = std::string(primitive) == "lstm.forward" ? c.lstm : c.gru;
+      EXPECT_GE(test_support::verify_every_config(*measurer_, device_, problem, seed++, {}, {}, "persistent_block",
+                                                  groups),
+                at_least)
+          << problem.key();
+    }
+}
+
 // The block rung's backward runs, not only refuses: at H 100 and 7 rows (10 configs each cell: a
 // last block short of rows at 2 a block; slices of 100, 50 and 25 chunks, 16 or none in
 // registers), at H 17 (the forward without register chunks; G H = 68 or 51 rows in slices of 4-17

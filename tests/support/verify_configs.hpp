@@ -20,11 +20,12 @@ namespace shapetune::test_support {
 
 // Returns how many (variant, config) pairs were verified; failures are reported through
 // EXPECT_*. Configs refused at launch (registers, alignment, a library's NOT_SUPPORTED) are
-// skipped, as the sweep records them as unsupported. `only_variant`, where given, limits it to
-// that variant.
+// skipped, as the sweep records them as unsupported. `only_variant` and `only_configs`, where
+// given, limit it to that variant and to the configs they accept.
 inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, const Problem& problem, std::uint64_t seed,
                                const std::function<void(std::vector<TensorSpec>&)>& adjust = {},
-                               std::vector<double> scalars = {}, const std::string& only_variant = "") {
+                               std::vector<double> scalars = {}, const std::string& only_variant = "",
+                               const std::function<bool(const Config&)>& only_configs = {}) {
   const Primitive& primitive = *catalogue().find_primitive(problem.primitive);
   ProblemData data(primitive, problem, seed, adjust, std::move(scalars));
   const Tolerance tol = tolerance_for(primitive, problem);
@@ -32,7 +33,7 @@ inline int verify_every_config(Measurer& measurer, const DeviceInfo& device, con
   for (const Variant* v : catalogue().variants(problem.primitive)) {
     if (!only_variant.empty() && v->name != only_variant) continue;
     for (const Config& config : v->params.enumerate()) {
-      if (!v->supports(problem, config, device.limits).ok) continue;
+      if ((only_configs && !only_configs(config)) || !v->supports(problem, config, device.limits).ok) continue;
       const std::size_t workspace_bytes = v->workspace_bytes ? v->workspace_bytes(problem, config) : 0;
       DeviceBuffer workspace(workspace_bytes);
       std::vector<void*> pointers = data.pointers(0);
