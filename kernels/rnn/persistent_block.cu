@@ -347,6 +347,9 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   float4* w_s = reinterpret_cast<float4*>(shared);                     // [(chunks - kRegisterChunks) G][threads]
   float* h_s = shared + 4 * (chunks - kRegisterChunks) * G * threads;  // [2][kRows][width]
   const int buffer = kRows * width;
+  // [G + 1][H]: b_ih + b_hh of each gate (the GRU candidate's b_ih alone), then the GRU's b_hn,
+  // which r multiplies. In shared memory: in registers they spilled the GRU's all-register config.
+  float* bias_s = h_s + 2 * buffer;
 
   const auto w_quad = [&](int c, int g) {
     return load_four(p.w_hh + (static_cast<std::int64_t>(g) * H + jc) * H, 4 * (s + L * c), H, unit);
@@ -363,24 +366,22 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     const int rr = idx % buffer / width, k = idx % width;
     h_s[idx] = idx < buffer && rr < rows && k < H ? to_float(p.h0[static_cast<std::int64_t>(n0 + rr) * H + k]) : 0.f;
   }
+  for (int idx = tid; idx < (G + 1) * H; idx += threads) {
+    const int g = idx / H;
+    const bool gru_candidate = kCell == Cell::gru && g == 2;
+    bias_s[idx] = g == G ? (kCell == Cell::gru ? to_float(p.b_hh[idx - H]) : 0.f)
+                         : to_float(p.b_ih[idx]) + (gru_candidate ? 0.f : to_float(p.b_hh[idx]));
+  }
 
   // Lane r of the group applies the cell to row r.
   const int r = s;
   const bool live = unit && r < rows;
   const std::int64_t e0 = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + jc;
   float state = live ? to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]) : 0.f;
-  // A step's input gates with their biases (b_ih + b_hh, but the GRU candidate's b_hn, which r
-  // multiplies), loaded a step ahead. The biases are read again each step: kept, their registers
-  // spilled W_hh's GRU config at 512 threads.
+  // A step's input gates, loaded a step ahead (nothing uses them before the next step's cell).
   float next_in[G];
   InputGates<T, G> inputs(p, input_gates, projection);
-  const auto load_inputs = [&](int step) {
-    inputs.load(p, step, n0 + r, jc, live, next_in);
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-      next_in[g] += to_float(p.b_ih[g * H + jc]) + (kCell == Cell::gru && g == 2 ? 0.f : to_float(p.b_hh[g * H + jc]));
-  };
-  load_inputs(0);
+  inputs.load(p, 0, n0 + r, jc, live, next_in);
   __syncthreads();
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     float in[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) in[g] = next_in[g];
-    if (t + 1 < p.steps) load_inputs(t + 1);
+    if (t + 1 < p.steps) inputs.load(p, t + 1, n0 + r, jc, live, next_in);
 
     const float* h_read = h_s + (t & 1) * buffer + 4 * s;
     float acc[kRows][G];
@@ -442,10 +443,13 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
       }
       float h, kept[kSavedGates];
       if constexpr (kCell == Cell::lstm) {
-        const float pre[4] = {in[0] + sum[0], in[1] + sum[1], in[2] + sum[2], in[3] + sum[3]};
+        float pre[4];
+#pragma unroll
+        for (int g = 0; g < 4; ++g) pre[g] = in[g] + sum[g] + bias_s[g * H + j];
         h = lstm_update(pre, state, kept);
       } else {
-        h = gru_update(in[0] + sum[0], in[1] + sum[1], in[2], sum[2] + to_float(p.b_hh[2 * H + j]), state, kept);
+        h = gru_update(in[0] + sum[0] + bias_s[j], in[1] + sum[1] + bias_s[H + j], in[2] + bias_s[2 * H + j],
+                       sum[2] + bias_s[3 * H + j], state, kept);
       }
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
@@ -671,7 +675,8 @@ BlockPlan unit_group_plan(int G, int batch, int hidden, const BlockConfig& c) {
   plan.quads = quads;
   plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
   const std::size_t floats = 4 * static_cast<std::size_t>(G * quads - c.register_quads) * threads +
-                             2 * static_cast<std::size_t>(c.rows_per_block) * 4 * c.k_split * quads;
+                             2 * static_cast<std::size_t>(c.rows_per_block) * 4 * c.k_split * quads +
+                             static_cast<std::size_t>(G + 1) * hidden;
   plan.shared_bytes = std::max<std::size_t>(floats, c.project ? kProjectFloats : 0) * sizeof(float);
   return plan;
 }
