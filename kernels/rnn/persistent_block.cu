@@ -175,16 +175,16 @@ __device__ __forceinline__ void slice_products(const float* rows, int width, int
 // their use. With a projection in the launch (projection.ready), a step's gates are read after the
 // count that announces them (acquire loads), and the counts are read ahead while they are complete,
 // so that once the projection is ahead a step reads no counter at all.
+// It keeps only its progress: the pointers stay kernel parameters, which cost no registers.
 template <typename T, int G>
 struct InputGates {
-  const float* gates;
-  const int* ready;   // nullptr: written before the launch
   int ready_through;  // the last step whose gates are known written
 
-  __device__ InputGates(const Layer<T>& p, const float* input_gates, const BlockProjection<T>& projection)
-      : gates(input_gates), ready(projection.ready), ready_through(projection.ready ? -1 : p.steps - 1) {}
+  __device__ InputGates(const Layer<T>& p, const BlockProjection<T>& projection)
+      : ready_through(projection.ready ? -1 : p.steps - 1) {}
 
-  __device__ void load(const Layer<T>& p, int step, int n, int j, bool live, float (&out)[G]) {
+  __device__ void load(const Layer<T>& p, const float* gates, const BlockProjection<T>& projection, int step, int n,
+                       int j, bool live, float (&out)[G]) {
     if (!live) {
 #pragma unroll
       for (int g = 0; g < G; ++g) out[g] = 0.f;
@@ -192,9 +192,9 @@ struct InputGates {
     }
     if (step > ready_through) {
       const int tiles = projection_tiles(p.batch, G * p.hidden);
-      while (load_acquire(ready + step) < tiles) __nanosleep(64);
+      while (load_acquire(projection.ready + step) < tiles) __nanosleep(64);
       int s = step + 1;
-      while (s < p.steps && load_acquire(ready + s) >= tiles) ++s;
+      while (s < p.steps && load_acquire(projection.ready + s) >= tiles) ++s;
       ready_through = s - 1;
     }
     const float* at = gates + (static_cast<std::int64_t>(step) * p.batch + n) * (G * p.hidden) + j;
@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
   }
   // The input gates of this thread's (row, unit), a step ahead (their load off the step's chain).
   float next_in[G];
-  InputGates<T, G> inputs(p, input_gates, projection);
-  inputs.load(p, 0, n0 + r, j, live, next_in);
+  InputGates<T, G> inputs(p, projection);
+  inputs.load(p, input_gates, projection, 0, n0 + r, j, live, next_in);
   __syncthreads();
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
     float in[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) in[g] = next_in[g];
-    if (t + 1 < p.steps) inputs.load(p, t + 1, n0 + r, j, live, next_in);
+    if (t + 1 < p.steps) inputs.load(p, input_gates, projection, t + 1, n0 + r, j, live, next_in);
 
     float sums[kRows];
     slice_products<kRows, kRegisterQuads>(h_s + s * slice, width, quads, threads, tid, w_r, w_s, sums);
@@ -321,6 +321,11 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
 // (32 16-byte loads at H 128, each feeding 4 FMAs: the short-scoreboard stall of its profile) and
 // meets twice a step, once for the partial sums. Here a thread loads quads / G of them, each feeding
 // 4 G FMAs, and nothing but h crosses shared memory.
+//
+// Registers: the GRU's 24 chunks at 512 threads leave 32 of 128 registers for the rest, so the
+// kernel keeps no activations for a backward pass (block_forward refuses Layer::saved with unit
+// groups), holds one set of input gates (the cell uses them and loads the next step's), and keeps
+// the biases in shared memory. ptxas: 24 bytes spilled there (120 before these).
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
@@ -380,17 +385,12 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   float state = live ? to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]) : 0.f;
   // A step's input gates, loaded a step ahead (nothing uses them before the next step's cell).
   float next_in[G];
-  InputGates<T, G> inputs(p, input_gates, projection);
-  inputs.load(p, 0, n0 + r, jc, live, next_in);
+  InputGates<T, G> inputs(p, projection);
+  inputs.load(p, input_gates, projection, 0, n0 + r, jc, live, next_in);
   __syncthreads();
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   for (int t = 0; t < p.steps; ++t) {
-    float in[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) in[g] = next_in[g];
-    if (t + 1 < p.steps) inputs.load(p, t + 1, n0 + r, jc, live, next_in);
-
     const float* h_read = h_s + (t & 1) * buffer + 4 * s;
     float acc[kRows][G];
 #pragma unroll
@@ -400,12 +400,8 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     const auto add = [&acc](int rr, const float4& h, const float4& w, int g) {
       acc[rr][g] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr][g]))));
     };
-    // The compiler would hoist every chunk's h loads to the top (4 registers a chunk and row),
-    // past the 128 a thread has at 512 threads beside W_hh's 96: a barrier to the compiler every
-    // two chunks keeps them near their use (and the smem loop one gate of W at a time).
 #pragma unroll
     for (int c = 0; c < kRegisterChunks; ++c) {
-      if (c % 2 == 0) asm volatile("" ::: "memory");
 #pragma unroll
       for (int rr = 0; rr < kRows; ++rr) {
         const float4 h = *reinterpret_cast<const float4*>(h_read + rr * width + 4 * L * c);
@@ -441,26 +437,24 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
         for (int rr = 1; rr < kRows; ++rr)
           if (r == rr) sum[g] = acc[rr][g];
       }
-      float h, kept[kSavedGates];
+      // This step's input gates (loaded a step ago), then the next step's, a step ahead again:
+      // only one set of them is live during the products.
+      const float* in = next_in;
+      float h;
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) pre[g] = in[g] + sum[g] + bias_s[g * H + j];
-        h = lstm_update(pre, state, kept);
+        h = lstm_update(pre, state);
       } else {
         h = gru_update(in[0] + sum[0] + bias_s[j], in[1] + sum[1] + bias_s[H + j], in[2] + bias_s[2 * H + j],
-                       sum[2] + bias_s[3 * H + j], state, kept);
+                       sum[2] + bias_s[3 * H + j], state);
       }
+      if (t + 1 < p.steps) inputs.load(p, input_gates, projection, t + 1, n0 + r, jc, live, next_in);
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       h_s[((t + 1) & 1) * buffer + r * width + j] = fed_back;
       p.y[t * plane + e0] = stored;
-      if (p.saved) {  // for the backward pass (a uniform branch: no second instantiation)
-        float* keep = p.saved + (static_cast<std::int64_t>(t) * N + n0 + r) * (kSavedGates * H) + j;
-#pragma unroll
-        for (int g = 0; g < kSavedGates; ++g) keep[g * H] = kept[g];
-        if constexpr (kCell == Cell::lstm) p.cells[(t + 1) * plane + e0] = state;
-      }
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 == p.steps) {
         p.h_t[e0] = stored;
@@ -742,7 +736,8 @@ template <typename T>
 cudaError_t block_forward(const Layer<T>& p, float* input_gates, const BlockConfig& c,
                           const BlockProjection<T>& projection, cudaStream_t stream) {
   const BlockPlan plan = block_plan(p.cell, p.batch, p.hidden, c);
-  if (plan.blocks == 0 || p.steps < 1 || (c.project == 1) != (projection.ready != nullptr))
+  if (plan.blocks == 0 || p.steps < 1 || (c.project == 1) != (projection.ready != nullptr) ||
+      (c.unit_groups && p.saved))
     return cudaErrorInvalidValue;
   return p.cell == Cell::lstm ? launch_rows<T, Cell::lstm>(p, input_gates, plan, c, projection, stream)
                               : launch_rows<T, Cell::gru>(p, input_gates, plan, c, projection, stream);

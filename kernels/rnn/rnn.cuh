@@ -243,7 +243,8 @@ struct BlockProjection {
 // The recurrence over all steps from input_gates [T, N, G H] (fp32, no bias): an ordinary launch
 // that reads them, or with BlockConfig::project a cooperative one that also writes them
 // (cudaErrorCooperativeLaunchTooLarge where the device holds no block beside the recurrence's).
-// Keeps the activations (Layer::saved, Layer::cells) where they are set.
+// The row layout keeps the activations (Layer::saved, Layer::cells) where they are set; unit
+// groups do not (cudaErrorInvalidValue: the backward's forward runs the row layout).
 template <typename T>
 cudaError_t block_forward(const Layer<T>&, float* input_gates, const BlockConfig&, const BlockProjection<T>&,
                           cudaStream_t);
