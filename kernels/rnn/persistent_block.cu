@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
 // Registers: the GRU's 24 chunks at 512 threads leave 32 of 128 registers for the rest, so the
 // kernel keeps no activations for a backward pass (block_forward refuses Layer::saved with unit
 // groups), holds one set of input gates (the cell uses them and loads the next step's), and keeps
-// the biases in shared memory. ptxas: 24 bytes spilled there (120 before these).
+// the biases in shared memory; ptxas still spills 24 bytes there.
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
 __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   float* h_s = shared + 4 * (chunks - kRegisterChunks) * G * threads;  // [2][kRows][width]
   const int buffer = kRows * width;
   // [G + 1][H]: b_ih + b_hh of each gate (the GRU candidate's b_ih alone), then the GRU's b_hn,
-  // which r multiplies. In shared memory: in registers they spilled the GRU's all-register config.
+  // which r multiplies (in shared memory, for the registers above).
   float* bias_s = h_s + 2 * buffer;
 
   const auto w_quad = [&](int c, int g) {
