@@ -324,8 +324,8 @@ LaunchStatus persistent_registers(const LaunchArgs& a) {
 // ---- persistent_block ---------------------------------------------------------------------------
 
 kr::BlockConfig block_config(const Config& c) {
-  return {cfg(c, "rows_per_block"), cfg(c, "k_split"), cfg(c, "register_quads"), cfg(c, "project"),
-          cfg(c, "unit_groups")};
+  return {cfg(c, "rows_per_block"), cfg(c, "k_split"),     cfg(c, "register_quads"),
+          cfg(c, "project"),        cfg(c, "unit_groups"), cfg(c, "group_units")};
 }
 
 Support block_supports(const Problem& p, const Config& c, const DeviceLimits& limits) {
@@ -335,21 +335,28 @@ Support block_supports(const Problem& p, const Config& c, const DeviceLimits& li
     return Support::no("rows_per_block " + std::to_string(bc.rows_per_block) + " is the same single block as a "
                        "smaller one for batch " + std::to_string(r.batch));
   const kr::BlockPlan plan = kr::block_plan(r.cell, static_cast<int>(r.batch), static_cast<int>(r.hidden), bc);
+  if (!bc.unit_groups && bc.group_units != 1)
+    return Support::no("group_units is an axis of the unit groups (unit_groups 1); the row layout has 1");
   if (plan.blocks == 0 && bc.unit_groups) {
+    const int units = bc.group_units;
     if (bc.k_split == 1) return Support::no("unit groups split a unit over 2, 4 or 8 lanes (k_split 1 is the row layout)");
-    if (bc.rows_per_block > 2 || bc.rows_per_block > bc.k_split)
-      return Support::no("unit groups run 1 or 2 rows a block, at most k_split (a lane applies the cell to one row)");
-    if (bc.register_quads % r.gates != 0)
-      return Support::no("unit groups keep whole chunks (all " + std::to_string(r.gates) +
-                         " gate rows) in registers: register_quads a multiple of " + std::to_string(r.gates));
-    const std::int64_t threads = (r.hidden * bc.k_split + 31) / 32 * 32;
+    if (units == 2 && bc.rows_per_block != 1) return Support::no("two units a group are built for 1 row a block");
+    if (bc.rows_per_block > 2 || bc.rows_per_block * units > bc.k_split)
+      return Support::no("unit groups run 1 or 2 rows a block, at most k_split / group_units (a lane applies the "
+                         "cell to one row)");
+    if (bc.register_quads % (units * r.gates) != 0)
+      return Support::no("unit groups keep whole chunks (all " + std::to_string(units * r.gates) +
+                         " gate rows of the group) in registers: register_quads a multiple of " +
+                         std::to_string(units * r.gates));
+    const std::int64_t threads = ((r.hidden + units - 1) / units * bc.k_split + 31) / 32 * 32;
     const int most = kr::unit_group_thread_cap(bc.register_quads);
     if (threads > most)
       return Support::no(std::to_string(threads) + " threads (H x k_split); with " +
                          std::to_string(bc.register_quads) + " register chunks the kernel is built for at most " +
                          std::to_string(most));
     return Support::no("more register chunks than a lane's " +
-                       std::to_string(r.gates * ((r.hidden + 4 * bc.k_split - 1) / (4 * bc.k_split))) + " has");
+                       std::to_string(units * r.gates * ((r.hidden + 4 * bc.k_split - 1) / (4 * bc.k_split))) +
+                       " has");
   }
   if (plan.blocks == 0) {
     if (bc.k_split > 4) return Support::no("the row layout (unit_groups 0) splits a gate row over 1, 2 or 4 threads");
@@ -555,10 +562,17 @@ void add_variants(Catalogue& cat, const std::string& primitive) {
         "time ahead of the recurrence (a cooperative launch)"},
        {"unit_groups", {0, 1},
         "0: a thread a gate row's slice (G H x k_split <= 512 threads), sums through shared memory, two barriers a "
-        "step; 1: k_split lanes a hidden unit, each holding all G gate rows over its column chunks, sums by "
-        "shuffles, one barrier a step"}});
-  pb.default_config =
-      Config({{"rows_per_block", 2}, {"k_split", 1}, {"register_quads", 16}, {"project", 0}, {"unit_groups", 0}});
+        "step; 1: k_split lanes a group of hidden units, each holding all their G gate rows over its column "
+        "chunks, sums by shuffles, one barrier a step"},
+       {"group_units", {1, 2},
+        "unit_groups 1: hidden units a lane group holds; 2 (1 row a block) feeds each h value loaded from shared "
+        "memory to twice the FMAs, halving the loads that bound a step at H 128"}});
+  pb.default_config = Config({{"rows_per_block", 2},
+                              {"k_split", 1},
+                              {"register_quads", 16},
+                              {"project", 0},
+                              {"unit_groups", 0},
+                              {"group_units", 1}});
   pb.supports = block_supports;
   pb.workspace_bytes = block_workspace;
   pb.launch = by_type<persistent_block<float>, persistent_block<__half>, persistent_block<__nv_bfloat16>>;

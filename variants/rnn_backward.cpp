@@ -585,7 +585,8 @@ Config as_config(const kr::BlockConfig& c) {
                  {"k_split", c.k_split},
                  {"register_quads", c.register_quads},
                  {"project", c.project},
-                 {"unit_groups", c.unit_groups}});
+                 {"unit_groups", c.unit_groups},
+                 {"group_units", c.group_units}});
 }
 Config as_config(const kr::ClusterConfig& c) {
   return Config({{"cluster_size", c.cluster_size}, {"rows_per_cluster", c.rows_per_cluster}, {"k_split", c.k_split},

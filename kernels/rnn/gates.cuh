@@ -11,32 +11,53 @@ namespace shapetune::kernels::rnn {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + __expf(-v)); }
 
+// The cell's activations with a short dependent chain, for a step whose latency is the cell's
+// (persistent_block's unit groups): the division by the 2-ulp __fdividef and tanh from one
+// exponential, 1 - 2 / (1 + e^2v). sigmoid's accurate division and tanhf branch and take a dozen
+// dependent instructions each (the H100's SASS). Absolute error about 1e-7 (tanh near 0 loses its
+// relative accuracy, not its absolute one); saturates to 0, 1 and -1 as the accurate ones do.
+__device__ __forceinline__ float fast_sigmoid(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
+__device__ __forceinline__ float fast_tanh(float v) { return 1.f - __fdividef(2.f, 1.f + __expf(2.f * v)); }
+template <bool kFast>
+__device__ __forceinline__ float gate_sigmoid(float v) {
+  return kFast ? fast_sigmoid(v) : sigmoid(v);
+}
+template <bool kFast>
+__device__ __forceinline__ float gate_tanh(float v) {
+  return kFast ? fast_tanh(v) : tanhf(v);
+}
+
 // One LSTM unit from its four gate pre-activations (i, f, g, o, biases included): updates the
 // cell state c and returns h = o tanh(c). `kept` receives the activated gates (i, f, g, o), what
-// the backward pass reads (kSavedGates of them).
+// the backward pass reads (kSavedGates of them). kFast: the activations above.
+template <bool kFast = false>
 __device__ __forceinline__ float lstm_update(const float (&pre)[4], float& c, float (&kept)[4]) {
-  kept[0] = sigmoid(pre[0]), kept[1] = sigmoid(pre[1]), kept[2] = tanhf(pre[2]), kept[3] = sigmoid(pre[3]);
+  kept[0] = gate_sigmoid<kFast>(pre[0]), kept[1] = gate_sigmoid<kFast>(pre[1]);
+  kept[2] = gate_tanh<kFast>(pre[2]), kept[3] = gate_sigmoid<kFast>(pre[3]);
   c = fmaf(kept[1], c, kept[0] * kept[2]);
-  return kept[3] * tanhf(c);
+  return kept[3] * gate_tanh<kFast>(c);
 }
+template <bool kFast = false>
 __device__ __forceinline__ float lstm_update(const float (&pre)[4], float& c) {
   float kept[4];
-  return lstm_update(pre, c, kept);
+  return lstm_update<kFast>(pre, c, kept);
 }
 
 // One GRU unit: r and z from their pre-activations (biases included), the candidate from its
 // input part (b_in included) and its recurrent part (b_hn included); returns h'. `kept`
 // receives r, z, the candidate and the recurrent part (r multiplies it, so its gradient needs it).
+template <bool kFast = false>
 __device__ __forceinline__ float gru_update(float r_pre, float z_pre, float n_input, float n_recurrent, float h_prev,
                                             float (&kept)[4]) {
-  const float r = sigmoid(r_pre), z = sigmoid(z_pre);
-  const float candidate = tanhf(fmaf(r, n_recurrent, n_input));
+  const float r = gate_sigmoid<kFast>(r_pre), z = gate_sigmoid<kFast>(z_pre);
+  const float candidate = gate_tanh<kFast>(fmaf(r, n_recurrent, n_input));
   kept[0] = r, kept[1] = z, kept[2] = candidate, kept[3] = n_recurrent;
   return fmaf(z, h_prev - candidate, candidate);  // (1 - z) n + z h
 }
+template <bool kFast = false>
 __device__ __forceinline__ float gru_update(float r_pre, float z_pre, float n_input, float n_recurrent, float h_prev) {
   float kept[4];
-  return gru_update(r_pre, z_pre, n_input, n_recurrent, h_prev, kept);
+  return gru_update<kFast>(r_pre, z_pre, n_input, n_recurrent, h_prev, kept);
 }
 
 // One LSTM unit back: from its activated gates (i, f, g, o), the cell states c_prev and c, the

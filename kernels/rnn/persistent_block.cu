@@ -309,24 +309,29 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
   }
 }
 
-// The unit_groups layout (BlockConfig::unit_groups = 1). Lane s of the k_split lanes of unit j's
-// group holds W_hh's G gate rows of unit j over the 16-byte column chunks s, s + k_split, s +
-// 2 k_split, ... (chunk-major: the first register_quads of its G x quads chunks in registers, the
-// rest in shared memory, chunk i of every thread side by side). A step: each lane reads its chunks
-// of the block's h rows (k_split distinct 16-byte addresses a warp: broadcasts), forms its share of
-// the G sums of every row, and a butterfly of shuffles leaves all G totals in every lane of the
-// group; lane r applies the cell to row r and writes h into the other of two h buffers; one barrier.
+// The unit_groups layout (BlockConfig::unit_groups = 1). The k_split = L lanes of a group hold
+// kUnits hidden units (BlockConfig::group_units), lane s each unit's G gate rows of W_hh over the
+// 16-byte column chunks s, s + L, s + 2 L, ... (chunk-major: the first register_quads of its
+// kUnits x G x quads chunks in registers, the rest in shared memory, chunk i of every thread side
+// by side). A step: each lane reads its chunks of the block's h rows (L distinct 16-byte addresses
+// a warp: broadcasts), forms its share of the kUnits x G sums of every row, and shuffles sum them
+// over the group (with two units, the first exchange also splits them: half the lanes keep each);
+// lane r of a unit's lanes applies the cell to row r and writes h into the other of two h buffers;
+// one barrier.
 //
 // Why: the row layout (unit_groups 0) reads every thread's whole h row from shared memory each step
-// (32 16-byte loads at H 128, each feeding 4 FMAs: the short-scoreboard stall of its profile) and
-// meets twice a step, once for the partial sums. Here a thread loads quads / G of them, each feeding
-// 4 G FMAs, and nothing but h crosses shared memory.
+// (32 16-byte loads at H 128, each feeding 4 FMAs) and meets twice a step, once for the partial
+// sums. Here a thread loads quads / (kUnits G) of them, each feeding 4 kUnits G FMAs, and nothing but
+// h crosses shared memory. A 16-byte load costs 4 wavefronts even as a broadcast (Nsight Compute,
+// H100), so the h loads take shared memory's bandwidth into registers: 512 cycles a step for the GRU
+// at H 128 with one unit a group, 256 with two, beside the FMAs' 384.
 //
 // Registers: the GRU's 24 chunks at 512 threads leave 32 of 128 registers for the rest, so the
 // kernel keeps no activations for a backward pass (block_forward refuses Layer::saved with unit
 // groups), holds one set of input gates (the cell uses them and loads the next step's), and keeps
-// the biases in shared memory; ptxas still spills 24 bytes there.
-template <typename T, Cell kCell, int kRows, int kRegisterQuads>
+// the biases in shared memory. The cell is the step's serial tail: it uses the fast activations
+// (gates.cuh) and stores h before anything else.
+template <typename T, Cell kCell, int kRows, int kUnits, int kRegisterQuads>
 __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
   grid_dependency_sync();
@@ -337,36 +342,44 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
                   static_cast<int>(gridDim.x) - geo.recurrent_blocks);
     return;
   }
-  constexpr int G = gate_count(kCell);
-  static_assert(kRegisterQuads % G == 0, "a lane keeps whole chunks (all G gate rows) in registers");
-  constexpr int kRegisterChunks = kRegisterQuads / G;
+  constexpr int G = gate_count(kCell), kRowsOfW = kUnits * G;
+  static_assert(kRegisterQuads % kRowsOfW == 0, "a lane keeps whole chunks (all its gate rows) in registers");
+  constexpr int kRegisterChunks = kRegisterQuads / kRowsOfW;
   const int H = p.hidden, N = p.batch, L = geo.k_split, chunks = geo.quads;
+  const int half = L / kUnits;       // the lanes that end with one unit's sums
   const int width = 4 * L * chunks;  // a shared h row: every lane's chunks, zero past H
   const int threads = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
-  const int s = tid % L, j = tid / L;  // lane s of unit j's group (j >= H: a padding group)
-  const bool unit = j < H;
-  const int jc = unit ? j : 0;
+  const int s = tid % L, group = tid / L;
+  const int mine = kUnits == 2 && (s & half) ? 1 : 0;  // the unit whose sums this lane ends with
+  const int j = group * kUnits + mine;                  // (j >= H: a padding unit)
+  const int jc = j < H ? j : 0;
   const int n0 = static_cast<int>(blockIdx.x) * kRows;
   const int rows = min(kRows, N - n0);
 
-  float4* w_s = reinterpret_cast<float4*>(shared);                     // [(chunks - kRegisterChunks) G][threads]
-  float* h_s = shared + 4 * (chunks - kRegisterChunks) * G * threads;  // [2][kRows][width]
+  float4* w_s = reinterpret_cast<float4*>(shared);  // [(chunks - kRegisterChunks) kUnits G][threads]
+  float* h_s = shared + 4 * (chunks - kRegisterChunks) * kRowsOfW * threads;  // [2][kRows][width]
   const int buffer = kRows * width;
   // [G + 1][H]: b_ih + b_hh of each gate (the GRU candidate's b_ih alone), then the GRU's b_hn,
   // which r multiplies (in shared memory, for the registers above).
   float* bias_s = h_s + 2 * buffer;
 
-  const auto w_quad = [&](int c, int g) {
-    return load_four(p.w_hh + (static_cast<std::int64_t>(g) * H + jc) * H, 4 * (s + L * c), H, unit);
+  const auto w_quad = [&](int c, int u, int g) {
+    const int unit = group * kUnits + u;
+    return load_four(p.w_hh + (static_cast<std::int64_t>(g) * H + (unit < H ? unit : 0)) * H, 4 * (s + L * c), H,
+                     unit < H);
   };
-  float4 w_r[kRegisterChunks > 0 ? kRegisterChunks : 1][G];
+  float4 w_r[kRegisterChunks > 0 ? kRegisterChunks : 1][kUnits][G];
 #pragma unroll
   for (int c = 0; c < kRegisterChunks; ++c)
 #pragma unroll
-    for (int g = 0; g < G; ++g) w_r[c][g] = w_quad(c, g);
+    for (int u = 0; u < kUnits; ++u)
+#pragma unroll
+      for (int g = 0; g < G; ++g) w_r[c][u][g] = w_quad(c, u, g);
   for (int c = kRegisterChunks; c < chunks; ++c)
 #pragma unroll
-    for (int g = 0; g < G; ++g) w_s[((c - kRegisterChunks) * G + g) * threads + tid] = w_quad(c, g);
+    for (int u = 0; u < kUnits; ++u)
+#pragma unroll
+      for (int g = 0; g < G; ++g) w_s[((c - kRegisterChunks) * kRowsOfW + u * G + g) * threads + tid] = w_quad(c, u, g);
   for (int idx = tid; idx < 2 * buffer; idx += threads) {
     const int rr = idx % buffer / width, k = idx % width;
     h_s[idx] = idx < buffer && rr < rows && k < H ? to_float(p.h0[static_cast<std::int64_t>(n0 + rr) * H + k]) : 0.f;
@@ -378,9 +391,9 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
                          : to_float(p.b_ih[idx]) + (gru_candidate ? 0.f : to_float(p.b_hh[idx]));
   }
 
-  // Lane r of the group applies the cell to row r.
-  const int r = s;
-  const bool live = unit && r < rows;
+  // Lane r of a unit's lanes applies the cell to row r.
+  const int r = s % half;
+  const bool live = j < H && r < rows;
   const std::int64_t e0 = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + jc;
   float state = live ? to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]) : 0.f;
   // A step's input gates, loaded a step ahead (nothing uses them before the next step's cell).
@@ -392,13 +405,15 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
   for (int t = 0; t < p.steps; ++t) {
     const float* h_read = h_s + (t & 1) * buffer + 4 * s;
-    float acc[kRows][G];
+    float acc[kRows][kUnits][G];
 #pragma unroll
     for (int rr = 0; rr < kRows; ++rr)
 #pragma unroll
-      for (int g = 0; g < G; ++g) acc[rr][g] = 0.f;
-    const auto add = [&acc](int rr, const float4& h, const float4& w, int g) {
-      acc[rr][g] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr][g]))));
+      for (int u = 0; u < kUnits; ++u)
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[rr][u][g] = 0.f;
+    const auto add = [&acc](int rr, int u, int g, const float4& h, const float4& w) {
+      acc[rr][u][g] = fmaf(h.w, w.w, fmaf(h.z, w.z, fmaf(h.y, w.y, fmaf(h.x, w.x, acc[rr][u][g]))));
     };
 #pragma unroll
     for (int c = 0; c < kRegisterChunks; ++c) {
@@ -406,7 +421,9 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
       for (int rr = 0; rr < kRows; ++rr) {
         const float4 h = *reinterpret_cast<const float4*>(h_read + rr * width + 4 * L * c);
 #pragma unroll
-        for (int g = 0; g < G; ++g) add(rr, h, w_r[c][g], g);
+        for (int u = 0; u < kUnits; ++u)
+#pragma unroll
+          for (int g = 0; g < G; ++g) add(rr, u, g, h, w_r[c][u][g]);
       }
     }
 #pragma unroll 1
@@ -415,46 +432,64 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
 #pragma unroll
       for (int rr = 0; rr < kRows; ++rr) h[rr] = *reinterpret_cast<const float4*>(h_read + rr * width + 4 * L * c);
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float4 w = w_s[((c - kRegisterChunks) * G + g) * threads + tid];
+      for (int u = 0; u < kUnits; ++u)
 #pragma unroll
-        for (int rr = 0; rr < kRows; ++rr) add(rr, h[rr], w, g);
-      }
+        for (int g = 0; g < G; ++g) {
+          const float4 w = w_s[((c - kRegisterChunks) * kRowsOfW + u * G + g) * threads + tid];
+#pragma unroll
+          for (int rr = 0; rr < kRows; ++rr) add(rr, u, g, h[rr], w);
+        }
     }
-    // The group's lanes are adjacent: a butterfly over them leaves every total in every lane.
-    for (int offset = L / 2; offset > 0; offset /= 2)
+    // The group's lanes are adjacent. Two units: the exchange across the halves leaves each half
+    // one unit's sums over both halves; then a butterfly within the half (with one unit, within
+    // the group) leaves every total in every lane of it.
+    float sums[kRows][G];
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr)
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if constexpr (kUnits == 2) {
+          const float keep = mine ? acc[rr][1][g] : acc[rr][0][g], give = mine ? acc[rr][0][g] : acc[rr][1][g];
+          sums[rr][g] = keep + __shfl_xor_sync(0xffffffffu, give, half);
+        } else {
+          sums[rr][g] = acc[rr][0][g];
+        }
+      }
+    for (int offset = half / 2; offset > 0; offset /= 2)
 #pragma unroll
       for (int rr = 0; rr < kRows; ++rr)
 #pragma unroll
-        for (int g = 0; g < G; ++g) acc[rr][g] += __shfl_xor_sync(0xffffffffu, acc[rr][g], offset);
+        for (int g = 0; g < G; ++g) sums[rr][g] += __shfl_xor_sync(0xffffffffu, sums[rr][g], offset);
 
     if (live) {
       float sum[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        sum[g] = acc[0][g];
+        sum[g] = sums[0][g];
 #pragma unroll
         for (int rr = 1; rr < kRows; ++rr)
-          if (r == rr) sum[g] = acc[rr][g];
+          if (r == rr) sum[g] = sums[rr][g];
       }
-      // This step's input gates (loaded a step ago), then the next step's, a step ahead again:
-      // only one set of them is live during the products.
+      // This step's input gates (loaded a step ago); the next step's are loaded after h is out.
       const float* in = next_in;
       float h;
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) pre[g] = in[g] + sum[g] + bias_s[g * H + j];
-        h = lstm_update(pre, state);
+        h = lstm_update<true>(pre, state);
       } else {
-        h = gru_update(in[0] + sum[0] + bias_s[j], in[1] + sum[1] + bias_s[H + j], in[2] + bias_s[2 * H + j],
-                       sum[2] + bias_s[3 * H + j], state);
+        h = gru_update<true>(in[0] + sum[0] + bias_s[j], in[1] + sum[1] + bias_s[H + j], in[2] + bias_s[2 * H + j],
+                             sum[2] + bias_s[3 * H + j], state);
       }
-      if (t + 1 < p.steps) inputs.load(p, input_gates, projection, t + 1, n0 + r, jc, live, next_in);
       const T stored = from_float<T>(h);
       const float fed_back = to_float(stored);  // the recurrence reads h as stored
       h_s[((t + 1) & 1) * buffer + r * width + j] = fed_back;
+      // The store above is the step's critical path: keep the global traffic's address arithmetic
+      // below it (the compiler had put it first).
+      asm volatile("" ::: "memory");
       p.y[t * plane + e0] = stored;
+      if (t + 1 < p.steps) inputs.load(p, input_gates, projection, t + 1, n0 + r, jc, live, next_in);
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 == p.steps) {
         p.h_t[e0] = stored;
@@ -611,17 +646,32 @@ template <typename T, Cell kCell, int kRows>
 cudaError_t launch_quads(const Layer<T>& p, float* input_gates, const BlockPlan& plan, const BlockConfig& c,
                          const BlockProjection<T>& projection, cudaStream_t stream) {
   const auto go = [&](auto kernel) { return launch(kernel, p, input_gates, plan, c, projection, stream); };
-  if (c.unit_groups) {
-    if constexpr (kRows <= 2) {  // block_plan allows unit groups of 1 or 2 rows, whole chunks in registers
+  if (c.unit_groups && c.group_units == 2) {
+    if constexpr (kRows == 1) {  // block_plan allows two units a group at 1 row a block
       switch (c.register_quads) {
-        case 0: return go(group_kernel<T, kCell, kRows, 0>);
-        case 24: return go(group_kernel<T, kCell, kRows, 24>);
+        case 0: return go(group_kernel<T, kCell, 1, 2, 0>);
+        case 24: return go(group_kernel<T, kCell, 1, 2, 24>);
         default: break;
       }
       if constexpr (kCell == Cell::lstm) {
-        if (c.register_quads == 8) return go(group_kernel<T, kCell, kRows, 8>);
-        if (c.register_quads == 16) return go(group_kernel<T, kCell, kRows, 16>);
-        if (c.register_quads == 32) return go(group_kernel<T, kCell, kRows, 32>);
+        if (c.register_quads == 8) return go(group_kernel<T, kCell, 1, 2, 8>);
+        if (c.register_quads == 16) return go(group_kernel<T, kCell, 1, 2, 16>);
+        if (c.register_quads == 32) return go(group_kernel<T, kCell, 1, 2, 32>);
+      }
+    }
+    return cudaErrorInvalidValue;
+  }
+  if (c.unit_groups) {
+    if constexpr (kRows <= 2) {  // block_plan allows unit groups of 1 or 2 rows, whole chunks in registers
+      switch (c.register_quads) {
+        case 0: return go(group_kernel<T, kCell, kRows, 1, 0>);
+        case 24: return go(group_kernel<T, kCell, kRows, 1, 24>);
+        default: break;
+      }
+      if constexpr (kCell == Cell::lstm) {
+        if (c.register_quads == 8) return go(group_kernel<T, kCell, kRows, 1, 8>);
+        if (c.register_quads == 16) return go(group_kernel<T, kCell, kRows, 1, 16>);
+        if (c.register_quads == 32) return go(group_kernel<T, kCell, kRows, 1, 32>);
       }
     }
     return cudaErrorInvalidValue;
@@ -654,21 +704,24 @@ cudaError_t launch_rows(const Layer<T>& p, float* input_gates, const BlockPlan& 
 
 namespace {
 
-// unit_groups 1: H x k_split threads (whole warps), quads = 16-byte chunks of a lane's share of a
-// gate row, register_quads whole chunks (all G rows) in registers.
+// unit_groups 1: ceil(H / group_units) x k_split threads (whole warps), quads = 16-byte chunks of a
+// lane's share of a gate row, register_quads whole chunks (all group_units x G rows) in registers.
 BlockPlan unit_group_plan(int G, int batch, int hidden, const BlockConfig& c) {
   BlockPlan plan;
-  const bool rows_ok = (c.rows_per_block == 1 || c.rows_per_block == 2) && c.rows_per_block <= c.k_split;
+  const int U = c.group_units;
   const bool split_ok = c.k_split == 2 || c.k_split == 4 || c.k_split == 8;
+  const bool units_ok = U == 1 || (U == 2 && c.rows_per_block == 1);
+  const bool rows_ok = (c.rows_per_block == 1 || c.rows_per_block == 2) && c.rows_per_block * U <= c.k_split;
   const int quads = (hidden + 4 * c.k_split - 1) / (4 * c.k_split);
-  const int threads = (hidden * c.k_split + 31) / 32 * 32;
-  if (!rows_ok || !split_ok || c.register_quads % G != 0 || c.register_quads > G * quads ||
+  const int threads = ((hidden + U - 1) / U * c.k_split + 31) / 32 * 32;
+  const bool built = c.register_quads >= 0 && c.register_quads <= 32 && c.register_quads % 8 == 0;
+  if (!split_ok || !units_ok || !rows_ok || !built || c.register_quads % (U * G) != 0 || c.register_quads > U * G * quads ||
       threads > unit_group_thread_cap(c.register_quads))
     return plan;
   plan.threads = threads;
   plan.quads = quads;
   plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
-  const std::size_t floats = 4 * static_cast<std::size_t>(G * quads - c.register_quads) * threads +
+  const std::size_t floats = 4 * static_cast<std::size_t>(U * G * quads - c.register_quads) * threads +
                              2 * static_cast<std::size_t>(c.rows_per_block) * 4 * c.k_split * quads +
                              static_cast<std::size_t>(G + 1) * hidden;
   plan.shared_bytes = std::max<std::size_t>(floats, c.project ? kProjectFloats : 0) * sizeof(float);
@@ -683,6 +736,7 @@ BlockPlan block_plan(Cell cell, int batch, int hidden, const BlockConfig& c) {
   const bool project_ok = c.project == 0 || c.project == 1;
   if (!project_ok || batch < 1 || hidden < 1 || (c.unit_groups != 0 && c.unit_groups != 1)) return plan;
   if (c.unit_groups) return unit_group_plan(G, batch, hidden, c);
+  if (c.group_units != 1) return plan;
   const bool rows_ok = c.rows_per_block == 1 || c.rows_per_block == 2 || c.rows_per_block == 4;
   const bool split_ok = c.k_split == 1 || c.k_split == 2 || c.k_split == 4;
   const bool wide = c.register_quads == 24 || c.register_quads == 32;

@@ -198,10 +198,10 @@ cudaError_t register_forward(const Layer<T>&, const float* input_gates, void* wo
 //   unit_groups 0: G H x k_split threads, thread (gate row, slice) keeping the first register_quads
 //     16-byte chunks of its slice of the row in registers and the rest in shared memory; the
 //     k_split partial sums and the G gates of a unit meet in shared memory, two barriers a step.
-//   unit_groups 1: H x k_split threads, the k_split lanes of unit j's group each holding all G gate
-//     rows of unit j over every k_split-th 16-byte chunk of the columns (register_quads of them in
-//     registers, a multiple of G); shuffles give every lane of the group all G sums, so the cell
-//     runs at once: one barrier a step.
+//   unit_groups 1: H / group_units x k_split threads, the k_split lanes of a group each holding all
+//     G gate rows of the group's units over every k_split-th 16-byte chunk of the columns
+//     (register_quads of them in registers, a multiple of group_units G); shuffles give the lanes
+//     all G sums of a unit, so the cell runs at once: one barrier a step.
 struct BlockConfig {
   int rows_per_block = 2;  // batch rows a block runs (1, 2 or 4; unit_groups: 1 or 2, at most k_split)
   int k_split = 1;         // lanes one dot product splits over (1, 2 or 4; unit_groups: 2, 4 or 8)
@@ -210,6 +210,7 @@ struct BlockConfig {
   // at a time ahead of the recurrence (BlockProjection; a cooperative launch).
   int project = 0;
   int unit_groups = 0;  // the layout above
+  int group_units = 1;  // unit_groups 1: hidden units a lane group holds (1, or 2 at 1 row a block)
 };
 // At most 512 threads, so that a thread may have 128 registers: at 1024 (64 registers) every
 // config spilled. 24 or 32 chunks (96 or 128 registers of W_hh) need at most 384 threads, 168

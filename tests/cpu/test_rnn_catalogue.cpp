@@ -306,17 +306,17 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
   EXPECT_FALSE(wide.ok);
   EXPECT_NE(wide.reason.find("1024 threads"), std::string::npos) << wide.reason;
   // 8 of 32 chunks in registers at H 128: the other 24 take 192 KiB, with h and the sums past 227.
-  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0}});
+  const Config few({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0}, {"group_units", 1}});
   const Support shared = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, few, h200);
   EXPECT_FALSE(shared.ok);
   EXPECT_NE(shared.reason.find("shared memory"), std::string::npos) << shared.reason;
-  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}, {"project", 1}, {"unit_groups", 0}});
+  const Config all_in_registers({{"rows_per_block", 1}, {"k_split", 1}, {"register_quads", 32}, {"project", 1}, {"unit_groups", 0}, {"group_units", 1}});
   const Support lstm_wide = v.supports({"lstm.forward", DType::f32, shape(64, 128)}, all_in_registers, h200);
   EXPECT_FALSE(lstm_wide.ok);
   EXPECT_NE(lstm_wide.reason.find("at most 384"), std::string::npos) << lstm_wide.reason;
   const Variant& gru = *catalogue().find_variant("gru.forward", "persistent_block");
   EXPECT_TRUE(gru.supports({"gru.forward", DType::f32, shape(64, 128)}, all_in_registers, h200).ok);
-  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}, {"project", 0}, {"unit_groups", 0}});
+  const Config wide_rows({{"rows_per_block", 4}, {"k_split", 1}, {"register_quads", 24}, {"project", 0}, {"unit_groups", 0}, {"group_units", 1}});
   const Support gru_rows = gru.supports({"gru.forward", DType::f32, shape(64, 128)}, wide_rows, h200);
   EXPECT_FALSE(gru_rows.ok);
   EXPECT_NE(gru_rows.reason.find("2 rows"), std::string::npos) << gru_rows.reason;
@@ -356,9 +356,9 @@ TEST(RnnCatalogue, PersistentBlockUnitGroupsPlanAndRefusals) {
   const Variant& v = *catalogue().find_variant("gru.forward", "persistent_block");
   const DeviceLimits h200 = nominal_device_limits();
   const Shape shape({{"T", 8}, {"N", 64}, {"D", 8}, {"H", 128}});
-  const auto groups = [](int rows, int split, int quads) {
+  const auto groups = [](int rows, int split, int quads, int units = 1) {
     return Config({{"rows_per_block", rows}, {"k_split", split}, {"register_quads", quads}, {"project", 0},
-                   {"unit_groups", 1}});
+                   {"unit_groups", 1}, {"group_units", units}});
   };
   EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape}, groups(1, 4, 24), h200).ok);
   const auto refusal = [&](const Config& c) { return v.supports({"gru.forward", DType::f32, shape}, c, h200).reason; };
@@ -367,8 +367,29 @@ TEST(RnnCatalogue, PersistentBlockUnitGroupsPlanAndRefusals) {
   EXPECT_NE(refusal(groups(2, 8, 24)).find("at most 512"), std::string::npos) << refusal(groups(2, 8, 24));
   // All of the GRU's W_hh in shared memory at 8 lanes: 192 KiB, which fits.
   EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape}, groups(1, 8, 0), h200).ok);
-  const Config rows8({{"rows_per_block", 1}, {"k_split", 8}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0}});
+  const Config rows8({{"rows_per_block", 1}, {"k_split", 8}, {"register_quads", 0}, {"project", 0}, {"unit_groups", 0},
+                      {"group_units", 1}});
   EXPECT_NE(refusal(rows8).find("1, 2 or 4 threads"), std::string::npos) << refusal(rows8);
+  // Two units a group: the GRU's 64 pairs over 8 lanes, 4 chunks a lane, 2 x 3 x 4 = 24 in registers.
+  const kr::BlockPlan pairs = kr::block_plan(kr::Cell::gru, 64, 128, {1, 8, 24, 0, 1, 2});
+  EXPECT_EQ(pairs.blocks, 64);
+  EXPECT_EQ(pairs.threads, 512);
+  EXPECT_EQ(pairs.quads, 4);
+  EXPECT_EQ(pairs.shared_bytes, (2 * 1 * 128 + 4 * 128) * sizeof(float));
+  // H 100 in 50 pairs over 8 lanes (400 threads in 13 warps): the LSTM's 32 chunks (2 x 4 x 4) in
+  // registers need at most 256 threads, refused; 16 of them fit.
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 7, 100, {1, 8, 32, 0, 1, 2}).blocks, 0);
+  EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 7, 100, {1, 8, 16, 0, 1, 2}).threads, 416);
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {2, 8, 24, 0, 1, 2}).blocks, 0) << "2 rows with 2 units";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 8, 16, 0, 1, 2}).blocks, 0) << "not whole chunks of 6 rows";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 8, 18, 0, 1, 2}).blocks, 0) << "18 chunks: not built";
+  EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 24, 0, 0, 2}).blocks, 0) << "the row layout has 1";
+  EXPECT_TRUE(v.supports({"gru.forward", DType::f32, shape}, groups(1, 8, 24, 2), h200).ok);
+  EXPECT_NE(refusal(groups(2, 8, 24, 2)).find("1 row a block"), std::string::npos) << refusal(groups(2, 8, 24, 2));
+  EXPECT_NE(refusal(groups(1, 8, 8, 2)).find("multiple of 6"), std::string::npos) << refusal(groups(1, 8, 8, 2));
+  Config row_units = rows8;
+  row_units.set("group_units", 2);
+  EXPECT_NE(refusal(row_units).find("axis of the unit groups"), std::string::npos) << refusal(row_units);
 }
 
 // The block rung's backward chain: H x k_split threads, each a slice of ceil(G H / k_split) gate
