@@ -203,6 +203,17 @@ struct InputGates {
   }
 };
 
+// A block past geo.recurrent_blocks runs project_ahead instead of the recurrence (BlockConfig::project).
+template <typename T>
+__device__ bool projects_instead(const Layer<T>& p, float* input_gates, const Geometry& geo,
+                                 const BlockProjection<T>& projection, float* shared) {
+  const int block = static_cast<int>(blockIdx.x);
+  if (block < geo.recurrent_blocks) return false;
+  project_ahead(p, projection.w_ih, input_gates, projection.ready, shared, block - geo.recurrent_blocks,
+                static_cast<int>(gridDim.x) - geo.recurrent_blocks);
+  return true;
+}
+
 // projection.ready == nullptr: input_gates were written before the launch. Otherwise the blocks past
 // geo.recurrent_blocks write them (project_ahead), and a cell thread waits for them (InputGates).
 template <typename T, Cell kCell, int kRows, int kRegisterQuads>
@@ -210,12 +221,7 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
     block_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
   grid_dependency_sync();
   extern __shared__ __align__(16) float shared[];
-  if (static_cast<int>(blockIdx.x) >= geo.recurrent_blocks) {
-    project_ahead(p, projection.w_ih, input_gates, projection.ready, shared,
-                  static_cast<int>(blockIdx.x) - geo.recurrent_blocks,
-                  static_cast<int>(gridDim.x) - geo.recurrent_blocks);
-    return;
-  }
+  if (projects_instead(p, input_gates, geo, projection, shared)) return;
   constexpr int G = gate_count(kCell);
   const int H = p.hidden, N = p.batch, GH = G * H, KS = geo.k_split, quads = geo.quads;
   const int slice = 4 * quads, width = KS * slice;  // a shared h row: every slice, zero past H
@@ -336,12 +342,7 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
   grid_dependency_sync();
   extern __shared__ __align__(16) float shared[];
-  if (static_cast<int>(blockIdx.x) >= geo.recurrent_blocks) {
-    project_ahead(p, projection.w_ih, input_gates, projection.ready, shared,
-                  static_cast<int>(blockIdx.x) - geo.recurrent_blocks,
-                  static_cast<int>(gridDim.x) - geo.recurrent_blocks);
-    return;
-  }
+  if (projects_instead(p, input_gates, geo, projection, shared)) return;
   constexpr int G = gate_count(kCell), kRowsOfW = kUnits * G;
   static_assert(kRegisterQuads % kRowsOfW == 0, "a lane keeps whole chunks (all its gate rows) in registers");
   constexpr int kRegisterChunks = kRegisterQuads / kRowsOfW;
