@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/async_copy.cuh"
 #include "kernels/common/grid.cuh"
 #include "kernels/common/numeric.cuh"
 #include "kernels/rnn/cooperative.cuh"
@@ -191,33 +190,6 @@ struct InputGates {
       for (int g = 0; g < G; ++g) out[g] = 0.f;
       return;
     }
-    const float* at = written(p, gates, projection, step, n, j);
-#pragma unroll
-    for (int g = 0; g < G; ++g) out[g] = __ldcg(at + g * p.hidden);
-  }
-
-  // The same into shared memory, slot[g * stride] (read back by this thread alone, after
-  // wait_all_async_copies): cp.async holds no register and does not wait for the data, where a load
-  // into registers that the compiler spills waits for L2 at the spill's store.
-  __device__ void stage(const Layer<T>& p, const float* gates, const BlockProjection<T>& projection, int step, int n,
-                        int j, float* slot, int stride) {
-    const float* at = written(p, gates, projection, step, n, j);
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-      // A weak read after the acquire in written(): it sees the projection's stores.
-      copy_async_4_zfill(slot + g * stride, at + g * p.hidden, true);
-#else
-      slot[g * stride] = __ldcg(at + g * p.hidden);
-#endif
-    }
-    commit_async_copies();
-  }
-
- private:
-  // The step's gates of (n, j), once the projection has announced them.
-  __device__ const float* written(const Layer<T>& p, const float* gates, const BlockProjection<T>& projection,
-                                  int step, int n, int j) {
     if (step > ready_through) {
       const int tiles = projection_tiles(p.batch, G * p.hidden);
       while (load_acquire(projection.ready + step) < tiles) __nanosleep(64);
@@ -225,7 +197,9 @@ struct InputGates {
       while (s < p.steps && load_acquire(projection.ready + s) >= tiles) ++s;
       ready_through = s - 1;
     }
-    return gates + (static_cast<std::int64_t>(step) * p.batch + n) * (G * p.hidden) + j;
+    const float* at = gates + (static_cast<std::int64_t>(step) * p.batch + n) * (G * p.hidden) + j;
+#pragma unroll
+    for (int g = 0; g < G; ++g) out[g] = __ldcg(at + g * p.hidden);
   }
 };
 
@@ -360,11 +334,9 @@ __global__ void __launch_bounds__(kRegisterQuads > 16 ? kMaxWideRegisterThreads 
 //
 // Registers: the GRU's 24 chunks at 512 threads leave 32 of 128 registers for the rest, so the
 // kernel keeps no activations for a backward pass (block_forward refuses Layer::saved with unit
-// groups), keeps the biases in shared memory, and stages the next step's input gates in shared
-// memory by cp.async: loaded into registers, they were spilled, and the spill's store waited for L2
-// every step (a quarter of the stall samples of the GRU's two-unit config, Nsight Compute, H200).
-// The cell is the step's serial tail: it uses the fast activations (gates.cuh) and stores h before
-// anything else.
+// groups), holds one set of input gates (the cell uses them and loads the next step's), and keeps
+// the biases in shared memory. The cell is the step's serial tail: it uses the fast activations
+// (gates.cuh) and stores h before anything else.
 template <typename T, Cell kCell, int kRows, int kUnits, int kRegisterQuads>
 __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
     group_kernel(Layer<T> p, float* input_gates, Geometry geo, BlockProjection<T> projection) {
@@ -391,9 +363,6 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   // [G + 1][H]: b_ih + b_hh of each gate (the GRU candidate's b_ih alone), then the GRU's b_hn,
   // which r multiplies (in shared memory, for the registers above).
   float* bias_s = h_s + 2 * buffer;
-  // [2][G][threads]: each cell lane's input gates of a step, staged a step ahead (InputGates::stage),
-  // by step parity, so that staging step t + 1 never overwrites what step t's cell reads.
-  float* in_s = bias_s + (G + 1) * H;
 
   const auto w_quad = [&](int c, int u, int g) {
     const int unit = group * kUnits + u;
@@ -428,9 +397,10 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
   const bool live = j < H && r < rows;
   const std::int64_t e0 = static_cast<std::int64_t>(n0 + (live ? r : 0)) * H + jc;
   float state = live ? to_float(kCell == Cell::lstm ? p.c0[e0] : p.h0[e0]) : 0.f;
-  // A step's input gates, staged a step ahead (nothing uses them before the next step's cell).
+  // A step's input gates, loaded a step ahead (nothing uses them before the next step's cell).
+  float next_in[G];
   InputGates<T, G> inputs(p, projection);
-  if (live) inputs.stage(p, input_gates, projection, 0, n0 + r, jc, in_s + tid, threads);
+  inputs.load(p, input_gates, projection, 0, n0 + r, jc, live, next_in);
   __syncthreads();
 
   const std::int64_t plane = static_cast<std::int64_t>(N) * H;
@@ -501,11 +471,8 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
         for (int rr = 1; rr < kRows; ++rr)
           if (r == rr) sum[g] = sums[rr][g];
       }
-      // This step's input gates (staged a step ago); the next step's are staged after h is out.
-      wait_all_async_copies();
-      float in[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) in[g] = in_s[((t & 1) * G + g) * threads + tid];
+      // This step's input gates (loaded a step ago); the next step's are loaded after h is out.
+      const float* in = next_in;
       float h;
       if constexpr (kCell == Cell::lstm) {
         float pre[4];
@@ -523,8 +490,7 @@ __global__ void __launch_bounds__(unit_group_thread_cap(kRegisterQuads), 1)
       // below it (the compiler had put it first).
       asm volatile("" ::: "memory");
       p.y[t * plane + e0] = stored;
-      if (t + 1 < p.steps)
-        inputs.stage(p, input_gates, projection, t + 1, n0 + r, jc, in_s + ((t + 1) & 1) * G * threads + tid, threads);
+      if (t + 1 < p.steps) inputs.load(p, input_gates, projection, t + 1, n0 + r, jc, live, next_in);
       if constexpr (kCell == Cell::gru) state = fed_back;
       if (t + 1 == p.steps) {
         p.h_t[e0] = stored;
@@ -758,7 +724,7 @@ BlockPlan unit_group_plan(int G, int batch, int hidden, const BlockConfig& c) {
   plan.blocks = (batch + c.rows_per_block - 1) / c.rows_per_block;
   const std::size_t floats = 4 * static_cast<std::size_t>(U * G * quads - c.register_quads) * threads +
                              2 * static_cast<std::size_t>(c.rows_per_block) * 4 * c.k_split * quads +
-                             static_cast<std::size_t>(G + 1) * hidden + 2 * static_cast<std::size_t>(G) * threads;
+                             static_cast<std::size_t>(G + 1) * hidden;
   plan.shared_bytes = std::max<std::size_t>(floats, c.project ? kProjectFloats : 0) * sizeof(float);
   return plan;
 }

@@ -324,25 +324,25 @@ TEST(RnnCatalogue, PersistentBlockPlanAndRefusals) {
 
 // The block rung's unit groups: H x k_split threads in whole warps, a lane's share of a gate row
 // ceil(H / (4 k_split)) 16-byte chunks, register_quads of its G x that in registers (whole chunks,
-// a multiple of G); its shared memory is the other chunks, two buffers of the block's h rows, the
-// G + 1 bias rows and two sets of every lane's G input gates (staged a step ahead).
+// a multiple of G); its shared memory is the other chunks, two buffers of the block's h rows and
+// the G + 1 bias rows.
 TEST(RnnCatalogue, PersistentBlockUnitGroupsPlanAndRefusals) {
   namespace kr = kernels::rnn;
   const kr::BlockPlan gru = kr::block_plan(kr::Cell::gru, 64, 128, {1, 4, 24, 0, 1});  // all of W_hh in registers
   EXPECT_EQ(gru.blocks, 64);
   EXPECT_EQ(gru.threads, 512);
   EXPECT_EQ(gru.quads, 8);
-  EXPECT_EQ(gru.shared_bytes, (2 * 1 * 128 + 4 * 128 + 2 * 3 * 512) * sizeof(float));  // h buffers, biases, gates
+  EXPECT_EQ(gru.shared_bytes, (2 * 1 * 128 + 4 * 128) * sizeof(float));  // h buffers, biases
   const kr::BlockPlan lstm = kr::block_plan(kr::Cell::lstm, 64, 128, {2, 4, 16, 0, 1});
   EXPECT_EQ(lstm.blocks, 32);
   EXPECT_EQ(lstm.threads, 512);
-  EXPECT_EQ(lstm.shared_bytes, (4 * 16 * 512 + 2 * 2 * 128 + 5 * 128 + 2 * 4 * 512) * sizeof(float));
+  EXPECT_EQ(lstm.shared_bytes, (4 * 16 * 512 + 2 * 2 * 128 + 5 * 128) * sizeof(float));
   // H 100 over 4 lanes: 7 chunks a lane (a row 112 wide, zero past 100), 400 threads in 13 warps.
   const kr::BlockPlan odd = kr::block_plan(kr::Cell::lstm, 7, 100, {2, 4, 24, 0, 1});
   EXPECT_EQ(odd.blocks, 4);
   EXPECT_EQ(odd.threads, 416);
   EXPECT_EQ(odd.quads, 7);
-  EXPECT_EQ(odd.shared_bytes, (4 * (28 - 24) * 416 + 2 * 2 * 112 + 5 * 100 + 2 * 4 * 416) * sizeof(float));
+  EXPECT_EQ(odd.shared_bytes, (4 * (28 - 24) * 416 + 2 * 2 * 112 + 5 * 100) * sizeof(float));
   EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 4, 16, 0, 1}).blocks, 0) << "16 chunks: not whole G = 3 rows";
   EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {1, 1, 24, 0, 1}).blocks, 0) << "k_split 1";
   EXPECT_EQ(kr::block_plan(kr::Cell::gru, 64, 128, {4, 4, 24, 0, 1}).blocks, 0) << "4 rows";
@@ -375,7 +375,7 @@ TEST(RnnCatalogue, PersistentBlockUnitGroupsPlanAndRefusals) {
   EXPECT_EQ(pairs.blocks, 64);
   EXPECT_EQ(pairs.threads, 512);
   EXPECT_EQ(pairs.quads, 4);
-  EXPECT_EQ(pairs.shared_bytes, (2 * 1 * 128 + 4 * 128 + 2 * 3 * 512) * sizeof(float));
+  EXPECT_EQ(pairs.shared_bytes, (2 * 1 * 128 + 4 * 128) * sizeof(float));
   // H 100 in 50 pairs over 8 lanes (400 threads in 13 warps): the LSTM's 32 chunks (2 x 4 x 4) in
   // registers need at most 256 threads, refused; 16 of them fit.
   EXPECT_EQ(kr::block_plan(kr::Cell::lstm, 7, 100, {1, 8, 32, 0, 1, 2}).blocks, 0);
