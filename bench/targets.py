@@ -4,9 +4,11 @@ with their cost model, the copy ceiling measured in the same run) and the PyTorc
 measured on the same GPU in the same run. Prints a Markdown table per family; exit code 1 if a
 target that could be judged is missed. A benchmark verdict, never a test.
 
-    bench/targets.py DB [--peers FILE.json ...] [--family softmax|memory_bound|gemm ...]
+    bench/targets.py DB [--peers FILE.json ...] [--ceilings OTHER.db ...] [--family softmax|memory_bound|gemm ...]
 
 A target whose problem is not in the database is reported as "not measured" (it does not pass).
+--ceilings adds the ceilings of another database (e.g. gpu-check's, where a sweep had a database of
+its own); only the ceilings of the device a winner ran on are used, and DB's own come first.
 """
 import argparse
 import json
@@ -35,12 +37,25 @@ def in_family(primitive, family):
     return any(primitive == p or (p.endswith(".") and primitive.startswith(p)) for p in MEMORY_BOUND)
 
 
+def read_ceilings(path):
+    """{device_key: {name: value}} of a database's ceilings (SI units: B/s, FLOP/s, s)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    found = {}
+    for device, name, value in db.execute("SELECT device_key, name, value FROM ceilings"):
+        found.setdefault(device, {})[name] = value
+    return found
+
+
 class Run:
-    def __init__(self, db_path, peer_files):
+    def __init__(self, db_path, peer_files, ceiling_files=()):
         self.db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         self.db.row_factory = sqlite3.Row
         row = self.db.execute("SELECT value FROM ceilings WHERE name = 'dram_copy_best'").fetchone()
         self.copy = row[0] if row else None
+        self.ceilings = {}  # device_key -> {name: value}; this database's own over the others'
+        for path in list(ceiling_files) + [db_path]:
+            for device, values in read_ceilings(path).items():
+                self.ceilings.setdefault(device, {}).update(values)
         self.winners = {(r["primitive"], r["dtype"], r["shape_key"]): r
                         for r in self.db.execute("SELECT * FROM winners")}
         # PyTorch in this run: (primitive, dtype, shape_key) -> (label, median_us, bytes)
@@ -239,6 +254,82 @@ RNN_TARGET_SHAPES = {"T=64,N=64,D=128,H=128": 1.5, "T=64,N=64,D=128,H=256": 1.5,
 
 RNN_PRIMITIVES = ("lstm.forward", "gru.forward", "lstm.backward", "gru.backward")
 
+# Issue 20's floor of a persistent step: the synchronisation the step waits for, as `shapetune
+# ceilings` measured it on the winner's device, plus the step's share of the problem's FLOPs (its
+# cost model: products over all steps, forward and, for a backward, dh and dW too) at the dtype's
+# compute ceiling (FMA for f32, tensor cores for tf32, f16 and bf16). What each rung waits for a step:
+#   persistent, persistent_registers: a grid barrier; persistent_cluster: a cluster barrier of its
+#   cluster_size; persistent_block: only its own block's barriers (no exchange between blocks), not
+#   counted. A backward adds its forward rung's (config `forward`: 1 is the cluster rung, whose
+#   cluster the backward picks: the fastest cluster barrier measured stands for it) and its chain's:
+#   persistent a grid barrier, persistent_stepwise two kernels of a CUDA graph (the step's
+#   cell-backward kernel and its product), persistent_block its block's barriers again.
+GRID_FORWARDS = {"0": "grid", "1": "cluster", "2": "grid", "3": "grid"}
+
+
+def parse_config(key):
+    return dict(item.split("=", 1) for item in key.split(",")) if key else {}
+
+
+def step_sync(primitive, variant, config, ceilings):
+    """(seconds, words) one step of a persistent variant synchronises for at least; None for a variant
+    that is not persistent. Raises KeyError with the name of a ceiling the device lacks."""
+    def grid():
+        return ceilings["grid_barrier"], "a grid barrier"
+
+    def cluster(size=None):
+        if size:
+            return ceilings[f"cluster_barrier_{size}"], f"a cluster barrier of {size}"
+        measured = [v for k, v in ceilings.items() if k.startswith("cluster_barrier_")]
+        if not measured:
+            raise KeyError("cluster_barrier_*")
+        return min(measured), "a cluster barrier"
+
+    block = (0.0, "block barriers only")
+    if primitive.endswith(".forward"):
+        rung = {"persistent": grid, "persistent_registers": grid, "persistent_block": lambda: block,
+                "persistent_cluster": lambda: cluster(config.get("cluster_size"))}.get(variant)
+        return rung() if rung else None
+    chain = {"persistent": grid, "persistent_block": lambda: block,
+             "persistent_stepwise": lambda: (2 * ceilings["launch_overhead_graph"], "two graph kernels")}.get(variant)
+    if not chain:
+        return None
+    forward = block if variant == "persistent_block" else (
+        cluster() if GRID_FORWARDS.get(config.get("forward")) == "cluster" else grid())
+    (f_s, f_words), (c_s, c_words) = forward, chain()
+    return f_s + c_s, f"forward: {f_words}; backward: {c_words}"
+
+
+def judge_step_floor(run, table, primitive, dtype, shape, w):
+    """Issue 20: the best persistent candidate's time a step within 2x of its floor (above)."""
+    key = f"{primitive}/{dtype}/{shape}"
+    best = best_candidate(run, key, "baseline = 0 AND variant LIKE 'persistent%'")
+    if not measured(best):
+        return
+    problem = f"{primitive} {dtype} {shape}"
+    target = "persistent step within 2x of its floor (barrier + FLOPs at the ceiling)"
+    ceilings = run.ceilings.get(w["device_key"], {})
+    roof_name = "fp32_fma" if dtype == "f32" else f"tensor_{dtype}"
+    try:
+        sync = step_sync(primitive, best["variant"], parse_config(best["config_key"]), ceilings)
+        roof = ceilings[roof_name]
+    except KeyError as missing:
+        table.add(problem, target, f"no {missing.args[0]} ceiling measured on this device (--ceilings)", None)
+        return
+    if sync is None or not w["flops"]:
+        return
+    steps = int(shape.split(",")[0].split("=")[1])
+    sync_s, words = sync
+    flops_s = w["flops"] / steps / roof
+    floor_us, step_us = (sync_s + flops_s) * 1e6, best["us"] / steps
+    cudnn = best_candidate(run, key, "baseline = 1")
+    library = f"; cuDNN {cudnn['us'] / steps / floor_us:.1f}x" if measured(cudnn) else ""
+    table.add(problem, target,
+              f"{best['variant']}{{{best['config_key']}}} {step_us:.2f} us a step; floor {floor_us:.2f} us = "
+              f"{sync_s * 1e6:.2f} ({words}) + {flops_s * 1e6:.2f} ({w['flops'] / steps / 1e6:.1f} MFLOP at "
+              f"{roof_name} {roof / 1e12:.1f} TFLOP/s): {step_us / floor_us:.1f}x the floor{library}",
+              step_us <= 2 * floor_us)
+
 
 def judge_rnn(run):
     """Issue 20. Forward: the best shapetune variant >= 1.5x the best cuDNN algorithm at the three
@@ -246,7 +337,8 @@ def judge_rnn(run):
     Backward (forward with saved activations + BPTT, as both sides time it): >= 1.0x the best
     cuDNN algorithm at the four target shapes. The targets are f32's; every other dtype (tf32, whose
     cuDNN takes TF32 products, included) must not be slower than cuDNN. PyTorch's figures are
-    judged against the problem of their own dtype: its f32 with TF32 off, its tf32 with TF32 on."""
+    judged against the problem of their own dtype: its f32 with TF32 off, its tf32 with TF32 on.
+    Every problem's best persistent candidate: its time a step within 2x of its floor (judge_step_floor)."""
     table = Verdicts("rnn")
     add = table.add
 
@@ -273,6 +365,7 @@ def judge_rnn(run):
         for label, torch_us in run.peers.get((primitive, dtype, shape), []):
             add(problem, f"faster than PyTorch {label} in this run", f"{mine['us']:.1f} us vs torch {torch_us:.1f} us",
                 mine["us"] < torch_us)
+        judge_step_floor(run, table, primitive, dtype, shape, w)
     if table.empty():
         add("-", "recurrent winners", "none in this database", None)
     return table.result()
@@ -375,10 +468,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("db", help="a shapetune database with this run's winners and ceilings")
     parser.add_argument("--peers", action="append", default=[], help="PyTorch peer JSON of the same run")
+    parser.add_argument("--ceilings", action="append", default=[],
+                        help="another database whose ceilings (of the same device) the judges may use")
     parser.add_argument("--family", action="append", choices=["softmax", "memory_bound", "gemm", "rnn", "attention"],
                         help="which issue's targets (default: those with winners in the database)")
     args = parser.parse_args()
-    run = Run(args.db, args.peers)
+    run = Run(args.db, args.peers, args.ceilings)
     ok = True
     def in_any(primitive, family):
         if family == "gemm":
