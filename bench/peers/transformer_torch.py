@@ -180,7 +180,7 @@ def median_us(fn, args, warmup, iterations):
     return times[len(times) // 2]
 
 
-def run_trial(args, weights, input_file, compare, label, timing):
+def run_trial(args, weights, input_file, compare, label, timing, runner_us):
     """One trial: the model on these weights and this input; returns (result dict, passed)."""
     dtype = DTYPES[args.dtype]
     state = read_safetensors(weights)
@@ -208,8 +208,8 @@ def run_trial(args, weights, input_file, compare, label, timing):
               "compared_with": "reference" if reference_runs else "sdpa"}
     if not reference_runs:
         result["reference_refused"] = f"needs {need / 2**30:.0f} GiB of scores; {free / 2**30:.0f} GiB free"
-    if timing and args.runner_us is not None:
-        result["runner_us"] = args.runner_us
+    if runner_us is not None:
+        result["runner_us"] = runner_us
     with torch.inference_mode():
         y_sdpa = model.set_materialise(False)(x, valid)
         if timing:
@@ -266,11 +266,11 @@ def main():
     args = p.parse_args()
 
     torch.set_float32_matmul_precision("high")
-    trials = [(args.weights, args.input, args.compare, args.label, not args.no_timing)]
-    trials += [(w, x, y, label, False) for w, x, y, label in args.also]
+    trials = [(args.weights, args.input, args.compare, args.label, not args.no_timing, args.runner_us)]
+    trials += [(w, x, y, label, False, None) for w, x, y, label in args.also]
     results, ok = [], True
-    for weights, input_file, compare, label, timing in trials:
-        result, passed = run_trial(args, weights, input_file, compare, label, timing)
+    for weights, input_file, compare, label, timing, runner_us in trials:
+        result, passed = run_trial(args, weights, input_file, compare, label, timing, runner_us)
         ok = ok and passed
         print(json.dumps(result), flush=True)
         results.append(result)
