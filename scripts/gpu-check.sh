@@ -6,8 +6,10 @@
 # $OUT (default ./gpu-check-out).
 #
 #   scripts/gpu-check.sh [--no-tests] [--no-quick] [--peers softmax,memory_bound] [--sweep-timeout S]
-#                        [--budget S] [--halving shapes/RACE.yaml] [--mlp] [shapes/FILE.yaml ...]
+#                        [--budget S] [--shard K/N] [--halving shapes/RACE.yaml] [--mlp] [shapes/FILE.yaml ...]
 # (--budget: `shapetune sweep --budget` for each FILE; --sweep-timeout kills a FILE's sweep;
+# --shard: each FILE's shard K of N only, so a file too long for one call is swept over N calls,
+# whose databases (each with its own ceilings) `shapetune merge` joins for `bench/targets.py`;
 # --halving: sweep RACE.yaml exhaustively, then with --strategy halving, and compare the two
 # with bench/strategy_check.py. --mlp: sweep shapes/mlp.yaml, train the MLP 15 epochs with the
 # tuned and the library dispatch, run bench/peers/mlp_torch.py, judge with bench/mlp_targets.py;
@@ -30,7 +32,7 @@
 # to use a local build instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tests=1 quick=1 mlp=0 scale_out=0 peers=softmax sweep_timeout=300 budget=() files=() halving=()
+tests=1 quick=1 mlp=0 scale_out=0 peers=softmax sweep_timeout=300 budget=() shard=() files=() halving=()
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -38,10 +40,11 @@ while [ $# -gt 0 ]; do
     --peers) peers=$2; shift ;;
     --sweep-timeout) sweep_timeout=$2; shift ;;
     --budget) budget=(--budget "$2"); shift ;;
+    --shard) shard=(--shard "$2"); shift ;;
     --halving) halving+=("$2"); shift ;;
     --mlp) mlp=1 ;;
     --scale-out) scale_out=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) files+=("$1") ;;
   esac
@@ -161,7 +164,8 @@ fi
 # What a user's CI would run next: the quick sweep's winners verified and timed again.
 [ $quick = 1 ] && run_step check-quick 240 "$build/shapetune" check shapes/quick.yaml --db "$db"
 for extra in "${files[@]}"; do
-  run_step "sweep-$(basename "$extra" .yaml)" "$sweep_timeout" "$build/shapetune" sweep "$extra" --db "$db" "${budget[@]}"
+  run_step "sweep-$(basename "$extra" .yaml)" "$sweep_timeout" "$build/shapetune" sweep "$extra" --db "$db" "${budget[@]}" \
+    "${shard[@]}"
 done
 for race in "${halving[@]}"; do
   name=$(basename "$race" .yaml)
