@@ -17,7 +17,9 @@
 # one forward takes about 15 s on an H200), each side runs one forward, compared and not timed,
 # so the comparison fits one 10-minute device call. Each runner's log is OUTDIR/logs/case<C>-<dtype>-<trial>.runner.log, PyTorch's
 # (one process per case and dtype) OUTDIR/logs/case<C>-<dtype>.peer.log; the peers' JSON is
-# OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails.
+# OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails. Where elements
+# fail the rule, the peer also computes the model in float64 at the first 8 of them (--f64-check), so
+# the verdicts say whether the runner or what it was compared with is off there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -64,7 +66,7 @@ for c in $cases; do
       if [ ${#peer[@]} = 0 ]; then  # the first trial that ran is the timed one
         heads=$(sed -n 's/^Transformer .*heads \([0-9]*\),.*/\1/p' "$log-$t.runner.log" | head -1)
         us=$(sed -n 's/^forward: median \([0-9.]*\) us.*/\1/p' "$log-$t.runner.log")
-        peer=(--weights "$w" --input "$x" --heads "$heads" --dtype "$dt" --compare "$y"
+        peer=(--weights "$w" --input "$x" --heads "$heads" --dtype "$dt" --compare "$y" --f64-check 8
               --label "case $c $dt trial $t" --json "$out/peers.json")
         if [ "$t" = 1 ]; then peer+=("${peer_timing[@]}" --runner-us "$us" $peer_compile); else peer+=(--no-timing); fi
       else

@@ -10,7 +10,9 @@ device calls, say): each (case, dtype, trial) must come from one file only.
 - Accuracy: a case passes in a dtype when every trial's output is within the TechJam rule of the
   materialised reference (0 failing elements, exact zeros at padded positions). Beside it, the
   elements PyTorch's own SDPA model fails against the same reference: the floor a flash attention
-  meets (a runner at or below it rounds no worse than PyTorch's fast path).
+  meets (a runner at or below it rounds no worse than PyTorch's fast path); and, where the peer
+  checked failing elements against the model in float64 (--f64-check), how many of them the runner,
+  and how many what it was compared with, are within the rule of the float64 value.
 - Speed (trial 1, f32 and f16, cases 1-13): geomean of reference / runner >= 10x, and the runner
   faster than torch.compile (reduce-overhead) of the SDPA model on every case.
 - Case 14: runs in f16 and bf16 in <= 5 s (median forward), within the rule of the SDPA model.
@@ -54,20 +56,24 @@ def main():
         return 2
     ok = True
     lines = ["### Accuracy (TechJam rule, every trial)", "",
-             "| case | dtype | trials | failing elements (worst trial) | compared with | PyTorch SDPA fails (worst) | max abs error | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| case | dtype | trials | failing elements (worst trial) | compared with | PyTorch SDPA fails (worst) | max abs error | "
+             "float64 at failing elements: ours / compared-with within the rule | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for (case, dtype), trials in sorted(by.items()):
         rs = [r for _, r in trials]
         if any("failing" not in r for r in rs):
-            lines.append(f"| {case} | {dtype} | {len(rs)} | no comparison | | | | FAIL |")
+            lines.append(f"| {case} | {dtype} | {len(rs)} | no comparison | | | | | FAIL |")
             ok = False
             continue
         failing = max(r["failing"] + r.get("nonzero_padding", 0) for r in rs)
         floor = max((r["sdpa_failing"] for r in rs if "sdpa_failing" in r), default=None)
         passed = failing == 0
         ok &= passed
+        checked = sum(len(r.get("f64_check", [])) for r in rs)
+        exact = (f"{sum(r.get('f64_ours_within', 0) for r in rs)} / {sum(r.get('f64_ref_within', 0) for r in rs)} "
+                 f"of {checked}") if checked else "-"
         lines.append(f"| {case} | {dtype} | {len(rs)} | {failing} of {rs[0]['elements']} | {rs[0]['compared_with']} | "
-                     f"{'-' if floor is None else floor} | {max(r['max_abs_error'] for r in rs):.4g} | "
+                     f"{'-' if floor is None else floor} | {max(r['max_abs_error'] for r in rs):.4g} | {exact} | "
                      f"{'PASS' if passed else ('FAIL (at or below SDPA)' if floor is not None and failing <= floor else 'FAIL')} |")
     lines += ["", "### Speed (trial 1, median forward)", "",
               "| case | dtype | runner us | reference us | x reference | SDPA us | compiled us | x compiled |",
