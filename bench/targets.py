@@ -348,6 +348,7 @@ def judge_rnn(run):
         key = f"{primitive}/{dtype}/{shape}"
         mine, cudnn = best_candidate(run, key, "baseline = 0"), best_candidate(run, key, "baseline = 1")
         problem = f"{primitive} {dtype} {shape}"
+        judge_step_floor(run, table, primitive, dtype, shape, w)
         if not measured(mine) or not measured(cudnn):
             add(problem, "shapetune and cuDNN both measured", "one side has no accurate candidate", None)
             continue
@@ -365,7 +366,6 @@ def judge_rnn(run):
         for label, torch_us in run.peers.get((primitive, dtype, shape), []):
             add(problem, f"faster than PyTorch {label} in this run", f"{mine['us']:.1f} us vs torch {torch_us:.1f} us",
                 mine["us"] < torch_us)
-        judge_step_floor(run, table, primitive, dtype, shape, w)
     if table.empty():
         add("-", "recurrent winners", "none in this database", None)
     return table.result()
