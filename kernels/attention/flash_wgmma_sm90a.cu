@@ -149,7 +149,8 @@ struct Tiling {
 };
 
 // Pipeline 3's tensor maps: Q in boxes of 64 hd x block_q rows, K and V in 64 hd x block_k.
-struct alignas(64) TensorMaps {
+// CUtensorMap is 128-byte aligned (cuda.h), so the struct is too.
+struct TensorMaps {
   CUtensorMap q, k, v;
 };
 
