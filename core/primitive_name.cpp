@@ -34,13 +34,14 @@ bool PrimitiveName::has(std::string_view attribute) const {
 }
 
 std::optional<std::string> PrimitiveName::one_of(std::initializer_list<std::string_view> choices) const {
-  std::optional<std::string> found;
+  const std::string* found = nullptr;
   for (const auto& a : attributes)
     if (index_in(a, choices)) {
       if (found) return std::nullopt;
-      found = a;
+      found = &a;
     }
-  return found;
+  if (!found) return std::nullopt;
+  return *found;
 }
 
 std::string PrimitiveName::text() const {

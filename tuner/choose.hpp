@@ -24,7 +24,7 @@ std::optional<WinnerRecord> choose_winner(const std::vector<CandidateRecord>& ca
 struct SweepMeasurements {
   std::string l2;  // l2_mode_of the sweep's options
   std::vector<CandidateRecord> records;
-  std::string git_sha;
+  std::string git_sha{};
 };
 
 // "hot" when a sweep's options text says l2=hot, else "cold" (sweeps flushed L2 before the

@@ -57,7 +57,7 @@ struct ProblemDoneEvent {
   std::optional<WinnerRecord> winner;
   std::vector<VariantFailure> missing_baselines;
   double seconds = 0;
-  std::optional<WinnerRecord> table_keeps;  // the table's row, when an earlier sweep measured it
+  std::optional<WinnerRecord> table_keeps{};  // the table's row, when an earlier sweep measured it
 };
 
 struct SweepEndEvent {

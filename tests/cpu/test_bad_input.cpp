@@ -63,7 +63,7 @@ TEST(BadInput, NonFiniteNumbersAreRefused) {
 TEST(BadInput, ADeviceKeyThatNamesNoDeviceIsAnError) {
   test_support::TempDir dir;
   const std::string db = one_winner_db(dir);
-  for (const std::vector<std::string> args :
+  for (const std::vector<std::string>& args :
        {std::vector<std::string>{"winners", "--db", db, "--device-key", "WRONG"},
         std::vector<std::string>{"export", "--db", db, "--format", "json", "--device-key", "WRONG"}}) {
     const Result r = run(args);
@@ -98,7 +98,7 @@ class FailingBuffer : public std::streambuf {
 TEST(BadInput, OutputThatCannotBeWrittenIsAFailure) {
   test_support::TempDir dir;
   const std::string db = one_winner_db(dir);
-  for (const std::vector<std::string> args : {std::vector<std::string>{"winners", "--db", db},
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"winners", "--db", db},
                                               std::vector<std::string>{"export", "--db", db, "--format", "csv"},
                                               std::vector<std::string>{"list"}}) {
     FailingBuffer failing;

@@ -253,9 +253,10 @@ TEST(GemmPrimitive, ToleranceGrowsWithDepth) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::tf32}) {
     EXPECT_EQ(tolerance_for(primitive("gemm_bias_relu.tn"), problem("gemm_bias_relu.tn", dtype, 3, 3, 100)),
               tolerance_for(p, problem("gemm.nn", dtype, 3, 3, 100)));
-    if (dtype == DType::f32 || dtype == DType::tf32)
+    if (dtype == DType::f32 || dtype == DType::tf32) {
       EXPECT_EQ(tolerance_for(primitive("gemm_bias_gelu.tn"), problem("gemm_bias_gelu.tn", dtype, 3, 3, 100)),
                 tolerance_for(p, problem("gemm.nn", dtype, 3, 3, 100)));
+    }
   }
 }
 

@@ -100,8 +100,12 @@ TEST(GemmWgmmaSupports, F16AndBf16EverywhereTf32InNtAndF32NeverGetsTensorCores) 
       const Support s = v.supports(p, v.default_config, limits);
       EXPECT_EQ(s.ok, dtype == DType::f16 || dtype == DType::bf16 || (dtype == DType::tf32 && nt))
           << p.key() << ": " << s.reason;
-      if (dtype == DType::f32) EXPECT_CONTAINS(s.reason, "TF32");
-      if (dtype == DType::tf32 && !nt) EXPECT_CONTAINS(s.reason, "tf32 takes layout nt only");
+      if (dtype == DType::f32) {
+        EXPECT_CONTAINS(s.reason, "TF32");
+      }
+      if (dtype == DType::tf32 && !nt) {
+        EXPECT_CONTAINS(s.reason, "tf32 takes layout nt only");
+      }
     }
   }
 }

@@ -181,7 +181,9 @@ TEST(BaselineKinds, CatalogueMarksEveryLibraryAndOnlyThem) {
     for (const Variant* v : catalogue().variants(p->name)) {
       const bool vendor = v->name.rfind("cublas", 0) == 0 || v->name.rfind("cudnn", 0) == 0;
       EXPECT_EQ(v->library, vendor && v->baseline) << p->name << "/" << v->name;
-      if (vendor) EXPECT_TRUE(v->baseline) << p->name << "/" << v->name << " calls a library but is not a baseline";
+      if (vendor) {
+        EXPECT_TRUE(v->baseline) << p->name << "/" << v->name << " calls a library but is not a baseline";
+      }
       libraries += v->library;
       chains += v->baseline && !v->library;
     }

@@ -245,8 +245,11 @@ TEST(Merge, ALaterSweepOfOneVariantKeepsTheFasterWinnerItDidNotMeasure) {
   ASSERT_EQ(again.code, 0) << again.err;
   const auto after = winners(dir.file("out2.db"));
   EXPECT_EQ(after.at(key).rfind(target.runner_up_variant + "{", 0), 0u) << after.at(key);
-  for (const auto& w : Store::open(dir.file("out2.db"), OpenMode::read_only)->winners())
-    if (w.problem.key() == key) EXPECT_EQ(w.git_sha, "later");
+  for (const auto& w : Store::open(dir.file("out2.db"), OpenMode::read_only)->winners()) {
+    if (w.problem.key() == key) {
+      EXPECT_EQ(w.git_sha, "later");
+    }
+  }
 }
 
 TEST(Merge, RecomputesAMissingWinnerAndKeepsDevicesApart) {

@@ -537,8 +537,11 @@ TEST(MeasuringOrder, BaselinesThenTheDefaultVariantFirstAmongTheDefaults) {
       if (!(order[j].second == v.default_config)) break;
       EXPECT_TRUE(defaults.insert(v.name).second) << name << ": " << v.name << " twice";
     }
-    for (const Variant* v : catalogue().variants(name))
-      if (!v->baseline) EXPECT_TRUE(defaults.count(v->name)) << name << ": " << v->name << "'s default is not among them";
+    for (const Variant* v : catalogue().variants(name)) {
+      if (!v->baseline) {
+        EXPECT_TRUE(defaults.count(v->name)) << name << ": " << v->name << "'s default is not among them";
+      }
+    }
   }
 }
 
