@@ -3,7 +3,8 @@
 # target fails or is not measured): the "never slower than cudnn_sdpa" rule is not measured where no
 # problem has a cudnn_sdpa candidate (it passed there before: a rule that could not fail), fails
 # where the table's winner is slower, and the QKV projection's head-split rule takes the faster of
-# packed_head_split and wgmma_head_split against split. Issue 20's per-step floor: each rung's
+# packed_head_split and wgmma_head_split against split; where naive is the fastest, the table picks
+# it (said, not judged, where it is the fastest nowhere). Issue 20's per-step floor: each rung's
 # barriers plus the FLOPs at the ceiling, from this database's ceilings or --ceilings' of the same
 # device, "not measured" without them.
 set -euo pipefail
@@ -42,6 +43,9 @@ db("no-cudnn", [(att, "flash_wgmma", 0, 175.0),
 db("cudnn-faster", [(att, "flash_wgmma", 0, 175.0), (att, "cudnn_sdpa", 1, 160.0)], kept=("flash_wgmma", 175.0))
 db("cudnn-slower", [(att, "flash_wgmma", 0, 175.0), (att, "cudnn_sdpa", 1, 190.0),
                     (qkv, "split", 1, 100.0), (qkv, "packed_head_split", 0, 120.0)])
+tiny = "attention.causal.split/f16/B=1,H=1,S=1,hd=64"  # where naive's one launch may win
+db("naive-picked", [(tiny, "naive", 0, 3.0), (tiny, "flash_mma", 0, 4.0), (tiny, "cudnn_sdpa", 1, 8.0)])
+db("naive-passed-over", [(tiny, "naive", 0, 3.0), (tiny, "flash_mma", 0, 4.0)], kept=("flash_mma", 4.0))
 # Issue 20's floor, T 10 and 1e9 FLOPs a problem: 2 us a step at 50 TFLOP/s, plus the barriers.
 gru = "gru.forward/f32/T=10,N=4,D=8,H=16"
 lstm = "lstm.backward/f32/T=10,N=4,D=8,H=16"
@@ -71,6 +75,10 @@ expect 1 no-cudnn "wgmma_head_split 267.00 vs 456.00 us (x1.71); winner wgmma_he
 expect 1 cudnn-faster "| 1 of 1 attention problems with cudnn_sdpa measured | winner never slower than cudnn_sdpa beyond 1% | attention.causal.split/f16/B=8,H=16,S=2048,hd=64: 175.0 vs 160.0 us | FAIL |"
 expect 1 cudnn-slower "| 1 of 1 attention problems with cudnn_sdpa measured | winner never slower than cudnn_sdpa beyond 1% | none slower | PASS |"
 expect 1 cudnn-slower "packed_head_split 120.00 vs 100.00 us (x0.83); winner split | FAIL |"
+naive="the table picks naive where it truly wins (tiny S), within 1%"
+expect 1 cudnn-slower "| 1 attention problems | $naive | naive is the fastest at none of them | not exercised |"
+expect 0 naive-picked "| 1 of 1 attention problems where naive is the fastest accurate candidate | $naive | picked at every one | PASS |"
+expect 1 naive-passed-over "| $naive | attention.causal.split/f16/B=1,H=1,S=1,hd=64: flash_mma 4.0 vs naive 3.0 us | FAIL |"
 floor="persistent step within 2x of its floor (barrier + FLOPs at the ceiling)"
 expect 1 rnn "| gru.forward f32 T=10,N=4,D=8,H=16 | $floor | persistent_registers{units_per_block=8,batch_groups=2} 6.00 us a step; floor 3.00 us = 1.00 (a grid barrier) + 2.00 (100.0 MFLOP at fp32_fma 50.0 TFLOP/s): 2.0x the floor; cuDNN 4.0x | PASS |" rnn
 expect 1 rnn "| lstm.backward f32 T=10,N=4,D=8,H=16 | $floor | persistent_stepwise{forward=1,chain_splits=16,products=0} 10.00 us a step; floor 3.20 us = 1.20 (forward: a cluster barrier; backward: two graph kernels) + 2.00 (100.0 MFLOP at fp32_fma 50.0 TFLOP/s): 3.1x the floor; cuDNN 4.7x | FAIL |" rnn
@@ -78,4 +86,4 @@ expect 1 rnn "| gru.forward tf32 T=10,N=4,D=8,H=16 | $floor | persistent_block{r
 expect 1 rnn "| gru.forward f32 T=10,N=4,D=8,H=17 | $floor | persistent_registers{units_per_block=8,batch_groups=2} 5.00 us a step; floor 3.00 us = 1.00 (a grid barrier) + 2.00 (100.0 MFLOP at fp32_fma 50.0 TFLOP/s): 1.7x the floor | PASS |" rnn
 expect 1 rnn-no-ceilings "| gru.forward f32 T=10,N=4,D=8,H=16 | $floor | no grid_barrier ceiling measured on this device (--ceilings) | not measured |" rnn
 expect 1 rnn-no-ceilings "| gru.forward f32 T=10,N=4,D=8,H=16 | $floor | persistent_registers{units_per_block=8,batch_groups=2} 6.00 us a step; floor 3.00 us" rnn --ceilings "$dir/ceilings-only.db"
-echo "targets.py (attention, rnn): 11 checks passed"
+echo "targets.py (attention, rnn): 14 checks passed"
