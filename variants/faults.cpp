@@ -44,8 +44,10 @@ Variant copy_variant(std::string name, std::string description, kf::Fault fault)
   v.description = std::move(description);
   // Two configs for the copy that works (a choice for the winner), one for each fault: every
   // fault costs a worker restart, the hang a whole watchdog limit.
-  v.params = fault == kf::Fault::none && v.name == "copy" ? ParamSpace({{"block_size", {128, 256}, "threads per block"}})
-                                                          : ParamSpace({{"block_size", {256}, "threads per block"}});
+  if (fault == kf::Fault::none && v.name == "copy")
+    v.params = ParamSpace({{"block_size", {128, 256}, "threads per block"}});
+  else
+    v.params = ParamSpace({{"block_size", {256}, "threads per block"}});
   v.default_config = Config({{"block_size", 256}});
   v.supports = [](const Problem&, const Config&, const DeviceLimits&) { return Support::yes(); };
   v.launch = [fault](const LaunchArgs& a) {
