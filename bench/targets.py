@@ -261,13 +261,15 @@ RNN_PRIMITIVES = ("lstm.forward", "gru.forward", "lstm.backward", "gru.backward"
 #   persistent, persistent_registers: a grid barrier; persistent_cluster: a cluster barrier of its
 #   cluster_size; persistent_block: only its own block's barriers (no exchange between blocks), not
 #   counted. A backward adds its forward rung's (config `forward`: 1 is the cluster rung, whose
-#   cluster the backward picks: the fastest cluster barrier measured stands for it) and its chain's:
-#   persistent a grid barrier, persistent_stepwise two kernels of a CUDA graph (the step's
-#   cell-backward kernel and its product), persistent_block its block's barriers again.
-GRID_FORWARDS = {"0": "grid", "1": "cluster", "2": "grid", "3": "grid"}
+#   cluster the backward picks: the fastest cluster barrier measured stands for it; the others are
+#   grid rungs) and its chain's: persistent a grid barrier, persistent_stepwise two kernels of a
+#   CUDA graph (the step's cell-backward kernel and its product), persistent_block its block's
+#   barriers again.
+CLUSTER_FORWARD = "1"
 
 
-def parse_config(key):
+def key_values(key):
+    """A config or shape key ("a=1,b=2") as {name: text}."""
     return dict(item.split("=", 1) for item in key.split(",")) if key else {}
 
 
@@ -295,7 +297,7 @@ def step_sync(primitive, variant, config, ceilings):
     if not chain:
         return None
     forward = block if variant == "persistent_block" else (
-        cluster() if GRID_FORWARDS.get(config.get("forward")) == "cluster" else grid())
+        cluster() if config.get("forward") == CLUSTER_FORWARD else grid())
     (f_s, f_words), (c_s, c_words) = forward, chain()
     return f_s + c_s, f"forward: {f_words}; backward: {c_words}"
 
@@ -311,14 +313,14 @@ def judge_step_floor(run, table, primitive, dtype, shape, w):
     ceilings = run.ceilings.get(w["device_key"], {})
     roof_name = "fp32_fma" if dtype == "f32" else f"tensor_{dtype}"
     try:
-        sync = step_sync(primitive, best["variant"], parse_config(best["config_key"]), ceilings)
+        sync = step_sync(primitive, best["variant"], key_values(best["config_key"]), ceilings)
         roof = ceilings[roof_name]
     except KeyError as missing:
         table.add(problem, target, f"no {missing.args[0]} ceiling measured on this device (--ceilings)", None)
         return
     if sync is None or not w["flops"]:
         return
-    steps = int(shape.split(",")[0].split("=")[1])
+    steps = int(key_values(shape)["T"])
     sync_s, words = sync
     flops_s = w["flops"] / steps / roof
     floor_us, step_us = (sync_s + flops_s) * 1e6, best["us"] / steps
@@ -353,7 +355,7 @@ def judge_rnn(run):
             add(problem, "shapetune and cuDNN both measured", "one side has no accurate candidate", None)
             continue
         speedup = cudnn["us"] / mine["us"]
-        steps = int(shape.split(",")[0].split("=")[1])
+        steps = int(key_values(shape)["T"])
         outcome = (f"{mine['variant']}{{{mine['config_key']}}} {mine['us']:.1f} us ({mine['us'] / steps:.2f} us a step) vs "
                     f"cudnn{{{cudnn['config_key']}}} {cudnn['us']:.1f} us: {speedup:.2f}x")
         target = RNN_TARGET_SHAPES.get(shape) if dtype == "f32" else None

@@ -15,14 +15,15 @@
 # 80 GB card too little to compare), about 40 GiB of host memory and 2 x 6.5 GiB of files per
 # dtype in OUTDIR (2 x 13 GiB in f32). In f32, whose case 14 has no time target (it must run, and
 # one forward takes about 15 s on an H200), each side runs one forward, compared and not timed,
-# so the comparison fits one 10-minute device call. Each runner's log is OUTDIR/logs/case<C>-<dtype>-<trial>.runner.log, PyTorch's
-# (one process per case and dtype) OUTDIR/logs/case<C>-<dtype>.peer.log; the peers' JSON is
-# OUTDIR/peers.json and the verdicts OUTDIR/targets.md. Exit 1 when a target fails. Where elements
-# fail the rule, the peer also computes the model in float64 at the first 8 of them (--f64-check), so
-# the verdicts say whether the runner or what it was compared with is off there.
+# so the comparison fits one 10-minute device call. Each runner's log is
+# OUTDIR/logs/case<C>-<dtype>-<trial>.runner.log, PyTorch's (one process per case and dtype)
+# OUTDIR/logs/case<C>-<dtype>.peer.log; the peers' JSON is OUTDIR/peers.json and the verdicts
+# OUTDIR/targets.md. Exit 1 when a target fails. Where elements fail the rule, the peer also
+# computes the model in float64 at the first 8 of them (--f64-check), so the verdicts say whether
+# the runner or what it was compared with is off there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] && [ "${1#-}" = "$1" ] || { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$1; shift
 cases="1 2 3 4 5 6 7 8 9 10 11 12 13" dtypes="f32 f16 bf16" trials=5 runner_args=() compile=--compile
 while [ $# -gt 0 ]; do
