@@ -326,9 +326,11 @@ def judge_step_floor(run, table, primitive, dtype, shape, w):
     floor_us, step_us = (sync_s + flops_s) * 1e6, best["us"] / steps
     cudnn = best_candidate(run, key, "baseline = 1")
     library = f"; cuDNN {cudnn['us'] / steps / floor_us:.1f}x" if measured(cudnn) else ""
+    def us(x):  # a small batch's FLOPs take nanoseconds: show them rather than 0.00
+        return f"{x:.2f}" if x == 0 or x >= 0.01 else f"{x:.4f}"
     table.add(problem, target,
-              f"{best['variant']}{{{best['config_key']}}} {step_us:.2f} us a step; floor {floor_us:.2f} us = "
-              f"{sync_s * 1e6:.2f} ({words}) + {flops_s * 1e6:.2f} ({w['flops'] / steps / 1e6:.1f} MFLOP at "
+              f"{best['variant']}{{{best['config_key']}}} {step_us:.2f} us a step; floor {us(floor_us)} us = "
+              f"{us(sync_s * 1e6)} ({words}) + {us(flops_s * 1e6)} ({w['flops'] / steps / 1e6:.1f} MFLOP at "
               f"{roof_name} {roof / 1e12:.1f} TFLOP/s): {step_us / floor_us:.1f}x the floor{library}",
               step_us <= 2 * floor_us)
 
