@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <type_traits>
 
 #include "baselines/cublas.hpp"
 #include "baselines/reference.hpp"
@@ -285,42 +284,18 @@ Support wgmma_split_supports(const Problem& p, const Config& c, const DeviceLimi
                        std::to_string(chunk) + ", not " + std::to_string(pr.head_dim));
   if (pr.rows() > INT_MAX || 3 * pr.width() > INT_MAX)
     return Support::no("the head-split epilogue indexes rows and columns in 32 bits: B S and 3 D below 2^31");
-  if (c.at("round_once") != 0 && p.dtype != DType::tf32)
-    return Support::no("round_once rounds fp32 operands to TF32: 16-bit ones have nothing to round");
   return Support::yes();
-}
-
-// round_once: x [B S, D] and W [3 D, D] rounded to TF32, x's first (both 16-byte aligned: TMA's
-// D is a multiple of 4 floats).
-std::size_t round_once_workspace(const Problem& p, const Config& c) {
-  if (c.at("round_once") == 0) return 0;
-  const Projection pr = projection_of(p);
-  return static_cast<std::size_t>((pr.rows() + 3 * pr.width()) * pr.width()) * sizeof(float);
 }
 
 LaunchStatus wgmma_split(const LaunchArgs& a) {
   const auto run = [&](auto tag) -> LaunchStatus {
     using T = decltype(tag);
-    auto f = fused_call<T>(a);
+    const auto f = fused_call<T>(a);
     if (reinterpret_cast<std::uintptr_t>(f.args.a) % 16 != 0 || reinterpret_cast<std::uintptr_t>(f.args.b) % 16 != 0)
       return LaunchStatus::refused("TMA needs x and w 16-byte aligned");
-    const bool round_once = cfg(a.config, "round_once") != 0;
-    if constexpr (std::is_same_v<T, float>) {
-      if (round_once) {
-        if (a.workspace_bytes < round_once_workspace(a.problem, a.config))
-          return LaunchStatus::failure("round_once needs a workspace for x and W rounded to TF32");
-        float* x = static_cast<float*>(a.workspace);
-        float* w = x + f.args.m * f.args.k;
-        if (cudaError_t e = kwg::round_to_tf32(f.args.a, x, f.args.m * f.args.k, a.stream); e != cudaSuccess)
-          return launch_status(e);
-        if (cudaError_t e = kwg::round_to_tf32(f.args.b, w, f.args.n * f.args.k, a.stream); e != cudaSuccess)
-          return launch_status(e);
-        f.args.a = x, f.args.b = w;
-      }
-    }
     const cudaError_t e =
         kwg::wgmma_head_split(f.args, f.out, cfg(a.config, "tile"), cfg(a.config, "stages"),
-                              cfg(a.config, "persistent") != 0, a.stream, round_once);
+                              cfg(a.config, "persistent") != 0, a.stream);
     if (e == cudaErrorNotSupported)
       return LaunchStatus::refused("the current device is not sm_90 (or its driver cannot encode TMA tensor maps)");
     return launch_status(e);
@@ -382,16 +357,11 @@ void register_qkv_projection(Catalogue& cat) {
   for (int s = kwg::kMinStages; s <= kwg::kMaxStages; ++s) stages.push_back(s);
   hopper.params = ParamSpace({{"tile", tile_indices(kwg::kTiles.size()), "block tile: an index into wgmma's table"},
                               {"stages", stages, "shared-memory buffers of the TMA pipeline"},
-                              {"persistent", {0, 1}, kWgmmaPersistentHelp},
-                              {"round_once", {0, 1},
-                               "tf32 only: 1 rounds x and W to TF32 in one pass into a workspace; 0 rounds every "
-                               "stage in shared memory in every block (at 8192 x 3072 x 1024 that re-rounds x 12 "
-                               "times)"}});
+                              {"persistent", {0, 1}, kWgmmaPersistentHelp}});
   // 128x128 (tile 2), 4 stages: the narrow n = 3 D of the cases (384 at D = 128) leaves tile 0's
   // 256 columns half empty at its edge.
-  hopper.default_config = Config({{"tile", 2}, {"stages", 4}, {"persistent", 0}, {"round_once", 0}});
+  hopper.default_config = Config({{"tile", 2}, {"stages", 4}, {"persistent", 0}});
   hopper.supports = wgmma_split_supports;
-  hopper.workspace_bytes = round_once_workspace;
   hopper.launch = wgmma_split;
   cat.add(hopper);
 }

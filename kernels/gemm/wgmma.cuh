@@ -119,17 +119,10 @@ cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persiste
 // at the speed of the GEMM. Needs layout nt (x [M, D] times W [3 D, D] transposed), beta 0,
 // n = 3 heads head_dim, head_dim whole 16-byte chunks (a multiple of 8 16-bit or 4 fp32 elements),
 // m a multiple of seq and m, n below 2^31; cudaErrorInvalidValue otherwise, and wgmma's other
-// errors. T as for wgmma. operands_tf32 (float only): A and B already hold TF32 values
-// (round_to_tf32), so the consumers skip rounding every stage in shared memory, which costs the
-// H100 40% at 8192 x 3072 x 1024; cudaErrorInvalidValue for a 16-bit T.
+// errors. T as for wgmma.
 template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const gemm::HeadSplitOutput<T>& out, int tile, int stages,
-                             bool persistent, cudaStream_t stream, bool operands_tf32 = false);
-
-// dst[i] = src[i] rounded to TF32 (to nearest) for i < count: operands for operands_tf32 above,
-// one pass over global memory instead of one per block and stage. count a multiple of 4, src and
-// dst 16-byte aligned (cudaErrorInvalidValue otherwise); cudaErrorNotSupported off sm_90.
-cudaError_t round_to_tf32(const float* src, float* dst, std::int64_t count, cudaStream_t stream);
+                             bool persistent, cudaStream_t stream);
 
 // The residual LayerNorm epilogue of gemm_bias_residual_layernorm (a pre-LN Transformer's output
 // projection and its residual step in one kernel): C receives the residual sum

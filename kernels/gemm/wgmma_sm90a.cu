@@ -79,7 +79,6 @@ struct Params {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
-  bool operands_tf32;  // fp32 operands that already hold TF32 values (round_to_tf32)
   // C aligned to 16 bytes with ldc a whole number of 16-byte chunks (or head-split outputs
   // aligned with head_dim one), and the bias aligned: every chunk of 8 outputs inside the matrix
   // is one 128-bit access.
@@ -153,7 +152,6 @@ struct Schedule {
   int tiles_m, tiles_n;
   int k_tiles;
   int stages;
-  bool round_stages;  // TF32: the consumers round each stage (operands not rounded beforehand)
 };
 
 // run(tile) for the block's tiles: blockIdx.x, then (persistent) every gridDim.x-th after it.
@@ -260,9 +258,7 @@ __device__ __forceinline__ void consume(float (&acc)[C::kMTiles][C::kAccumulator
     mbarrier_wait(full + 8 * slot, ring.phase);
     const unsigned a_tile = tiles + static_cast<unsigned>(slot) * C::kStageBytes;
     const unsigned b_tile = a_tile + C::kATileBytes;
-    if constexpr (std::is_same_v<typename C::T, float>) {
-      if (s.round_stages) round_stage_to_tf32<C>(a_tile, b_tile, consumer);
-    }
+    if constexpr (std::is_same_v<typename C::T, float>) round_stage_to_tf32<C>(a_tile, b_tile, consumer);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < C::kBlockK / C::kMmaK; ++ks) {
@@ -439,7 +435,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // swizzle's 1024-byte period; the dynamic segment's start is not guaranteed to (1 KiB of slack).
   const unsigned shared_base = shared_address(shared);
   const unsigned tiles = (shared_base + (kSwizzleAtomBytes - 1)) & ~(kSwizzleAtomBytes - 1);
-  const Schedule schedule{p.tiles_m, p.tiles_n, p.k_tiles, p.stages, !p.operands_tf32};
+  const Schedule schedule{p.tiles_m, p.tiles_n, p.k_tiles, p.stages};
   const int stages = schedule.stages;
   const unsigned full = tiles + static_cast<unsigned>(stages) * C::kStageBytes;
   const unsigned empty = full + 8 * static_cast<unsigned>(stages);
@@ -510,8 +506,7 @@ cudaError_t encode(CUtensorMap& map, const T* base, std::int64_t inner, std::int
 
 template <class C, Store kStore>
 cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typename C::T>& split,
-                   const ResidualLayerNorm<typename C::T>& norm, int stages, bool persistent, bool operands_tf32,
-                   cudaStream_t stream) {
+                   const ResidualLayerNorm<typename C::T>& norm, int stages, bool persistent, cudaStream_t stream) {
   using T = typename C::T;
   const std::int64_t tiles_m = (args.m + C::kBM - 1) / C::kBM, tiles_n = (args.n + C::kBN - 1) / C::kBN;
   // grouped_tile() computes in int; this keeps tiles_m * tiles_n (and the group's blocks) in range.
@@ -538,7 +533,6 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
   p.tiles_n = static_cast<int>(tiles_n);
   p.k_tiles = static_cast<int>((args.k + C::kBlockK - 1) / C::kBlockK);
   p.stages = stages;
-  p.operands_tf32 = operands_tf32;
   // store_tile's unit: one Pack<T>, 16 bytes.
   p.split = split;
   p.norm = norm;
@@ -566,13 +560,11 @@ cudaError_t launch(const Args<typename C::T>& args, const HeadSplitOutput<typena
 
 template <typename T, Store kStore, bool kAKMajor, bool kBKMajor, std::size_t... kTile>
 cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, const ResidualLayerNorm<T>& norm,
-                        int tile, int stages, bool persistent, bool operands_tf32, cudaStream_t stream,
-                        std::index_sequence<kTile...>) {
+                        int tile, int stages, bool persistent, cudaStream_t stream, std::index_sequence<kTile...>) {
   cudaError_t e = cudaErrorInvalidValue;
   ((static_cast<std::size_t>(tile) == kTile
         ? (e = launch<typename TilingFor<T, kTile, kAKMajor, kBKMajor>::type, kStore>(args, split, norm, stages,
-                                                                                       persistent, operands_tf32,
-                                                                                       stream))
+                                                                                       persistent, stream))
         : e),
    ...);
   return e;
@@ -580,9 +572,8 @@ cudaError_t launch_tile(const Args<T>& args, const HeadSplitOutput<T>& split, co
 
 template <typename T, bool kAKMajor, bool kBKMajor, Store kStore = Store::c>
 cudaError_t launch_layout(const Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream,
-                          const HeadSplitOutput<T>& split = {}, const ResidualLayerNorm<T>& norm = {},
-                          bool operands_tf32 = false) {
-  return launch_tile<T, kStore, kAKMajor, kBKMajor>(args, split, norm, tile, stages, persistent, operands_tf32, stream,
+                          const HeadSplitOutput<T>& split = {}, const ResidualLayerNorm<T>& norm = {}) {
+  return launch_tile<T, kStore, kAKMajor, kBKMajor>(args, split, norm, tile, stages, persistent, stream,
                                                     std::make_index_sequence<kTiles.size()>{});
 }
 
@@ -603,30 +594,7 @@ cudaError_t check_call(const gemm::Args<T>& args, int tile, int stages) {
   return cudaSuccess;
 }
 
-// Each element of `quads` float4s rounded to TF32 (to nearest, as round_stage_to_tf32 does).
-__global__ void round_to_tf32_kernel(const float4* __restrict__ src, float4* __restrict__ dst, std::int64_t quads) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += stride) {
-    const float4 v = src[i];
-    dst[i] = make_float4(__uint_as_float(to_tf32(__float_as_uint(v.x))), __uint_as_float(to_tf32(__float_as_uint(v.y))),
-                         __uint_as_float(to_tf32(__float_as_uint(v.z))), __uint_as_float(to_tf32(__float_as_uint(v.w))));
-  }
-}
-
 }  // namespace
-
-cudaError_t round_to_tf32(const float* src, float* dst, std::int64_t count, cudaStream_t stream) {
-  if (count < 0 || count % 4 != 0 || !aligned(src, 16) || !aligned(dst, 16)) return cudaErrorInvalidValue;
-  if (count == 0) return cudaSuccess;
-  if (cudaError_t e = require_sm90(); e != cudaSuccess) return e;
-  constexpr int kBlock = 256;
-  const std::int64_t quads = count / 4;
-  // A few waves of the H200's 132 SMs: the grid-stride loop covers the rest.
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((quads + kBlock - 1) / kBlock, 132 * 16));
-  round_to_tf32_kernel<<<blocks, kBlock, 0, stream>>>(reinterpret_cast<const float4*>(src),
-                                                       reinterpret_cast<float4*>(dst), quads);
-  return cudaGetLastError();
-}
 
 template <typename T>
 cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persistent, cudaStream_t stream) {
@@ -645,15 +613,14 @@ cudaError_t wgmma(const gemm::Args<T>& args, int tile, int stages, bool persiste
 
 template <typename T>
 cudaError_t wgmma_head_split(const gemm::Args<T>& args, const HeadSplitOutput<T>& out, int tile, int stages,
-                             bool persistent, cudaStream_t stream, bool operands_tf32) {
-  if (operands_tf32 && !std::is_same_v<T, float>) return cudaErrorInvalidValue;
+                             bool persistent, cudaStream_t stream) {
   if (args.layout != Layout::nt || args.beta != 0.f) return cudaErrorInvalidValue;
   if (!out.dst[0] || !out.dst[1] || !out.dst[2] || out.seq < 1 || out.heads < 1 || out.head_dim < 1 ||
       out.head_dim % Pack<T>::kCount != 0 || args.n != 3 * std::int64_t{out.heads} * out.head_dim ||
       args.m % out.seq != 0 || args.m > INT_MAX || args.n > INT_MAX)
     return cudaErrorInvalidValue;
   if (cudaError_t e = check_call(args, tile, stages); e != cudaSuccess) return e;
-  return launch_layout<T, true, true, Store::head_split>(args, tile, stages, persistent, stream, out, {}, operands_tf32);
+  return launch_layout<T, true, true, Store::head_split>(args, tile, stages, persistent, stream, out);
 }
 
 template <typename T>
@@ -672,12 +639,12 @@ template cudaError_t wgmma<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&, int,
 template cudaError_t wgmma<float>(const gemm::Args<float>&, int, int, bool, cudaStream_t);
 
 template cudaError_t wgmma_head_split<__half>(const gemm::Args<__half>&, const HeadSplitOutput<__half>&, int, int, bool,
-                                              cudaStream_t, bool);
+                                              cudaStream_t);
 template cudaError_t wgmma_head_split<__nv_bfloat16>(const gemm::Args<__nv_bfloat16>&,
                                                      const HeadSplitOutput<__nv_bfloat16>&, int, int, bool,
-                                                     cudaStream_t, bool);
+                                                     cudaStream_t);
 template cudaError_t wgmma_head_split<float>(const gemm::Args<float>&, const HeadSplitOutput<float>&, int, int, bool,
-                                             cudaStream_t, bool);
+                                             cudaStream_t);
 
 template cudaError_t wgmma_residual_layernorm<__half>(const gemm::Args<__half>&, const ResidualLayerNorm<__half>&, int,
                                                       int, bool, cudaStream_t);

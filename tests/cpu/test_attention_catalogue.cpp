@@ -537,16 +537,6 @@ TEST(QkvProjection, RefusalsBeforeAnyLaunch) {
   const Support odd_tf32 = hopper.supports(projection(1, 33, 4, 6, DType::tf32), hopper.default_config, h200);
   EXPECT_FALSE(odd_tf32.ok);
   EXPECT_NE(odd_tf32.reason.find("multiple of 4"), std::string::npos) << odd_tf32.reason;
-  // round_once: tf32's operands rounded once into a workspace (x, then W); nothing to round in 16 bits.
-  Config once = hopper.default_config;
-  once.set("round_once", 1);
-  const Problem case8 = projection(64, 128, 4, 256, DType::tf32);  // x [8192, 1024], W [3072, 1024]
-  EXPECT_TRUE(hopper.supports(case8, once, h200).ok);
-  EXPECT_EQ(hopper.workspace_bytes(case8, once), std::size_t{8192 + 3072} * 1024 * 4);
-  EXPECT_EQ(hopper.workspace_bytes(case8, hopper.default_config), 0u);
-  const Support once_f16 = hopper.supports(p, once, h200);
-  EXPECT_FALSE(once_f16.ok);
-  EXPECT_NE(once_f16.reason.find("nothing to round"), std::string::npos) << once_f16.reason;
   EXPECT_FALSE(hopper.supports(projection(2, 7, 3, 5), hopper.default_config, h200).ok) << "D = 15: TMA cannot read x";
 }
 
