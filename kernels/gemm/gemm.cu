@@ -552,6 +552,9 @@ __global__ void finish_product_kernel(Args<T> p, const float* acc, bool vector_o
 // The warp-tiled thread map of v5 with paired lanes: a lane's bit 0 is bit 0 of its row group,
 // bits 1 .. log2(lanes_n) its column group, the bits above the rest of its row group. Rows and
 // columns a thread owns, and the shape of its pieces, are otherwise as in ThreadMap.
+// The async ladder's instantiations read fewer of the map's constants than the broadcast one's;
+// nvcc warns (#177) per instantiation in an anonymous namespace and ignores [[maybe_unused]].
+#pragma nv_diag_suppress 177
 template <int kTileIndex, const BlockTile* kTiles = kBroadcastTiles>
 struct PairedLaneMap {
   static constexpr BlockTile kShape = kTiles[kTileIndex];
@@ -580,6 +583,7 @@ struct PairedLaneMap {
     return warp % kWarpsN * (BN / kWarpsN) + ((lane >> 1) & (kLanesN - 1)) * 4;
   }
 };
+#pragma nv_diag_default 177
 
 // A paired-lane thread's TM x TN outputs (4 x 4 pieces kMStride rows and kNStride columns apart)
 // through store_quad.
