@@ -67,7 +67,7 @@ if [ -f "$build/fashion-mnist.tar.xz" ] && [ ! -f data/fashion-mnist/train-image
 fi
 [ -f data/fashion-mnist/train-images-idx3-ubyte.gz ] && export SHAPETUNE_FASHION_MNIST=${SHAPETUNE_FASHION_MNIST:-$PWD/data/fashion-mnist}
 mnist=${SHAPETUNE_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-db="$work/h200.db"
+db="$work/sweep.db"  # named for what it holds, not the device (the device is recorded in it)
 summary="$work/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -206,7 +206,7 @@ if python3 -c 'import torch' 2>/dev/null; then
 fi
 run_step targets 60 python3 bench/targets.py "$db" "${peer_args[@]}"
 # One self-contained file (no -wal/-shm beside it) to bring back and commit.
-python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM INTO ?', (sys.argv[2],))" "$db" "$out/h200.db"
+python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('VACUUM INTO ?', (sys.argv[2],))" "$db" "$out/sweep.db"
 
 {
   echo
