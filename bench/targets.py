@@ -389,7 +389,7 @@ def judge_attention(run):
     candidate (tiny S), the table picks it."""
     table = Verdicts("attention")
     add = table.add
-    slower, naive_wins, naive_passed_over = [], 0, []
+    slower, naive_wins, naive_passed_over, naive_nearest = [], 0, [], None
     count = compared = 0
     for (primitive, dtype, shape), w in sorted(run.winners.items()):
         if not primitive.startswith("attention."):
@@ -401,6 +401,11 @@ def judge_attention(run):
         if measured(cudnn) and w["median_us"] > cudnn["us"] * 1.01:
             slower.append(f"{key}: {w['median_us']:.1f} vs {cudnn['us']:.1f} us")
         fastest = best_candidate(run, key, "1 = 1")
+        naive = best_candidate(run, key, "variant = 'naive'")
+        if measured(fastest) and measured(naive) and fastest["variant"] != "naive":
+            ratio = naive["us"] / fastest["us"]
+            if naive_nearest is None or ratio < naive_nearest[0]:
+                naive_nearest = (ratio, f"{key}: naive {naive['us']:.2f} vs {fastest['variant']} {fastest['us']:.2f} us")
         if measured(fastest) and fastest["variant"] == "naive":
             naive_wins += 1
             if w["variant"] != "naive" and w["median_us"] > fastest["us"] * 1.01:
@@ -444,9 +449,11 @@ def judge_attention(run):
     if naive_wins:
         add(f"{naive_wins} of {count} attention problems where naive is the fastest accurate candidate", naive_target,
             "; ".join(naive_passed_over) if naive_passed_over else "picked at every one", not naive_passed_over)
-    elif count:  # nothing to judge: said, not counted
-        table.lines.append(f"| {count} attention problems | {naive_target} | naive is the fastest at none of them | "
-                           "not exercised |")
+    elif count:  # nothing to judge: said, not counted, with how near naive came where it ran
+        nearest = (f"; nearest at {naive_nearest[1]} ({naive_nearest[0]:.1f}x)" if naive_nearest
+                   else "; naive measured at none of them")
+        table.lines.append(f"| {count} attention problems | {naive_target} | naive is the fastest at none of them"
+                           f"{nearest} | not exercised |")
     judge_qkv_projection(run, table)
     return table.result()
 

@@ -46,6 +46,8 @@ db("cudnn-slower", [(att, "flash_wgmma", 0, 175.0), (att, "cudnn_sdpa", 1, 190.0
 tiny = "attention.causal.split/f16/B=1,H=1,S=1,hd=64"  # where naive's one launch may win
 db("naive-picked", [(tiny, "naive", 0, 3.0), (tiny, "flash_mma", 0, 4.0), (tiny, "cudnn_sdpa", 1, 8.0)])
 db("naive-passed-over", [(tiny, "naive", 0, 3.0), (tiny, "flash_mma", 0, 4.0)], kept=("flash_mma", 4.0))
+db("naive-loses", [(tiny, "naive", 0, 14.0), (tiny, "flash_mma", 0, 2.0), (att, "naive", 0, 700.0),
+                   (att, "flash_wgmma", 0, 175.0)])
 # Issue 20's floor, T 10 and 1e9 FLOPs a problem: 2 us a step at 50 TFLOP/s, plus the barriers.
 gru = "gru.forward/f32/T=10,N=4,D=8,H=16"
 lstm = "lstm.backward/f32/T=10,N=4,D=8,H=16"
@@ -69,14 +71,17 @@ expect() {  # expect CODE DB PATTERN [FAMILY [JUDGE ARGS...]]
   set +e; out=$(python3 "$judge" "$dir/$name.db" --family "$family" "$@" 2>&1); code=$?; set -e
   [ "$code" = "$want" ] || { echo "FAIL: $name exited $code, expected $want"; echo "$out"; exit 1; }
   grep -qF -- "$pattern" <<<"$out" || { echo "FAIL: $name: no '$pattern' in"; echo "$out"; exit 1; }
+  checks=$((checks + 1))
 }
+checks=0
 expect 1 no-cudnn "| 1 attention problems | winner never slower than cudnn_sdpa beyond 1% | cudnn_sdpa measured at none of them | not measured |"
 expect 1 no-cudnn "wgmma_head_split 267.00 vs 456.00 us (x1.71); winner wgmma_head_split | PASS |"
 expect 1 cudnn-faster "| 1 of 1 attention problems with cudnn_sdpa measured | winner never slower than cudnn_sdpa beyond 1% | attention.causal.split/f16/B=8,H=16,S=2048,hd=64: 175.0 vs 160.0 us | FAIL |"
 expect 1 cudnn-slower "| 1 of 1 attention problems with cudnn_sdpa measured | winner never slower than cudnn_sdpa beyond 1% | none slower | PASS |"
 expect 1 cudnn-slower "packed_head_split 120.00 vs 100.00 us (x0.83); winner split | FAIL |"
 naive="the table picks naive where it truly wins (tiny S), within 1%"
-expect 1 cudnn-slower "| 1 attention problems | $naive | naive is the fastest at none of them | not exercised |"
+expect 1 cudnn-slower "| 1 attention problems | $naive | naive is the fastest at none of them; naive measured at none of them | not exercised |"
+expect 1 naive-loses "| 2 attention problems | $naive | naive is the fastest at none of them; nearest at attention.causal.split/f16/B=8,H=16,S=2048,hd=64: naive 700.00 vs flash_wgmma 175.00 us (4.0x) | not exercised |"
 expect 0 naive-picked "| 1 of 1 attention problems where naive is the fastest accurate candidate | $naive | picked at every one | PASS |"
 expect 1 naive-passed-over "| $naive | attention.causal.split/f16/B=1,H=1,S=1,hd=64: flash_mma 4.0 vs naive 3.0 us | FAIL |"
 floor="persistent step within 2x of its floor (barrier + FLOPs at the ceiling)"
@@ -86,4 +91,4 @@ expect 1 rnn "| gru.forward tf32 T=10,N=4,D=8,H=16 | $floor | persistent_block{r
 expect 1 rnn "| gru.forward f32 T=10,N=4,D=8,H=17 | $floor | persistent_registers{units_per_block=8,batch_groups=2} 5.00 us a step; floor 3.00 us = 1.00 (a grid barrier) + 2.00 (100.0 MFLOP at fp32_fma 50.0 TFLOP/s): 1.7x the floor | PASS |" rnn
 expect 1 rnn-no-ceilings "| gru.forward f32 T=10,N=4,D=8,H=16 | $floor | no grid_barrier ceiling measured on this device (--ceilings) | not measured |" rnn
 expect 1 rnn-no-ceilings "| gru.forward f32 T=10,N=4,D=8,H=16 | $floor | persistent_registers{units_per_block=8,batch_groups=2} 6.00 us a step; floor 3.00 us" rnn --ceilings "$dir/ceilings-only.db"
-echo "targets.py (attention, rnn): 14 checks passed"
+echo "targets.py (attention, rnn): $checks checks passed"
